@@ -1,0 +1,65 @@
+# opsuite: one entry point for building, running and testing the operators.
+# `make help` lists the targets.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+VENV := .venv/bin
+PY := $(VENV)/python
+PYTEST := $(VENV)/pytest
+export PATH := $(CURDIR)/.local/bin:$(PATH)
+
+PY_SOURCES := shared operators e2e bench hack
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+##@ Set-up
+.PHONY: deps tools
+deps: ## Install system packages, poetry and the virtualenv (skips what is there)
+	hack/install-deps.sh
+
+tools: deps ## Build the pinned Go tools (control plane, kwok, helm, actionlint) into .local/bin
+	hack/build-tools.sh
+
+##@ Local control plane
+.PHONY: cluster cluster-down
+cluster: tools ## Start etcd, kube-apiserver, controller-manager, scheduler and kwok on 127.0.0.1
+	python3 hack/localplane.py up
+
+cluster-down: ## Stop the local control plane and remove its data
+	python3 hack/localplane.py down
+
+##@ Development
+.PHONY: run manifests verify lint typecheck unit e2e test bench
+run: deps ## Bring up the plane (unless KUBECONFIG is set), run all operators with samples
+	$(PY) hack/run.py
+
+manifests: deps ## Generate CRDs (charts/*/crds) and samples from the pydantic models
+	$(VENV)/opsuite-manifests write
+
+verify: deps ## Fail when a generated file is out of date
+	$(VENV)/opsuite-manifests check
+
+lint: deps ## ruff (lint + format check)
+	$(VENV)/ruff check $(PY_SOURCES)
+	$(VENV)/ruff format --check $(PY_SOURCES)
+
+typecheck: deps ## mypy --strict
+	$(VENV)/mypy shared operators e2e hack/localplane.py hack/run.py
+
+unit: deps ## Unit and property tests (no cluster)
+	@echo "==================== unit tests ===================="
+	$(PYTEST) shared/tests operators -p no:kind
+
+e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plane
+	@echo "==================== e2e tests ====================="
+	@if [[ -z "$${E2E_KUBECONFIG:-}" ]] && ! docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory cluster; fi
+	$(PYTEST) e2e -m "not chaos"
+
+test: lint typecheck unit verify e2e ## Everything CI checks
+
+bench: deps ## Benchmarks (bench/), reporting ratios against a reference run alongside
+	$(PY) -m bench

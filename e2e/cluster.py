@@ -1,0 +1,111 @@
+"""Which cluster the e2e suite runs against, and small helpers to talk to it.
+
+Order of preference: ``E2E_KUBECONFIG``; a kind cluster through pytest-kind when a Docker
+engine answers (GitHub Actions); otherwise the local control plane (hack/localplane.py),
+started here when it is not up.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubernetes import client, config
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL_KUBECONFIG = ROOT / ".local" / "kubeconfig"
+LOCAL_AUDIT_LOG = ROOT / ".local" / "audit.log"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A cluster under test: its kubeconfig and, where the suite can read it, its audit log."""
+
+    kind: str  # "external" | "kind" | "local"
+    kubeconfig: Path
+    audit_log: Path | None
+
+    def api_client(self) -> client.ApiClient:
+        """A fresh API client for this cluster's admin identity."""
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> str:
+        """Run kubectl against this cluster and return stdout; raise with stderr on failure."""
+        exe = shutil.which("kubectl") or str(ROOT / ".local" / "bin" / "kubectl")
+        out = subprocess.run(
+            [exe, "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed: {out.stderr.strip()}")
+        return out.stdout
+
+
+def docker_available() -> bool:
+    """True when a Docker engine answers (kind can run)."""
+    if shutil.which("docker") is None:
+        return False
+    return subprocess.run(["docker", "info"], capture_output=True, check=False).returncode == 0
+
+
+def start_local_plane() -> Cluster:
+    """Bring up the local control plane (no-op when running) and describe it."""
+    subprocess.run([sys.executable, str(ROOT / "hack" / "localplane.py"), "up"], check=True)
+    return Cluster("local", LOCAL_KUBECONFIG, LOCAL_AUDIT_LOG)
+
+
+class WaitTimeout(AssertionError):
+    """A wait ran out of time; the message says what was last seen."""
+
+
+def wait_until(
+    probe: Callable[[], T],
+    done: Callable[[T], bool],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.25,
+) -> T:
+    """Poll ``probe`` until ``done(value)``; on timeout fail with the last value seen.
+
+    Exceptions from ``probe`` count as "not yet" and are reported if nothing better was seen.
+    """
+    deadline = time.monotonic() + timeout
+    last: object = "<nothing observed>"
+    while True:
+        try:
+            value = probe()
+            if done(value):
+                return value
+            last = value
+        except Exception as exc:  # reported on timeout
+            last = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(
+                f"timed out after {timeout:.0f} s waiting for {what}; last seen: {last}"
+            )
+        time.sleep(interval)
+
+
+def audit_events(path: Path) -> Iterator[dict[str, Any]]:
+    """Parsed audit-log events (JSON lines), rotated files included."""
+    for f in sorted(path.parent.glob(path.stem + "*" + path.suffix)):
+        with f.open() as lines:
+            for line in lines:
+                try:
+                    event: dict[str, Any] = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line being written
+                yield event

@@ -1,0 +1,57 @@
+"""Fixtures shared by every e2e test: the cluster, an API client, a namespace per test."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from e2e.cluster import Cluster, docker_available, start_local_plane, wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under e2e/ is an e2e test."""
+    for item in items:
+        item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def cluster(request: pytest.FixtureRequest) -> Cluster:
+    """The cluster under test (E2E_KUBECONFIG, kind when Docker runs, else the local plane)."""
+    if explicit := os.environ.get("E2E_KUBECONFIG"):
+        return Cluster("external", Path(explicit), None)
+    if docker_available():
+        kind_cluster = request.getfixturevalue("kind_cluster")
+        return Cluster("kind", Path(kind_cluster.kubeconfig_path), None)
+    return start_local_plane()
+
+
+@pytest.fixture(scope="session")
+def api(cluster: Cluster) -> Iterator[client.ApiClient]:
+    """An admin API client for the cluster under test."""
+    with cluster.api_client() as api_client:
+        yield api_client
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, api: client.ApiClient) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards; ready once its ServiceAccount is."""
+    core = client.CoreV1Api(api)
+    base = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-")
+    name = f"{base}-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    wait_until(
+        lambda: core.read_namespaced_service_account("default", name),
+        lambda sa: sa is not None,
+        timeout=60,
+        what=f"the default ServiceAccount in {name}",
+    )
+    yield name
+    core.delete_namespace(name, propagation_policy="Background")

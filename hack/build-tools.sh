@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Build the pinned Go tools (control plane, kwok, helm, ...) from the wrapper modules under
+# hack/tools/<name>/ and link them into .local/bin. Binaries are cached outside the work tree in
+# a directory keyed by tool name and a hash of the wrapper module's go.mod/go.sum, so a second
+# run on the same machine only re-links. Usage: hack/build-tools.sh [name ...] (default: all).
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cache_root="${OPSUITE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/opsuite}/tools"
+bin_dir="$root/.local/bin"
+mkdir -p "$bin_dir" "$cache_root"
+
+# name | packages built | extra ldflags | environment
+kube_version="v1.36.3"
+kube_ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  kube_ldflags+=" -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=36"
+  kube_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+done
+
+tool_packages() {
+  case "$1" in
+    kubernetes) echo "k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl" ;;
+    etcd) echo "go.etcd.io/etcd/server/v3 go.etcd.io/etcd/etcdctl/v3" ;;
+    kwok) echo "sigs.k8s.io/kwok/cmd/kwok" ;;
+    helm) echo "helm.sh/helm/v3/cmd/helm" ;;
+    actionlint) echo "github.com/rhysd/actionlint/cmd/actionlint" ;;
+    *) echo "unknown tool $1" >&2; return 1 ;;
+  esac
+}
+
+tool_ldflags() {
+  case "$1" in
+    kubernetes) echo "$kube_ldflags" ;;
+    helm) echo "-X helm.sh/helm/v3/internal/version.version=$(awk '$1=="helm.sh/helm/v3"{print $2}' "$root/hack/tools/helm/go.mod") -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
+    *) echo "" ;;
+  esac
+}
+
+# kwok refuses to start without stages; take the ones kwokctl uses from the pinned module:
+# node initialise + lease heartbeat, pods Ready, Job pods complete, deleted pods removed.
+collect_kwok_stages() {
+  local mod_dir="$1" out="$2" src
+  src="$(cd "$mod_dir" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage"
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    cat "$src/$f"; echo "---"
+  done > "$out/kwok-stages.yaml"
+}
+
+build_tool() {
+  local name="$1" mod_dir="$root/hack/tools/$1"
+  local key
+  key="$(cat "$mod_dir/go.mod" "$mod_dir/go.sum" | sha256sum | cut -c1-16)"
+  local out="$cache_root/$name-$key"
+  if [[ ! -f "$out/.complete" ]]; then
+    echo ">> building $name (cache $out)"
+    local start=$SECONDS tmp="$out.tmp.$$"
+    rm -rf "$tmp"; mkdir -p "$tmp"
+    # shellcheck disable=SC2046
+    (cd "$mod_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(tool_ldflags "$name")" \
+      -o "$tmp/" $(tool_packages "$name"))
+    # go names the etcd main package after its module path (".../server/v3" -> "server").
+    if [[ -f "$tmp/server" ]]; then mv "$tmp/server" "$tmp/etcd"; fi
+    if [[ "$name" == kwok ]]; then collect_kwok_stages "$mod_dir" "$tmp"; fi
+    touch "$tmp/.complete"
+    rm -rf "$out"; mv "$tmp" "$out"
+    echo ">> built $name in $((SECONDS - start)) s"
+  fi
+  local f
+  for f in "$out"/*; do
+    [[ -x "$f" ]] || continue
+    ln -sf "$f" "$bin_dir/$(basename "$f")"
+  done
+}
+
+command -v go >/dev/null || { echo "go is required (hack/install-deps.sh installs it)" >&2; exit 1; }
+tools=("$@")
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes helm actionlint)
+for t in "${tools[@]}"; do build_tool "$t"; done

@@ -1,0 +1,413 @@
+#!/usr/bin/env python3
+"""A real Kubernetes control plane as local processes on 127.0.0.1, without Docker.
+
+Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (fake nodes, so
+pods are scheduled and go Running) from the binaries hack/build-tools.sh links into .local/bin,
+and writes an admin kubeconfig to .local/kubeconfig. Everything else lives in .local/plane/
+(certificates, data, logs, the PIDs of what was started); the audit log is .local/audit.log.
+
+    hack/localplane.py up        start (no-op when already running), wait until usable
+    hack/localplane.py down      stop exactly the recorded processes, remove the data
+    hack/localplane.py status    print the recorded processes and whether they are alive
+
+Only the standard library and the openssl command are used, so it runs before any virtualenv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL = ROOT / ".local"
+BIN = LOCAL / "bin"
+PLANE = LOCAL / "plane"
+PKI = PLANE / "pki"
+LOGS = PLANE / "logs"
+STATE = PLANE / "processes.json"
+KUBECONFIG = LOCAL / "kubeconfig"
+AUDIT_LOG = LOCAL / "audit.log"
+
+HOST = "127.0.0.1"
+SERVICE_CIDR = "10.96.0.0/16"
+FAKE_NODES = 3
+FAKE_NODE_PODS = 1100
+
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: None
+    nonResourceURLs: ["/healthz*", "/readyz*", "/livez*", "/version"]
+  - level: None
+    users: ["system:apiserver"]
+  - level: Metadata
+"""
+
+
+@dataclass(frozen=True)
+class Ports:
+    """TCP ports of the components; overridable with OPSUITE_PLANE_PORT_BASE."""
+
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+    kwok: int
+
+    @classmethod
+    def from_env(cls) -> Ports:
+        base = int(os.environ.get("OPSUITE_PLANE_PORT_BASE", "36400"))
+        return cls(base, base + 1, base + 43, base + 57, base + 59, base + 47)
+
+
+def log(msg: str) -> None:
+    print(f"[localplane] {msg}", flush=True)
+
+
+def run(cmd: list[str], **kw: object) -> None:
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)  # type: ignore[call-overload]
+
+
+# ---------------------------------------------------------------- certificates
+
+
+def make_ca() -> None:
+    """Create the cluster CA (also used to sign kubelet-style serving certs for kwok)."""
+    if (PKI / "ca.crt").exists():
+        return
+    PKI.mkdir(parents=True, exist_ok=True)
+    run(["openssl", "genrsa", "-out", str(PKI / "ca.key"), "2048"])
+    run(["openssl", "req", "-x509", "-new", "-nodes", "-key", str(PKI / "ca.key"), "-sha256",
+         "-days", "3650", "-subj", "/CN=opsuite-local-ca", "-out", str(PKI / "ca.crt")])
+
+
+def make_cert(name: str, subject: str, *, server_sans: list[str] | None = None) -> None:
+    """Issue a client (or, with SANs, serving) certificate signed by the cluster CA."""
+    crt, key, csr, ext = (PKI / f"{name}.{s}" for s in ("crt", "key", "csr", "ext"))
+    if crt.exists():
+        return
+    run(["openssl", "genrsa", "-out", str(key), "2048"])
+    run(["openssl", "req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr)])
+    lines = ["basicConstraints=CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment"]
+    if server_sans:
+        lines.append("extendedKeyUsage=serverAuth,clientAuth")
+        lines.append("subjectAltName=" + ",".join(server_sans))
+    else:
+        lines.append("extendedKeyUsage=clientAuth")
+    ext.write_text("\n".join(lines) + "\n")
+    run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(PKI / "ca.crt"), "-CAkey",
+         str(PKI / "ca.key"), "-CAcreateserial", "-days", "3650", "-sha256", "-extfile",
+         str(ext), "-out", str(crt)])
+    csr.unlink()
+    ext.unlink()
+
+
+def make_pki() -> None:
+    """All certificates and keys the plane needs (idempotent)."""
+    make_ca()
+    sans = ["IP:127.0.0.1", "IP:10.96.0.1", "DNS:localhost", "DNS:kubernetes",
+            "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
+            "DNS:kubernetes.default.svc.cluster.local"]
+    make_cert("apiserver", "/CN=kube-apiserver", server_sans=sans)
+    make_cert("admin", "/O=system:masters/CN=kubernetes-admin")
+    make_cert("controller-manager", "/CN=system:kube-controller-manager")
+    make_cert("scheduler", "/CN=system:kube-scheduler")
+    # kwok updates the status of every node and pod it fakes: it runs with admin rights, as
+    # kwokctl does.
+    make_cert("kwok", "/O=system:masters/CN=kwok-controller")
+    make_cert("kwok-serving", "/CN=kwok-serving", server_sans=["IP:127.0.0.1", "DNS:localhost"])
+    if not (PKI / "sa.key").exists():
+        run(["openssl", "genrsa", "-out", str(PKI / "sa.key"), "2048"])
+        run(["openssl", "rsa", "-in", str(PKI / "sa.key"), "-pubout", "-out", str(PKI / "sa.pub")])
+
+
+def write_kubeconfig(path: Path, user: str, port: int) -> None:
+    """A kubeconfig for one identity, certificates embedded so it works from anywhere."""
+
+    def b64(p: Path) -> str:
+        return base64.b64encode(p.read_bytes()).decode()
+
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "opsuite-local", "cluster": {
+            "server": f"https://{HOST}:{port}",
+            "certificate-authority-data": b64(PKI / "ca.crt")}}],
+        "users": [{"name": user, "user": {
+            "client-certificate-data": b64(PKI / f"{user}.crt"),
+            "client-key-data": b64(PKI / f"{user}.key")}}],
+        "contexts": [{"name": "opsuite-local", "context": {
+            "cluster": "opsuite-local", "user": user}}],
+        "current-context": "opsuite-local",
+    }
+    path.write_text(json.dumps(cfg, indent=2) + "\n")
+    path.chmod(0o600)
+
+
+# ---------------------------------------------------------------- processes
+
+
+def read_state() -> dict[str, dict[str, object]]:
+    return json.loads(STATE.read_text()) if STATE.exists() else {}
+
+
+def alive(pid: int, binary: str) -> bool:
+    """True when pid is running the given binary (guards against recycled PIDs)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return False
+    return Path(cmdline).name == binary
+
+
+def start(name: str, binary: str, args: list[str]) -> None:
+    """Start one component detached from this process, logging to .local/plane/logs."""
+    exe = BIN / binary
+    if not exe.exists():
+        sys.exit(f"{exe} is missing: run hack/build-tools.sh (make tools) first")
+    LOGS.mkdir(parents=True, exist_ok=True)
+    with (LOGS / f"{name}.log").open("ab") as out:
+        proc = subprocess.Popen([str(exe.resolve()), *args], stdout=out, stderr=out,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=PLANE)
+    state = read_state()
+    state[name] = {"pid": proc.pid, "binary": exe.resolve().name, "args": args}
+    STATE.write_text(json.dumps(state, indent=2) + "\n")
+
+
+def stop(name: str, entry: dict[str, object], sig: int = signal.SIGTERM) -> None:
+    pid, binary = int(str(entry["pid"])), str(entry["binary"])
+    if not alive(pid, binary):
+        return
+    os.kill(pid, sig)
+    deadline = time.monotonic() + 15
+    while alive(pid, binary) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive(pid, binary):
+        os.kill(pid, signal.SIGKILL)
+    log(f"stopped {name} (pid {pid})")
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float, logfile: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.25)
+    tail = (LOGS / f"{logfile}.log").read_text(errors="replace").splitlines()[-30:]
+    sys.exit(f"{what} not ready after {timeout:.0f} s; last log lines:\n" + "\n".join(tail))
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((HOST, port)) == 0
+
+
+def api_get(port: int, path: str) -> tuple[int, bytes]:
+    """GET from the API server as admin; (status, body), status 0 when unreachable."""
+    ctx = ssl.create_default_context(cafile=str(PKI / "ca.crt"))
+    ctx.load_cert_chain(str(PKI / "admin.crt"), str(PKI / "admin.key"))
+    try:
+        with urllib.request.urlopen(f"https://{HOST}:{port}{path}", context=ctx, timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except (OSError, ssl.SSLError):
+        return 0, b""
+
+
+def kubectl(*args: str, stdin: str | None = None) -> str:
+    out = subprocess.run([str(BIN / "kubectl"), "--kubeconfig", str(KUBECONFIG), *args],
+                         input=stdin, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {out.stderr.strip()}")
+    return out.stdout
+
+
+def fake_nodes_manifest() -> str:
+    nodes = []
+    for i in range(FAKE_NODES):
+        capacity = {"cpu": "64", "memory": "256Gi", "pods": str(FAKE_NODE_PODS)}
+        nodes.append({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": f"kwok-node-{i}",
+                         "annotations": {"kwok.x-k8s.io/node": "fake",
+                                         "node.alpha.kubernetes.io/ttl": "0"},
+                         "labels": {"type": "kwok", "kubernetes.io/hostname": f"kwok-node-{i}",
+                                    "kubernetes.io/os": "linux",
+                                    "kubernetes.io/arch": "amd64",
+                                    "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
+            "status": {"allocatable": capacity, "capacity": capacity},
+        })
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes})
+
+
+# ---------------------------------------------------------------- commands
+
+
+def up() -> None:
+    """Start every component that is not already running, then wait until usable."""
+    ports = Ports.from_env()
+    PLANE.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    make_pki()
+    (PLANE / "audit-policy.yaml").write_text(AUDIT_POLICY)
+    write_kubeconfig(KUBECONFIG, "admin", ports.apiserver)
+    for component in ("controller-manager", "scheduler", "kwok"):
+        write_kubeconfig(PKI / f"{component}.kubeconfig", component, ports.apiserver)
+    state = read_state()
+
+    def running(name: str) -> bool:
+        e = state.get(name)
+        return bool(e) and alive(int(str(e["pid"])), str(e["binary"]))  # type: ignore[index]
+
+    if not running("etcd"):
+        start("etcd", "etcd", [
+            "--name=opsuite", f"--data-dir={PLANE / 'etcd'}",
+            f"--listen-client-urls=http://{HOST}:{ports.etcd_client}",
+            f"--advertise-client-urls=http://{HOST}:{ports.etcd_client}",
+            f"--listen-peer-urls=http://{HOST}:{ports.etcd_peer}",
+            f"--initial-advertise-peer-urls=http://{HOST}:{ports.etcd_peer}",
+            f"--initial-cluster=opsuite=http://{HOST}:{ports.etcd_peer}",
+            "--unsafe-no-fsync=true", "--auto-compaction-mode=periodic",
+            "--auto-compaction-retention=1", "--quota-backend-bytes=8589934592",
+            "--listen-metrics-urls=", "--log-level=warn"])
+        wait_for("etcd", lambda: port_open(ports.etcd_client), 30, "etcd")
+    if not running("kube-apiserver"):
+        start("kube-apiserver", "kube-apiserver", [
+            f"--etcd-servers=http://{HOST}:{ports.etcd_client}",
+            f"--bind-address={HOST}", f"--advertise-address={HOST}",
+            f"--secure-port={ports.apiserver}",
+            f"--tls-cert-file={PKI / 'apiserver.crt'}",
+            f"--tls-private-key-file={PKI / 'apiserver.key'}",
+            f"--client-ca-file={PKI / 'ca.crt'}",
+            f"--kubelet-client-certificate={PKI / 'admin.crt'}",
+            f"--kubelet-client-key={PKI / 'admin.key'}",
+            f"--service-account-key-file={PKI / 'sa.pub'}",
+            f"--service-account-signing-key-file={PKI / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC", "--allow-privileged=true",
+            f"--audit-policy-file={PLANE / 'audit-policy.yaml'}",
+            f"--audit-log-path={AUDIT_LOG}", "--audit-log-format=json",
+            "--audit-log-maxsize=200", "--audit-log-maxbackup=2",
+            "--audit-log-mode=batch", "--audit-log-batch-max-wait=1s",
+            "--endpoint-reconciler-type=none", "--v=1"])
+        wait_for("kube-apiserver", lambda: api_get(ports.apiserver, "/readyz")[0] == 200, 90,
+                 "kube-apiserver")
+    common = ["--bind-address=127.0.0.1", "--leader-elect=false",
+              "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"]
+    if not running("kube-controller-manager"):
+        kcm_kc = str(PKI / "controller-manager.kubeconfig")
+        start("kube-controller-manager", "kube-controller-manager", [
+            *common, f"--kubeconfig={kcm_kc}", f"--authentication-kubeconfig={kcm_kc}",
+            f"--authorization-kubeconfig={kcm_kc}",
+            f"--secure-port={ports.controller_manager}",
+            f"--root-ca-file={PKI / 'ca.crt'}",
+            f"--service-account-private-key-file={PKI / 'sa.key'}",
+            f"--cluster-signing-cert-file={PKI / 'ca.crt'}",
+            f"--cluster-signing-key-file={PKI / 'ca.key'}",
+            "--use-service-account-credentials=true",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
+            "--kube-api-qps=100", "--kube-api-burst=200", "--v=1"])
+    if not running("kube-scheduler"):
+        sched_kc = str(PKI / "scheduler.kubeconfig")
+        start("kube-scheduler", "kube-scheduler", [
+            *common, f"--kubeconfig={sched_kc}", f"--authentication-kubeconfig={sched_kc}",
+            f"--authorization-kubeconfig={sched_kc}", f"--secure-port={ports.scheduler}",
+            "--v=1"])
+    if not running("kwok"):
+        stages = (BIN / "kwok").resolve().parent / "kwok-stages.yaml"
+        start("kwok", "kwok", [
+            f"--kubeconfig={PKI / 'kwok.kubeconfig'}", f"--config={stages}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--node-ip={HOST}", f"--node-port={ports.kwok}",
+            f"--server-address={HOST}:{ports.kwok}",
+            f"--tls-cert-file={PKI / 'kwok-serving.crt'}",
+            f"--tls-private-key-file={PKI / 'kwok-serving.key'}",
+            "--node-lease-duration-seconds=40", "--v=1"])
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+            stdin=fake_nodes_manifest())
+    wait_for("fake nodes Ready", lambda: _nodes_ready(), 60, "kwok")
+    wait_for("default ServiceAccount", lambda: _has_default_sa(), 60, "kube-controller-manager")
+    log(f"control plane up in {time.monotonic() - t0:.1f} s; KUBECONFIG={KUBECONFIG}")
+
+
+def _nodes_ready() -> bool:
+    try:
+        out = kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}"
+                      "{.status.conditions[?(@.type=='Ready')].status}{'\\n'}{end}")
+    except RuntimeError:
+        return False
+    statuses = out.split()
+    return len(statuses) == FAKE_NODES and all(s == "True" for s in statuses)
+
+
+def _has_default_sa() -> bool:
+    try:
+        kubectl("get", "serviceaccount", "default", "-n", "default")
+    except RuntimeError:
+        return False
+    return True
+
+
+def down() -> None:
+    """Stop exactly the recorded processes (reverse start order) and remove the data."""
+    state = read_state()
+    for name in reversed(list(state)):
+        stop(name, state[name])
+    if PLANE.exists():
+        subprocess.run(["rm", "-rf", str(PLANE)], check=True)
+    for p in (KUBECONFIG, AUDIT_LOG):
+        p.unlink(missing_ok=True)
+    for old in LOCAL.glob("audit-*.log"):
+        old.unlink()
+    log("control plane stopped and data removed")
+
+
+def status() -> int:
+    state = read_state()
+    if not state:
+        print("not running")
+        return 1
+    ok = True
+    for name, e in state.items():
+        up_ = alive(int(str(e["pid"])), str(e["binary"]))
+        ok &= up_
+        print(f"{name:26} pid {e['pid']:>8}  {'running' if up_ else 'DEAD'}")
+    return 0 if ok else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["up", "down", "status"])
+    cmd = parser.parse_args().command
+    if cmd == "up":
+        up()
+        return 0
+    if cmd == "down":
+        down()
+        return 0
+    return status()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
