@@ -58,10 +58,13 @@ def test_replicaset_pods_run_and_are_garbage_collected(
 
 def test_ephemeral_container_through_subresource(api: client.ApiClient, namespace: str) -> None:
     core = client.CoreV1Api(api)
-    core.create_namespaced_pod(
-        namespace,
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "target"}, **POD_TEMPLATE},
-    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "target", "labels": POD_TEMPLATE["metadata"]["labels"]},
+        "spec": POD_TEMPLATE["spec"],
+    }
+    core.create_namespaced_pod(namespace, pod)
     wait_until(
         lambda: core.read_namespaced_pod("target", namespace).status.phase,
         lambda phase: phase == "Running",
@@ -154,6 +157,7 @@ def test_admission_policy_with_authorizer_and_audit_log(
                         "expression": "authorizer.group('').resource('secrets')"
                         ".namespace(object.metadata.namespace).check('get').allowed()",
                         "message": "creator may not read Secrets in this namespace",
+                    "reason": "Forbidden",
                     }
                 ],
             },

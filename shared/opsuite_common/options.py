@@ -1,0 +1,166 @@
+"""Command-line flags shared by every operator, named as controller-runtime names them.
+
+Every flag can also be set through an environment variable: ``OPSUITE_`` followed by the flag
+name in upper snake case (``--leader-elect`` -> ``OPSUITE_LEADER_ELECT``). A flag given on the
+command line wins over the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class ManagerOptions:
+    """Parsed start-up options of one operator process."""
+
+    leader_elect: bool
+    leader_election_id: str
+    leader_election_namespace: str | None
+    metrics_bind_address: str
+    health_probe_bind_address: str
+    namespaces: tuple[str, ...]
+    log_format: Literal["json", "text"]
+    log_level: str
+    max_concurrent_reconciles: int
+    watch_timeout: float
+
+    @property
+    def clusterwide(self) -> bool:
+        """True when the operator serves all namespaces."""
+        return not self.namespaces
+
+
+def _env_name(flag: str) -> str:
+    return "OPSUITE_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def _positive_float(value: str) -> float:
+    number = float(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {number}")
+    return number
+
+
+def build_parser(operator: str, description: str) -> argparse.ArgumentParser:
+    """The argument parser of an operator's console script."""
+    parser = argparse.ArgumentParser(prog=operator, description=description)
+    parser.add_argument(
+        "--leader-elect",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="Elect a leader through a coordination.k8s.io Lease; only the leader reconciles "
+        "(default false; the Helm chart turns it on).",
+    )
+    parser.add_argument(
+        "--leader-election-id",
+        default=f"{operator}.opsuite.dev",
+        help="Name of the Lease used for leader election.",
+    )
+    parser.add_argument(
+        "--leader-election-namespace",
+        default=None,
+        help="Namespace of the Lease (default: the pod's namespace, from POD_NAMESPACE or the "
+        "service account).",
+    )
+    parser.add_argument(
+        "--metrics-bind-address",
+        default=":8080",
+        help='Address of the Prometheus /metrics endpoint; "0" disables it.',
+    )
+    parser.add_argument(
+        "--health-probe-bind-address",
+        default=":8081",
+        help='Address of /healthz and /readyz; "0" disables them.',
+    )
+    parser.add_argument(
+        "--namespace",
+        dest="namespaces",
+        action="append",
+        default=None,
+        help="Serve only this namespace (repeatable); default: all namespaces.",
+    )
+    parser.add_argument("--log-format", choices=["json", "text"], default="json")
+    parser.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        default="info",
+    )
+    parser.add_argument(
+        "--max-concurrent-reconciles",
+        type=_positive_int,
+        default=4,
+        help="Workers reconciling different objects at the same time.",
+    )
+    parser.add_argument(
+        "--watch-timeout",
+        type=_positive_float,
+        default=60.0,
+        help="Seconds after which the API server ends each watch (a bookmark comes before); a "
+        "watch silent for twice as long makes /readyz fail.",
+    )
+    return parser
+
+
+def parse_options(
+    operator: str,
+    description: str,
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ManagerOptions:
+    """Parse flags, with ``OPSUITE_*`` environment variables as defaults."""
+    parser = build_parser(operator, description)
+    env = os.environ if environ is None else environ
+    defaults: dict[str, object] = {}
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        value = env.get(_env_name(action.option_strings[0]))
+        if value is None:
+            continue
+        if action.dest == "namespaces":
+            defaults["namespaces"] = [n for n in value.replace(",", " ").split() if n]
+        else:
+            convert = action.type if callable(action.type) else str
+            try:
+                defaults[action.dest] = convert(value)
+            except (argparse.ArgumentTypeError, ValueError) as exc:
+                parser.error(f"{_env_name(action.option_strings[0])}: {exc}")
+            if action.choices is not None and defaults[action.dest] not in action.choices:
+                parser.error(f"{_env_name(action.option_strings[0])}: not one of {action.choices}")
+    parser.set_defaults(**defaults)
+    args = parser.parse_args(argv)
+    return ManagerOptions(
+        leader_elect=args.leader_elect,
+        leader_election_id=args.leader_election_id,
+        leader_election_namespace=args.leader_election_namespace,
+        metrics_bind_address=args.metrics_bind_address,
+        health_probe_bind_address=args.health_probe_bind_address,
+        namespaces=tuple(sorted(set(args.namespaces or ()))),
+        log_format=args.log_format,
+        log_level=args.log_level,
+        max_concurrent_reconciles=args.max_concurrent_reconciles,
+        watch_timeout=args.watch_timeout,
+    )
