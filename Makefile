@@ -38,17 +38,17 @@ run: deps ## Bring up the plane (unless KUBECONFIG is set), run all operators wi
 	$(PY) hack/run.py
 
 manifests: deps ## Generate CRDs (charts/*/crds) and samples from the pydantic models
-	$(VENV)/opsuite-manifests write
+	$(PY) hack/manifests.py write
 
 verify: deps ## Fail when a generated file is out of date
-	$(VENV)/opsuite-manifests check
+	$(PY) hack/manifests.py check
 
 lint: deps ## ruff (lint + format check)
 	$(VENV)/ruff check $(PY_SOURCES)
 	$(VENV)/ruff format --check $(PY_SOURCES)
 
 typecheck: deps ## mypy --strict
-	$(VENV)/mypy shared operators e2e hack/localplane.py hack/run.py
+	$(VENV)/mypy shared operators e2e hack/localplane.py hack/run.py hack/manifests.py
 
 unit: deps ## Unit and property tests (no cluster)
 	@echo "==================== unit tests ===================="

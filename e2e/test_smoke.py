@@ -157,7 +157,7 @@ def test_admission_policy_with_authorizer_and_audit_log(
                         "expression": "authorizer.group('').resource('secrets')"
                         ".namespace(object.metadata.namespace).check('get').allowed()",
                         "message": "creator may not read Secrets in this namespace",
-                    "reason": "Forbidden",
+                        "reason": "Forbidden",
                     }
                 ],
             },

@@ -93,8 +93,24 @@ def make_ca() -> None:
         return
     PKI.mkdir(parents=True, exist_ok=True)
     run(["openssl", "genrsa", "-out", str(PKI / "ca.key"), "2048"])
-    run(["openssl", "req", "-x509", "-new", "-nodes", "-key", str(PKI / "ca.key"), "-sha256",
-         "-days", "3650", "-subj", "/CN=opsuite-local-ca", "-out", str(PKI / "ca.crt")])
+    run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-new",
+            "-nodes",
+            "-key",
+            str(PKI / "ca.key"),
+            "-sha256",
+            "-days",
+            "3650",
+            "-subj",
+            "/CN=opsuite-local-ca",
+            "-out",
+            str(PKI / "ca.crt"),
+        ]
+    )
 
 
 def make_cert(name: str, subject: str, *, server_sans: list[str] | None = None) -> None:
@@ -111,9 +127,27 @@ def make_cert(name: str, subject: str, *, server_sans: list[str] | None = None) 
     else:
         lines.append("extendedKeyUsage=clientAuth")
     ext.write_text("\n".join(lines) + "\n")
-    run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(PKI / "ca.crt"), "-CAkey",
-         str(PKI / "ca.key"), "-CAcreateserial", "-days", "3650", "-sha256", "-extfile",
-         str(ext), "-out", str(crt)])
+    run(
+        [
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(PKI / "ca.crt"),
+            "-CAkey",
+            str(PKI / "ca.key"),
+            "-CAcreateserial",
+            "-days",
+            "3650",
+            "-sha256",
+            "-extfile",
+            str(ext),
+            "-out",
+            str(crt),
+        ]
+    )
     csr.unlink()
     ext.unlink()
 
@@ -121,9 +155,15 @@ def make_cert(name: str, subject: str, *, server_sans: list[str] | None = None) 
 def make_pki() -> None:
     """All certificates and keys the plane needs (idempotent)."""
     make_ca()
-    sans = ["IP:127.0.0.1", "IP:10.96.0.1", "DNS:localhost", "DNS:kubernetes",
-            "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
-            "DNS:kubernetes.default.svc.cluster.local"]
+    sans = [
+        "IP:127.0.0.1",
+        "IP:10.96.0.1",
+        "DNS:localhost",
+        "DNS:kubernetes",
+        "DNS:kubernetes.default",
+        "DNS:kubernetes.default.svc",
+        "DNS:kubernetes.default.svc.cluster.local",
+    ]
     make_cert("apiserver", "/CN=kube-apiserver", server_sans=sans)
     make_cert("admin", "/O=system:masters/CN=kubernetes-admin")
     make_cert("controller-manager", "/CN=system:kube-controller-manager")
@@ -146,14 +186,27 @@ def write_kubeconfig(path: Path, user: str, port: int) -> None:
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "opsuite-local", "cluster": {
-            "server": f"https://{HOST}:{port}",
-            "certificate-authority-data": b64(PKI / "ca.crt")}}],
-        "users": [{"name": user, "user": {
-            "client-certificate-data": b64(PKI / f"{user}.crt"),
-            "client-key-data": b64(PKI / f"{user}.key")}}],
-        "contexts": [{"name": "opsuite-local", "context": {
-            "cluster": "opsuite-local", "user": user}}],
+        "clusters": [
+            {
+                "name": "opsuite-local",
+                "cluster": {
+                    "server": f"https://{HOST}:{port}",
+                    "certificate-authority-data": b64(PKI / "ca.crt"),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": b64(PKI / f"{user}.crt"),
+                    "client-key-data": b64(PKI / f"{user}.key"),
+                },
+            }
+        ],
+        "contexts": [
+            {"name": "opsuite-local", "context": {"cluster": "opsuite-local", "user": user}}
+        ],
         "current-context": "opsuite-local",
     }
     path.write_text(json.dumps(cfg, indent=2) + "\n")
@@ -183,8 +236,14 @@ def start(name: str, binary: str, args: list[str]) -> None:
         sys.exit(f"{exe} is missing: run hack/build-tools.sh (make tools) first")
     LOGS.mkdir(parents=True, exist_ok=True)
     with (LOGS / f"{name}.log").open("ab") as out:
-        proc = subprocess.Popen([str(exe.resolve()), *args], stdout=out, stderr=out,
-                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=PLANE)
+        proc = subprocess.Popen(
+            [str(exe.resolve()), *args],
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=PLANE,
+        )
     state = read_state()
     state[name] = {"pid": proc.pid, "binary": exe.resolve().name, "args": args}
     STATE.write_text(json.dumps(state, indent=2) + "\n")
@@ -233,8 +292,13 @@ def api_get(port: int, path: str) -> tuple[int, bytes]:
 
 
 def kubectl(*args: str, stdin: str | None = None) -> str:
-    out = subprocess.run([str(BIN / "kubectl"), "--kubeconfig", str(KUBECONFIG), *args],
-                         input=stdin, capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [str(BIN / "kubectl"), "--kubeconfig", str(KUBECONFIG), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"kubectl {' '.join(args)}: {out.stderr.strip()}")
     return out.stdout
@@ -244,17 +308,27 @@ def fake_nodes_manifest() -> str:
     nodes = []
     for i in range(FAKE_NODES):
         capacity = {"cpu": "64", "memory": "256Gi", "pods": str(FAKE_NODE_PODS)}
-        nodes.append({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": f"kwok-node-{i}",
-                         "annotations": {"kwok.x-k8s.io/node": "fake",
-                                         "node.alpha.kubernetes.io/ttl": "0"},
-                         "labels": {"type": "kwok", "kubernetes.io/hostname": f"kwok-node-{i}",
-                                    "kubernetes.io/os": "linux",
-                                    "kubernetes.io/arch": "amd64",
-                                    "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
-            "status": {"allocatable": capacity, "capacity": capacity},
-        })
+        nodes.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": f"kwok-node-{i}",
+                    "annotations": {
+                        "kwok.x-k8s.io/node": "fake",
+                        "node.alpha.kubernetes.io/ttl": "0",
+                    },
+                    "labels": {
+                        "type": "kwok",
+                        "kubernetes.io/hostname": f"kwok-node-{i}",
+                        "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64",
+                        "topology.kubernetes.io/zone": f"zone-{i % 3}",
+                    },
+                },
+                "status": {"allocatable": capacity, "capacity": capacity},
+            }
+        )
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes})
 
 
@@ -278,74 +352,125 @@ def up() -> None:
         return bool(e) and alive(int(str(e["pid"])), str(e["binary"]))  # type: ignore[index]
 
     if not running("etcd"):
-        start("etcd", "etcd", [
-            "--name=opsuite", f"--data-dir={PLANE / 'etcd'}",
-            f"--listen-client-urls=http://{HOST}:{ports.etcd_client}",
-            f"--advertise-client-urls=http://{HOST}:{ports.etcd_client}",
-            f"--listen-peer-urls=http://{HOST}:{ports.etcd_peer}",
-            f"--initial-advertise-peer-urls=http://{HOST}:{ports.etcd_peer}",
-            f"--initial-cluster=opsuite=http://{HOST}:{ports.etcd_peer}",
-            "--unsafe-no-fsync=true", "--auto-compaction-mode=periodic",
-            "--auto-compaction-retention=1", "--quota-backend-bytes=8589934592",
-            "--listen-metrics-urls=", "--log-level=warn"])
+        start(
+            "etcd",
+            "etcd",
+            [
+                "--name=opsuite",
+                f"--data-dir={PLANE / 'etcd'}",
+                f"--listen-client-urls=http://{HOST}:{ports.etcd_client}",
+                f"--advertise-client-urls=http://{HOST}:{ports.etcd_client}",
+                f"--listen-peer-urls=http://{HOST}:{ports.etcd_peer}",
+                f"--initial-advertise-peer-urls=http://{HOST}:{ports.etcd_peer}",
+                f"--initial-cluster=opsuite=http://{HOST}:{ports.etcd_peer}",
+                "--unsafe-no-fsync=true",
+                "--auto-compaction-mode=periodic",
+                "--auto-compaction-retention=1",
+                "--quota-backend-bytes=8589934592",
+                "--listen-metrics-urls=",
+                "--log-level=warn",
+            ],
+        )
         wait_for("etcd", lambda: port_open(ports.etcd_client), 30, "etcd")
     if not running("kube-apiserver"):
-        start("kube-apiserver", "kube-apiserver", [
-            f"--etcd-servers=http://{HOST}:{ports.etcd_client}",
-            f"--bind-address={HOST}", f"--advertise-address={HOST}",
-            f"--secure-port={ports.apiserver}",
-            f"--tls-cert-file={PKI / 'apiserver.crt'}",
-            f"--tls-private-key-file={PKI / 'apiserver.key'}",
-            f"--client-ca-file={PKI / 'ca.crt'}",
-            f"--kubelet-client-certificate={PKI / 'admin.crt'}",
-            f"--kubelet-client-key={PKI / 'admin.key'}",
-            f"--service-account-key-file={PKI / 'sa.pub'}",
-            f"--service-account-signing-key-file={PKI / 'sa.key'}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--authorization-mode=Node,RBAC", "--allow-privileged=true",
-            f"--audit-policy-file={PLANE / 'audit-policy.yaml'}",
-            f"--audit-log-path={AUDIT_LOG}", "--audit-log-format=json",
-            "--audit-log-maxsize=200", "--audit-log-maxbackup=2",
-            "--audit-log-mode=batch", "--audit-log-batch-max-wait=1s",
-            "--endpoint-reconciler-type=none", "--v=1"])
-        wait_for("kube-apiserver", lambda: api_get(ports.apiserver, "/readyz")[0] == 200, 90,
-                 "kube-apiserver")
-    common = ["--bind-address=127.0.0.1", "--leader-elect=false",
-              "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"]
+        start(
+            "kube-apiserver",
+            "kube-apiserver",
+            [
+                f"--etcd-servers=http://{HOST}:{ports.etcd_client}",
+                f"--bind-address={HOST}",
+                f"--advertise-address={HOST}",
+                f"--secure-port={ports.apiserver}",
+                f"--tls-cert-file={PKI / 'apiserver.crt'}",
+                f"--tls-private-key-file={PKI / 'apiserver.key'}",
+                f"--client-ca-file={PKI / 'ca.crt'}",
+                f"--kubelet-client-certificate={PKI / 'admin.crt'}",
+                f"--kubelet-client-key={PKI / 'admin.key'}",
+                f"--service-account-key-file={PKI / 'sa.pub'}",
+                f"--service-account-signing-key-file={PKI / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--authorization-mode=Node,RBAC",
+                "--allow-privileged=true",
+                f"--audit-policy-file={PLANE / 'audit-policy.yaml'}",
+                f"--audit-log-path={AUDIT_LOG}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=200",
+                "--audit-log-maxbackup=2",
+                "--audit-log-mode=batch",
+                "--audit-log-batch-max-wait=1s",
+                "--endpoint-reconciler-type=none",
+                "--v=1",
+            ],
+        )
+        wait_for(
+            "kube-apiserver",
+            lambda: api_get(ports.apiserver, "/readyz")[0] == 200,
+            90,
+            "kube-apiserver",
+        )
+    common = [
+        "--bind-address=127.0.0.1",
+        "--leader-elect=false",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+    ]
     if not running("kube-controller-manager"):
         kcm_kc = str(PKI / "controller-manager.kubeconfig")
-        start("kube-controller-manager", "kube-controller-manager", [
-            *common, f"--kubeconfig={kcm_kc}", f"--authentication-kubeconfig={kcm_kc}",
-            f"--authorization-kubeconfig={kcm_kc}",
-            f"--secure-port={ports.controller_manager}",
-            f"--root-ca-file={PKI / 'ca.crt'}",
-            f"--service-account-private-key-file={PKI / 'sa.key'}",
-            f"--cluster-signing-cert-file={PKI / 'ca.crt'}",
-            f"--cluster-signing-key-file={PKI / 'ca.key'}",
-            "--use-service-account-credentials=true",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
-            "--kube-api-qps=100", "--kube-api-burst=200", "--v=1"])
+        start(
+            "kube-controller-manager",
+            "kube-controller-manager",
+            [
+                *common,
+                f"--kubeconfig={kcm_kc}",
+                f"--authentication-kubeconfig={kcm_kc}",
+                f"--authorization-kubeconfig={kcm_kc}",
+                f"--secure-port={ports.controller_manager}",
+                f"--root-ca-file={PKI / 'ca.crt'}",
+                f"--service-account-private-key-file={PKI / 'sa.key'}",
+                f"--cluster-signing-cert-file={PKI / 'ca.crt'}",
+                f"--cluster-signing-key-file={PKI / 'ca.key'}",
+                "--use-service-account-credentials=true",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
+                "--kube-api-qps=100",
+                "--kube-api-burst=200",
+                "--v=1",
+            ],
+        )
     if not running("kube-scheduler"):
         sched_kc = str(PKI / "scheduler.kubeconfig")
-        start("kube-scheduler", "kube-scheduler", [
-            *common, f"--kubeconfig={sched_kc}", f"--authentication-kubeconfig={sched_kc}",
-            f"--authorization-kubeconfig={sched_kc}", f"--secure-port={ports.scheduler}",
-            "--v=1"])
+        start(
+            "kube-scheduler",
+            "kube-scheduler",
+            [
+                *common,
+                f"--kubeconfig={sched_kc}",
+                f"--authentication-kubeconfig={sched_kc}",
+                f"--authorization-kubeconfig={sched_kc}",
+                f"--secure-port={ports.scheduler}",
+                "--v=1",
+            ],
+        )
     if not running("kwok"):
         stages = (BIN / "kwok").resolve().parent / "kwok-stages.yaml"
-        start("kwok", "kwok", [
-            f"--kubeconfig={PKI / 'kwok.kubeconfig'}", f"--config={stages}",
-            "--manage-all-nodes=false",
-            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            f"--node-ip={HOST}", f"--node-port={ports.kwok}",
-            f"--server-address={HOST}:{ports.kwok}",
-            f"--tls-cert-file={PKI / 'kwok-serving.crt'}",
-            f"--tls-private-key-file={PKI / 'kwok-serving.key'}",
-            "--node-lease-duration-seconds=40", "--v=1"])
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
-            stdin=fake_nodes_manifest())
+        start(
+            "kwok",
+            "kwok",
+            [
+                f"--kubeconfig={PKI / 'kwok.kubeconfig'}",
+                f"--config={stages}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                f"--node-ip={HOST}",
+                f"--node-port={ports.kwok}",
+                f"--server-address={HOST}:{ports.kwok}",
+                f"--tls-cert-file={PKI / 'kwok-serving.crt'}",
+                f"--tls-private-key-file={PKI / 'kwok-serving.key'}",
+                "--node-lease-duration-seconds=40",
+                "--v=1",
+            ],
+        )
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=fake_nodes_manifest())
     wait_for("fake nodes Ready", lambda: _nodes_ready(), 60, "kwok")
     wait_for("default ServiceAccount", lambda: _has_default_sa(), 60, "kube-controller-manager")
     log(f"control plane up in {time.monotonic() - t0:.1f} s; KUBECONFIG={KUBECONFIG}")
@@ -353,8 +478,12 @@ def up() -> None:
 
 def _nodes_ready() -> bool:
     try:
-        out = kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}"
-                      "{.status.conditions[?(@.type=='Ready')].status}{'\\n'}{end}")
+        out = kubectl(
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.status.conditions[?(@.type=='Ready')].status}{'\\n'}{end}",
+        )
     except RuntimeError:
         return False
     statuses = out.split()

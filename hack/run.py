@@ -1,0 +1,148 @@
+"""`make run`: the operators against a cluster, with their sample resources, until Ctrl-C.
+
+Uses the cluster of $KUBECONFIG when it answers; otherwise builds the tools if needed and
+brings up the local control plane. Installs the CRDs, starts every operator as a local process
+(text logs prefixed with its name), applies the samples to the namespace ``opsuite-demo`` and
+prints what to look at. Ctrl-C stops the operators (SIGTERM, as in a pod); the plane keeps
+running until `make cluster-down`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / ".venv" / "bin"
+KUBECTL = ROOT / ".local" / "bin" / "kubectl"
+DEMO_NAMESPACE = "opsuite-demo"
+
+
+@dataclass(frozen=True)
+class Operator:
+    """An operator of this repo as `make run` starts it."""
+
+    name: str
+    directory: str
+    chart: str
+    metrics_port: int
+    health_port: int
+
+
+OPERATORS = (Operator("podset-operator", "podset", "podset-operator", 18080, 18081),)
+
+
+def kubeconfig() -> str:
+    """A reachable cluster's kubeconfig: $KUBECONFIG if it answers, else the local plane's."""
+    configured = os.environ.get("KUBECONFIG")
+    if configured and _answers(configured):
+        print(f"using the cluster of KUBECONFIG={configured}")
+        return configured
+    subprocess.run(
+        [str(ROOT / "hack" / "build-tools.sh"), "etcd", "kwok", "kubernetes"], check=True
+    )
+    subprocess.run([sys.executable, str(ROOT / "hack" / "localplane.py"), "up"], check=True)
+    return str(ROOT / ".local" / "kubeconfig")
+
+
+def _answers(config: str) -> bool:
+    exe = str(KUBECTL) if KUBECTL.exists() else "kubectl"
+    try:
+        probe = subprocess.run(
+            [exe, "--kubeconfig", config, "--request-timeout=5s", "get", "--raw", "/readyz"],
+            capture_output=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        return False
+    return probe.returncode == 0
+
+
+def kubectl(config: str, *args: str) -> None:
+    subprocess.run([str(KUBECTL), "--kubeconfig", config, *args], check=True)
+
+
+def _pump(name: str, stream: IO[str]) -> None:
+    for line in stream:
+        print(f"[{name}] {line}", end="", flush=True)
+
+
+def main() -> int:
+    config = kubeconfig()
+    for op in OPERATORS:
+        kubectl(config, "apply", "--server-side", "-f", str(ROOT / "charts" / op.chart / "crds"))
+    subprocess.run(
+        [str(KUBECTL), "--kubeconfig", config, "apply", "-f", "-"],
+        input=f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {DEMO_NAMESPACE}\n",
+        text=True,
+        check=True,
+    )
+    env = {**os.environ, "KUBECONFIG": config}
+    processes: list[subprocess.Popen[str]] = []
+    for op in OPERATORS:
+        proc = subprocess.Popen(
+            [
+                str(BIN / op.name),
+                "--log-format=text",
+                f"--metrics-bind-address=127.0.0.1:{op.metrics_port}",
+                f"--health-probe-bind-address=127.0.0.1:{op.health_port}",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert proc.stdout is not None
+        threading.Thread(target=_pump, args=(op.name, proc.stdout), daemon=True).start()
+        processes.append(proc)
+    for op in OPERATORS:
+        kubectl(
+            config,
+            "apply",
+            "-n",
+            DEMO_NAMESPACE,
+            "-f",
+            str(ROOT / "operators" / op.directory / "samples"),
+        )
+    print(
+        "\nopsuite is running. Try:\n"
+        f"  export KUBECONFIG={config}\n"
+        f"  kubectl get opsuite -n {DEMO_NAMESPACE}          # every opsuite resource\n"
+        f"  kubectl get pods -n {DEMO_NAMESPACE} -o wide\n"
+        f"  kubectl scale pset/busybox-sleepers -n {DEMO_NAMESPACE} --replicas=5\n"
+        + "".join(
+            f"  curl -s 127.0.0.1:{op.metrics_port}/metrics | grep reconcile_total  # {op.name}\n"
+            f"  curl -s '127.0.0.1:{op.health_port}/readyz?verbose'\n"
+            for op in OPERATORS
+        )
+        + "Ctrl-C stops the operators; `make cluster-down` stops the local plane.\n",
+        flush=True,
+    )
+    try:
+        while all(p.poll() is None for p in processes):
+            time.sleep(0.5)
+        print("an operator exited; stopping the others", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopping the operators", flush=True)
+        return 0
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in processes:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

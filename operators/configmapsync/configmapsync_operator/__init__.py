@@ -1,0 +1,1 @@
+"""configmapsync_operator."""

@@ -1,0 +1,1 @@
+"""poddebugger_operator."""

@@ -1,0 +1,1 @@
+"""podset_operator."""

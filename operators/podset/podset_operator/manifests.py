@@ -1,0 +1,75 @@
+"""What `make manifests` generates for PodSet: the CRD and the sample resources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opsuite_common.crd import CrdDescriptor, PrinterColumn, ScaleSubresource
+from opsuite_common.kube_model import PodTemplateSpec, TemplateMetadata
+
+from podset_operator.models import (
+    GROUP,
+    KIND,
+    PLURAL,
+    VERSION,
+    PodSetSpec,
+    PodSetStatus,
+    RollingUpdate,
+    UpdateStrategy,
+)
+
+CHART = "podset-operator"
+
+CRD = CrdDescriptor(
+    group=GROUP,
+    version=VERSION,
+    kind=KIND,
+    plural=PLURAL,
+    singular="podset",
+    description="PodSet keeps a number of pods from a template running, like a ReplicaSet, "
+    "with rolling updates and the scale subresource (kubectl scale, HPA).",
+    spec_model=PodSetSpec,
+    status_model=PodSetStatus,
+    short_names=("pset",),
+    categories=("opsuite",),
+    printer_columns=(
+        PrinterColumn("Desired", "integer", ".spec.replicas", "Desired pods"),
+        PrinterColumn("Current", "integer", ".status.replicas", "Active pods"),
+        PrinterColumn("Ready", "integer", ".status.readyReplicas", "Ready pods"),
+        PrinterColumn(
+            "Up-To-Date", "integer", ".status.updatedReplicas", "Pods of the current template"
+        ),
+    ),
+    scale=ScaleSubresource(".spec.replicas", ".status.replicas", ".status.selector"),
+)
+
+
+def _podset(name: str, spec: PodSetSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "metadata": {"name": name},
+        "spec": spec.to_kube(),
+    }
+
+
+SAMPLES = [
+    _podset(
+        "busybox-sleepers",
+        PodSetSpec(
+            replicas=3,
+            template=PodTemplateSpec(
+                metadata=TemplateMetadata(labels={"app": "busybox-sleepers"}),
+                spec={
+                    "containers": [
+                        {"name": "sleep", "image": "busybox:1.37", "command": ["sleep", "3600"]}
+                    ]
+                },
+            ),
+            update_strategy=UpdateStrategy(
+                type="RollingUpdate",
+                rolling_update=RollingUpdate(max_surge=1, max_unavailable=0),
+            ),
+        ),
+    ),
+]

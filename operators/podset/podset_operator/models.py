@@ -1,0 +1,132 @@
+"""PodSet API (apps.opsuite.dev/v1alpha1): the single source of truth for the CRD schema."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from opsuite_common.kube_model import (
+    ConditionList,
+    KubeModel,
+    LabelSelector,
+    PodTemplateSpec,
+    cel,
+    validations,
+)
+from pydantic import ConfigDict, Field
+
+GROUP = "apps.opsuite.dev"
+VERSION = "v1alpha1"
+KIND = "PodSet"
+PLURAL = "podsets"
+NAME_LABEL = "apps.opsuite.dev/podset"
+"""Label put on every pod of a PodSet that has no selector of its own (value: its name)."""
+
+IntOrPercent = int | str
+
+_PERCENT_RULES = validations(
+    cel(
+        "type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",
+        "must be a non-negative integer or a percentage such as 25%",
+    )
+)
+
+_LABELS = "self.template.metadata.labels"
+_SELECTOR_MATCHES_TEMPLATE = cel(
+    "!has(self.selector) || ("
+    f"has(self.template.metadata) && has({_LABELS}) && "
+    "(!has(self.selector.matchLabels) || self.selector.matchLabels.all(k, "
+    f"k in {_LABELS} && {_LABELS}[k] == self.selector.matchLabels[k])) && "
+    "(!has(self.selector.matchExpressions) || self.selector.matchExpressions.all(e, "
+    f"e.operator == 'In' ? (e.key in {_LABELS} && {_LABELS}[e.key] in e.values) : "
+    f"e.operator == 'NotIn' ? (!(e.key in {_LABELS}) || !({_LABELS}[e.key] in e.values)) : "
+    f"e.operator == 'Exists' ? e.key in {_LABELS} : !(e.key in {_LABELS}))))",
+    "selector does not match template labels",
+    field_path=".selector",
+)
+_SELECTOR_NOT_EMPTY = cel(
+    "!has(self.selector) || "
+    "(has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || "
+    "(has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0)",
+    "an empty selector would match every pod in the namespace; omit it instead",
+    field_path=".selector",
+)
+_SELECTOR_IMMUTABLE = cel(
+    "has(self.selector) == has(oldSelf.selector) && "
+    "(!has(self.selector) || self.selector == oldSelf.selector)",
+    "selector is immutable",
+    field_path=".selector",
+)
+
+
+class RollingUpdate(KubeModel):
+    """Bounds of a rolling update, as a Deployment's."""
+
+    max_surge: IntOrPercent = Field("25%", json_schema_extra=_PERCENT_RULES)
+    """Pods that may exist above the desired count during an update (number or percentage,
+    rounded up). Default 25%."""
+    max_unavailable: IntOrPercent = Field("25%", json_schema_extra=_PERCENT_RULES)
+    """Pods that may be unavailable during an update (number or percentage, rounded down).
+    Default 25%. When both resolve to 0, one pod may be unavailable."""
+
+
+class UpdateStrategy(KubeModel):
+    """How pods are replaced when the template changes."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "self.type == 'RollingUpdate' || !has(self.rollingUpdate)",
+                "rollingUpdate is only allowed with type RollingUpdate",
+            )
+        )
+    )
+
+    type: Literal["RollingUpdate", "OnDelete"] = "RollingUpdate"
+    """RollingUpdate replaces old pods within maxSurge/maxUnavailable; OnDelete (ReplicaSet
+    behaviour) uses the new template only for pods created after old ones are deleted."""
+    rolling_update: RollingUpdate | None = None
+    """Parameters of the RollingUpdate strategy."""
+
+
+class PodSetSpec(KubeModel):
+    """Desired state of a PodSet: how many pods, from which template."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            _SELECTOR_NOT_EMPTY, _SELECTOR_MATCHES_TEMPLATE, _SELECTOR_IMMUTABLE
+        )
+    )
+
+    replicas: int = Field(1, ge=0, le=100_000)
+    """Number of pods to keep running. Default 1. Also set through the scale subresource
+    (kubectl scale, HorizontalPodAutoscaler)."""
+    selector: LabelSelector | None = None
+    """Pods this PodSet manages. Must match the template's labels and cannot change. When
+    omitted, the operator labels its pods apps.opsuite.dev/podset=<name> and selects by that."""
+    template: PodTemplateSpec
+    """Pod template of the pods to create."""
+    min_ready_seconds: int = Field(0, ge=0, le=86_400)
+    """Seconds a pod must be ready before it counts as available. Default 0."""
+    update_strategy: UpdateStrategy = Field(default_factory=UpdateStrategy)
+    """How pods are replaced when the template changes. Default RollingUpdate, 25%/25%."""
+
+
+class PodSetStatus(KubeModel):
+    """Observed state of a PodSet."""
+
+    replicas: int = Field(0, ge=0)
+    """Active pods (not terminated, not being deleted)."""
+    ready_replicas: int = Field(0, ge=0)
+    """Active pods whose Ready condition is True."""
+    available_replicas: int = Field(0, ge=0)
+    """Ready pods that have been ready for at least minReadySeconds."""
+    updated_replicas: int = Field(0, ge=0)
+    """Active pods created from the current template."""
+    pod_names: list[str] | None = None
+    """Names of the active pods, sorted."""
+    selector: str | None = None
+    """The label selector of the pods in string form (used by the scale subresource and HPA)."""
+    observed_generation: int | None = Field(None, ge=0)
+    """The .metadata.generation this status describes."""
+    conditions: ConditionList | None = None
+    """Ready, Progressing and Degraded."""

@@ -1,0 +1,133 @@
+"""Read-only predicates over pods as plain API dicts (mirrors k8s pkg/api/v1/pod)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeAlias
+
+Pod: TypeAlias = Mapping[str, Any]
+
+TEMPLATE_HASH_LABEL = "opsuite.dev/pod-template-hash"
+DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+# Same acceptance as k8s helper.GetDeletionCostFromPodAnnotations: no "+", no leading zeros.
+_DELETION_COST_RE = re.compile(r"0|-[0-9]+|[1-9][0-9]*")
+
+
+def _section(obj: Pod, key: str) -> Mapping[str, Any]:
+    value = obj.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def metadata(pod: Pod) -> Mapping[str, Any]:
+    """The pod's metadata mapping (empty when absent)."""
+    return _section(pod, "metadata")
+
+
+def pod_name(pod: Pod) -> str:
+    """The pod's name ("" when absent)."""
+    return str(metadata(pod).get("name", ""))
+
+
+def pod_labels(pod: Pod) -> Mapping[str, str]:
+    """The pod's labels (empty when absent)."""
+    return _section(metadata(pod), "labels")
+
+
+def node_name(pod: Pod) -> str:
+    """The node the pod is bound to, "" when unscheduled."""
+    return str(_section(pod, "spec").get("nodeName") or "")
+
+
+def phase(pod: Pod) -> str:
+    """The pod phase ("" when not reported yet)."""
+    return str(_section(pod, "status").get("phase") or "")
+
+
+def parse_time(value: object) -> datetime | None:
+    """Parse an RFC 3339 API timestamp into an aware datetime; None when absent or invalid."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def creation_time(pod: Pod) -> datetime | None:
+    """metadata.creationTimestamp, None when absent."""
+    return parse_time(metadata(pod).get("creationTimestamp"))
+
+
+def is_terminating(pod: Pod) -> bool:
+    """True when the pod has a deletionTimestamp."""
+    return metadata(pod).get("deletionTimestamp") is not None
+
+
+def is_active(pod: Pod) -> bool:
+    """Not Succeeded/Failed and not being deleted (k8s controller.IsPodActive)."""
+    return phase(pod) not in ("Succeeded", "Failed") and not is_terminating(pod)
+
+
+def _ready_condition(pod: Pod) -> Mapping[str, Any] | None:
+    for condition in _section(pod, "status").get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            return condition
+    return None
+
+
+def is_ready(pod: Pod) -> bool:
+    """The Ready condition is True."""
+    condition = _ready_condition(pod)
+    return condition is not None and condition.get("status") == "True"
+
+
+def ready_since(pod: Pod) -> datetime | None:
+    """When a ready pod became ready; None when not ready or the time is unknown."""
+    condition = _ready_condition(pod)
+    if condition is None or condition.get("status") != "True":
+        return None
+    return parse_time(condition.get("lastTransitionTime"))
+
+
+def is_available(pod: Pod, min_ready_seconds: int, now: datetime) -> bool:
+    """Ready for at least ``min_ready_seconds`` at ``now`` (k8s podutil.IsPodAvailable)."""
+    if not is_ready(pod):
+        return False
+    if min_ready_seconds == 0:
+        return True
+    since = ready_since(pod)
+    return since is not None and since + timedelta(seconds=min_ready_seconds) <= now
+
+
+def is_updated(pod: Pod, template_hash: str) -> bool:
+    """The pod carries the current template hash label."""
+    return pod_labels(pod).get(TEMPLATE_HASH_LABEL) == template_hash
+
+
+def max_restarts(pod: Pod) -> int:
+    """Highest restartCount over the pod's containers."""
+    statuses = _section(pod, "status").get("containerStatuses") or ()
+    counts = [int(s.get("restartCount") or 0) for s in statuses if isinstance(s, Mapping)]
+    return max(counts, default=0)
+
+
+def deletion_cost(pod: Pod) -> int:
+    """The pod-deletion-cost annotation as int32; 0 when absent or invalid."""
+    raw = _section(metadata(pod), "annotations").get(DELETION_COST_ANNOTATION)
+    if not isinstance(raw, str) or not _DELETION_COST_RE.fullmatch(raw):
+        return 0
+    value = int(raw)
+    return value if _INT32_MIN <= value <= _INT32_MAX else 0
+
+
+def controller_ref(pod: Pod) -> Mapping[str, Any] | None:
+    """The ownerReference with controller=true, if any."""
+    for ref in metadata(pod).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return ref
+    return None

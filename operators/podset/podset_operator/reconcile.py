@@ -1,0 +1,150 @@
+"""Pure PodSet planning: desired spec + observed pods -> actions for the handler to execute.
+
+Executing a Plan (the handler's job): adopt and release first, record
+``Expectations.expect(key, creates=plan.pods_to_create, deletes=plan.pods_to_delete, now=...)``,
+create ``pod_manifest`` copies in ``slow_start_batches`` (un-expect skipped creates), delete
+``pods_to_delete``, then write ``status_patch`` (re-rendered with a Failure if an action failed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from podset_operator.ownership import Claim, claim_pods, is_controlled_by
+from podset_operator.pod_state import (
+    Pod,
+    is_active,
+    is_available,
+    is_ready,
+    is_updated,
+    metadata,
+    pod_name,
+    ready_since,
+)
+from podset_operator.rollout import resolve_fenceposts, rolling_update_step
+from podset_operator.scaling import Step, replica_set_step
+from podset_operator.selector import InvalidSpecError
+from podset_operator.spec import PodSetSpec, parse_spec
+from podset_operator.status import INVALID_SPEC, Failure, PodSetStatus, observe, status_patch
+from podset_operator.template import render_pod, template_hash
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Actions for one reconcile of one PodSet; ``is_empty`` in steady state."""
+
+    status: PodSetStatus
+    pods_to_create: int = 0
+    pod_manifest: Mapping[str, Any] | None = None
+    """Manifest to create ``pods_to_create`` times (generateName gives each its name)."""
+    pods_to_delete: tuple[str, ...] = ()
+    """Pod names, most-deletable first."""
+    pods_to_adopt: tuple[str, ...] = ()
+    pods_to_release: tuple[str, ...] = ()
+    status_patch: Mapping[str, Any] | None = None
+    """Status fields to write, None when unchanged."""
+    requeue_after: float | None = None
+    """Seconds until a ready pod turns available (minReadySeconds), if any is waiting."""
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing to create, delete, adopt, release, write or wait for."""
+        return not (
+            self.pods_to_create
+            or self.pods_to_delete
+            or self.pods_to_adopt
+            or self.pods_to_release
+            or self.status_patch is not None
+            or self.requeue_after is not None
+        )
+
+
+def _as_utc(now: datetime) -> datetime:
+    return now if now.tzinfo else now.replace(tzinfo=UTC)
+
+
+def _names(pods: Sequence[Pod]) -> tuple[str, ...]:
+    return tuple(sorted(pod_name(p) for p in pods))
+
+
+def _step(spec: PodSetSpec, claim: Claim, hash_: str, now: datetime) -> Step:
+    managed = claim.managed
+    outdated = any(not is_updated(p, hash_) for p in managed)
+    if spec.strategy == "OnDelete" or not outdated:
+        return replica_set_step(managed, claim.owned, spec.replicas, hash_)
+    fenceposts = resolve_fenceposts(spec.max_surge, spec.max_unavailable, spec.replicas)
+    return rolling_update_step(
+        managed, claim.owned, spec.replicas, fenceposts, hash_, spec.min_ready_seconds, now
+    )
+
+
+def _requeue_after(managed: Sequence[Pod], min_ready_seconds: int, now: datetime) -> float | None:
+    waits = [
+        (since + timedelta(seconds=min_ready_seconds) - now).total_seconds()
+        for p in managed
+        if is_ready(p)
+        and not is_available(p, min_ready_seconds, now)
+        and (since := ready_since(p)) is not None
+    ]
+    return min(waits, default=None)
+
+
+def _invalid_plan(
+    podset: Mapping[str, Any], pods: Sequence[Pod], hash_: str, error: str, now: datetime
+) -> Plan:
+    meta = podset["metadata"]
+    owned = [p for p in pods if is_active(p) and is_controlled_by(p, meta["uid"])]
+    observed = observe(owned, len(owned), hash_, "OnDelete", 0, now, meta.get("generation"))
+    status = replace(observed, progressing=None)
+    failure = Failure(INVALID_SPEC, error)
+    return Plan(status, status_patch=status_patch(podset.get("status") or {}, status, failure, now))
+
+
+def plan(
+    podset: Mapping[str, Any],
+    pods: Sequence[Pod],
+    now: datetime,
+    expectations_satisfied: bool,
+    failure: Failure | None = None,
+) -> Plan:
+    """Plan one reconcile of ``podset`` given the pods in its namespace at ``now``.
+
+    No pods are created or deleted while expectations are unsatisfied or the PodSet is being
+    deleted; pods of other controllers are never touched and only already-owned pods are
+    deleted. ``failure`` (e.g. FailedCreate from the last attempt) sets Degraded.
+    """
+    now = _as_utc(now)
+    meta = podset["metadata"]
+    pods = [p for p in pods if metadata(p).get("namespace") in (None, meta["namespace"])]
+    raw_spec = podset.get("spec") or {}
+    hash_ = template_hash(raw_spec.get("template") or {})
+    try:
+        spec = parse_spec(raw_spec)
+    except InvalidSpecError as error:
+        return _invalid_plan(podset, pods, hash_, str(error), now)
+
+    deleting = meta.get("deletionTimestamp") is not None
+    claim = claim_pods(pods, meta["uid"], spec.selector, owner_deleting=deleting)
+    step = Step() if deleting or not expectations_satisfied else _step(spec, claim, hash_, now)
+    status = observe(
+        claim.managed,
+        spec.replicas,
+        hash_,
+        spec.strategy,
+        spec.min_ready_seconds,
+        now,
+        meta.get("generation"),
+    )
+    return Plan(
+        status=status,
+        pods_to_create=step.creates,
+        pod_manifest=render_pod(podset, spec, hash_) if step.creates else None,
+        pods_to_delete=tuple(pod_name(p) for p in step.deletes),
+        pods_to_adopt=_names(claim.adopt),
+        pods_to_release=_names(claim.release),
+        status_patch=status_patch(podset.get("status") or {}, status, failure, now),
+        requeue_after=_requeue_after(claim.managed, spec.min_ready_seconds, now),
+    )

@@ -1,0 +1,430 @@
+"""Example-based tests of pod predicates, ownership, deletion ranking, scaling, rollout and plan."""
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from podset_operator.ownership import claim_pods
+from podset_operator.pod_ranking import rank_for_deletion, select_victims
+from podset_operator.pod_state import (
+    TEMPLATE_HASH_LABEL,
+    controller_ref,
+    deletion_cost,
+    is_active,
+    is_available,
+    is_ready,
+    max_restarts,
+    pod_name,
+)
+from podset_operator.reconcile import Plan, plan
+from podset_operator.rollout import rolling_update_step
+from podset_operator.scaling import BURST_REPLICAS, replica_set_step
+from podset_operator.selector import parse_selector
+from podset_operator.status import FAILED_CREATE, Failure
+from podset_operator.template import template_hash
+
+T0 = datetime(2025, 1, 1, 12, tzinfo=UTC)
+UID = "u-1"
+TEMPLATE: dict[str, Any] = {
+    "metadata": {"labels": {"app": "web"}},
+    "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+}
+HASH = template_hash(TEMPLATE)
+OLD = "oldoldoldo"
+SELECTOR = parse_selector({"matchLabels": {"app": "web"}})
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod(
+    name: str,
+    *,
+    hash_: str | None = HASH,
+    phase: str = "Running",
+    ready: bool = True,
+    ready_at: datetime | None = T0 - timedelta(hours=1),
+    node: str = "n1",
+    owner: str | None = UID,
+    labels: dict[str, str] | None = None,
+    created: datetime | None = T0 - timedelta(hours=2),
+    restarts: int = 0,
+    cost: str | None = None,
+    deleting: bool = False,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "uid": f"uid-{name}",
+        "labels": dict(labels if labels is not None else {"app": "web"}),
+    }
+    if hash_ is not None:
+        meta["labels"][TEMPLATE_HASH_LABEL] = hash_
+    if owner is not None:
+        meta["ownerReferences"] = [
+            {"kind": "PodSet", "name": "web", "uid": owner, "controller": True}
+        ]
+    if created is not None:
+        meta["creationTimestamp"] = iso(created)
+    if cost is not None:
+        meta["annotations"] = {"controller.kubernetes.io/pod-deletion-cost": cost}
+    if deleting:
+        meta["deletionTimestamp"] = iso(T0)
+    condition: dict[str, Any] = {"type": "Ready", "status": "True" if ready else "False"}
+    if ready_at is not None:
+        condition["lastTransitionTime"] = iso(ready_at)
+    return {
+        "metadata": meta,
+        "spec": {"nodeName": node},
+        "status": {
+            "phase": phase,
+            "conditions": [condition],
+            "containerStatuses": [{"restartCount": restarts}, {"restartCount": 0}],
+        },
+    }
+
+
+def podset(replicas: int = 3, **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "web", "namespace": "ns", "uid": UID, "generation": 1},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": TEMPLATE,
+            **spec,
+        },
+    }
+
+
+def names(pods: Any) -> list[str]:
+    return [pod_name(p) for p in pods]
+
+
+# --- pod predicates -------------------------------------------------------------------------
+
+
+def test_active_excludes_terminal_and_terminating() -> None:
+    assert is_active(pod("a", phase="Pending"))
+    assert not is_active(pod("a", phase="Succeeded"))
+    assert not is_active(pod("a", phase="Failed"))
+    assert not is_active(pod("a", deleting=True))
+
+
+def test_availability_honours_min_ready_seconds() -> None:
+    ready_10s = pod("a", ready_at=T0 - timedelta(seconds=10))
+    assert is_ready(ready_10s)
+    assert is_available(ready_10s, 10, T0)
+    assert not is_available(ready_10s, 11, T0)
+    assert is_available(pod("a", ready_at=None), 0, T0)
+    assert not is_available(pod("a", ready_at=None), 1, T0)
+    assert not is_available(pod("a", ready=False), 0, T0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "cost"),
+    [("5", 5), ("-3", -3), ("0", 0), ("+1", 0), ("007", 0), ("x", 0), ("2147483648", 0), (None, 0)],
+)
+def test_deletion_cost_parsing(raw: str | None, cost: int) -> None:
+    assert deletion_cost(pod("a", cost=raw)) == cost
+
+
+def test_restarts_and_controller_ref() -> None:
+    assert max_restarts(pod("a", restarts=4)) == 4
+    shared = pod("a", owner=None)
+    shared["metadata"]["ownerReferences"] = [{"uid": "x", "controller": False}]
+    assert controller_ref(shared) is None
+
+
+# --- ownership ------------------------------------------------------------------------------
+
+
+def test_claim_pods() -> None:
+    pods = [
+        pod("owned"),
+        pod("orphan", owner=None),
+        pod("orphan-other-app", owner=None, labels={"app": "db"}),
+        pod("foreign", owner="someone-else"),
+        pod("relabelled", labels={"app": "db"}),
+        pod("relabelled-failed", labels={"app": "db"}, phase="Failed"),
+        pod("orphan-terminating", owner=None, deleting=True),
+        pod("orphan-succeeded", owner=None, phase="Succeeded"),
+    ]
+    claim = claim_pods(pods, UID, SELECTOR, owner_deleting=False)
+    assert names(claim.owned) == ["owned"]
+    assert names(claim.adopt) == ["orphan"]
+    assert names(claim.release) == ["relabelled"]
+    assert names(claim.managed) == ["owned", "orphan"]
+
+
+def test_claim_nothing_while_owner_deleting() -> None:
+    pods = [pod("owned"), pod("orphan", owner=None), pod("relabelled", labels={"app": "db"})]
+    claim = claim_pods(pods, UID, SELECTOR, owner_deleting=True)
+    assert (names(claim.owned), claim.adopt, claim.release) == (["owned"], (), ())
+
+
+# --- deletion ranking -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (pod("x", node=""), pod("y", phase="Pending", ready=False)),
+        (pod("x", phase="Pending", ready=False), pod("y", phase="Unknown", ready=False)),
+        (pod("x", phase="Unknown"), pod("y", phase="Running")),
+        (pod("x", phase="", ready=False), pod("y", phase="Unknown", ready=False)),
+        (pod("x", ready=False), pod("y", restarts=9, cost="-5")),
+        (pod("x", cost="-1"), pod("y", restarts=9)),
+        (pod("x", ready_at=T0 - timedelta(minutes=1)), pod("y", restarts=9)),
+        (pod("x", ready_at=None), pod("y", ready_at=T0 - timedelta(minutes=1))),
+        (pod("x", restarts=2), pod("y", created=T0)),
+        (pod("x", created=T0), pod("y")),
+        (pod("x", created=None), pod("y", created=T0)),
+        (pod("a"), pod("b")),
+    ],
+)
+def test_ranking_criteria(first: dict[str, Any], second: dict[str, Any]) -> None:
+    related = [first, second]
+    assert names(rank_for_deletion([second, first], related)) == names(related)
+    assert names(rank_for_deletion([first, second], related)) == names(related)
+
+
+def test_ranking_prefers_doubled_up_nodes() -> None:
+    crowded = [pod("c1", node="n1"), pod("c2", node="n1"), pod("lonely", node="n2")]
+    victims = select_victims(crowded, 1, crowded)
+    assert names(victims) == ["c1"]
+
+
+def test_ranking_not_ready_beats_colocation_and_cost() -> None:
+    pods = [
+        pod("c1", node="n1", cost="-9"),
+        pod("c2", node="n1"),
+        pod("nr", ready=False, node="n2"),
+    ]
+    assert names(select_victims(pods, 1, pods)) == ["nr"]
+
+
+def test_ranking_prefers_outdated_when_hash_given() -> None:
+    pods = [pod("new", ready=False), pod("old", hash_=OLD)]
+    assert names(select_victims(pods, 1, pods, HASH)) == ["old"]
+    assert names(select_victims(pods, 1, pods)) == ["new"]
+    assert select_victims(pods, 0, pods) == ()
+
+
+# --- scaling --------------------------------------------------------------------------------
+
+
+def test_replica_set_step_caps_creations_at_burst() -> None:
+    assert replica_set_step([], [], 2 * BURST_REPLICAS, HASH).creates == BURST_REPLICAS
+    assert replica_set_step([], [], 3, HASH).creates == 3
+
+
+def test_replica_set_step_deletes_by_rank_from_deletable_only() -> None:
+    pods = [pod("ready"), pod("pending", phase="Pending", ready=False), pod("adopting", node="")]
+    step = replica_set_step(pods, pods[:2], 1, HASH)
+    assert (step.creates, names(step.deletes)) == (0, ["pending", "ready"])
+
+
+def test_steady_state_step_is_empty() -> None:
+    pods = [pod("a"), pod("b")]
+    step = replica_set_step(pods, pods, 2, HASH)
+    assert (step.creates, step.deletes) == (0, ())
+
+
+# --- rolling update -------------------------------------------------------------------------
+
+
+def test_rolling_update_first_step_matches_deployment() -> None:
+    # 10 replicas, surge 3, unavailable 2: create 3 new pods and drop 2 available old pods.
+    old = [pod(f"old-{i}", hash_=OLD) for i in range(10)]
+    step = rolling_update_step(old, old, 10, (3, 2), HASH, 0, T0)
+    assert step.creates == 3
+    assert len(step.deletes) == 2
+
+
+def test_rolling_update_waits_for_new_pods_to_become_available() -> None:
+    old = [pod(f"old-{i}", hash_=OLD) for i in range(3)]
+    new = [pod("new-0", ready=False)]
+    managed = old + new
+    step = rolling_update_step(managed, managed, 3, (1, 0), HASH, 0, T0)
+    assert (step.creates, step.deletes) == (0, ())
+    new_ready = [pod("new-0")]
+    step = rolling_update_step(old + new_ready, old + new_ready, 3, (1, 0), HASH, 0, T0)
+    assert (step.creates, len(step.deletes)) == (0, 1)
+    assert names(step.deletes)[0].startswith("old-")
+
+
+def test_rolling_update_surge_zero_deletes_before_creating() -> None:
+    old = [pod(f"old-{i}", hash_=OLD) for i in range(3)]
+    step = rolling_update_step(old, old, 3, (0, 1), HASH, 0, T0)
+    assert (step.creates, len(step.deletes)) == (0, 1)
+    step = rolling_update_step(old[:2], old[:2], 3, (0, 1), HASH, 0, T0)
+    assert (step.creates, step.deletes) == (1, ())
+
+
+def test_rolling_update_cleans_unhealthy_old_pods_first() -> None:
+    old = [pod("old-ok", hash_=OLD), pod("old-bad", hash_=OLD, ready=False)]
+    step = rolling_update_step(old, old, 2, (0, 1), HASH, 0, T0)
+    assert names(step.deletes) == ["old-bad"]
+
+
+def test_rolling_update_respects_min_ready_seconds() -> None:
+    old = [pod(f"old-{i}", hash_=OLD) for i in range(2)]
+    fresh = pod("new-0", ready_at=T0 - timedelta(seconds=5))
+    managed = [*old, fresh]
+    assert rolling_update_step(managed, managed, 2, (1, 0), HASH, 30, T0).deletes == ()
+    later = T0 + timedelta(seconds=25)
+    assert len(rolling_update_step(managed, managed, 2, (1, 0), HASH, 30, later).deletes) == 1
+
+
+def test_rolling_update_scales_down_surplus_new_pods() -> None:
+    managed = [pod("old", hash_=OLD), pod("new-0"), pod("new-1"), pod("new-2", ready=False)]
+    step = rolling_update_step(managed, managed, 2, (1, 0), HASH, 0, T0)
+    assert (step.creates, names(step.deletes)) == (0, ["new-2"])
+
+
+# --- plan -----------------------------------------------------------------------------------
+
+
+def converge_status(ps: dict[str, Any], pods: list[dict[str, Any]]) -> Plan:
+    """Plan once and store the resulting status on the PodSet, as the handler would."""
+    result = plan(ps, pods, T0, True)
+    if result.status_patch is not None:
+        ps["status"] = dict(result.status_patch)
+    return result
+
+
+def test_plan_scale_up_renders_manifest() -> None:
+    ps = podset(3)
+    result = plan(ps, [pod("a")], T0, True)
+    assert result.pods_to_create == 2
+    assert result.pod_manifest is not None
+    assert result.pod_manifest["metadata"]["labels"][TEMPLATE_HASH_LABEL] == HASH
+    assert result.status.progressing == "ScalingUp"
+
+
+def test_plan_steady_state_is_empty() -> None:
+    ps, pods = podset(2), [pod("a"), pod("b")]
+    assert not converge_status(ps, pods).is_empty
+    again = plan(ps, pods, T0 + timedelta(minutes=5), True)
+    assert again.is_empty
+    assert again == Plan(status=again.status)
+
+
+def test_plan_status_and_conditions() -> None:
+    ps = podset(3)
+    pods = [pod("b"), pod("a", hash_=OLD, ready=False), pod("c", phase="Pending", ready=False)]
+    result = plan(ps, pods, T0, False, Failure(FAILED_CREATE, "quota exceeded"))
+    patch = result.status_patch
+    assert patch is not None
+    assert {k: patch[k] for k in ("replicas", "readyReplicas", "availableReplicas")} == {
+        "replicas": 3,
+        "readyReplicas": 1,
+        "availableReplicas": 1,
+    }
+    assert (patch["updatedReplicas"], patch["podNames"], patch["observedGeneration"]) == (
+        2,
+        ["a", "b", "c"],
+        1,
+    )
+    conditions = {c["type"]: c for c in patch["conditions"]}
+    assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == (
+        "False",
+        "ReplicasUnavailable",
+    )
+    assert (conditions["Progressing"]["status"], conditions["Progressing"]["reason"]) == (
+        "True",
+        "RollingUpdate",
+    )
+    assert conditions["Degraded"] == {
+        "type": "Degraded",
+        "status": "True",
+        "reason": "FailedCreate",
+        "message": "quota exceeded",
+        "lastTransitionTime": iso(T0),
+    }
+
+
+def test_condition_transition_time_is_kept_while_status_holds() -> None:
+    ps, pods = podset(2), [pod("a")]
+    converge_status(ps, pods)
+    later = plan(ps, [*pods, pod("b", ready=False)], T0 + timedelta(minutes=1), True)
+    assert later.status_patch is not None
+    conditions = {c["type"]: c for c in later.status_patch["conditions"]}
+    assert conditions["Ready"]["lastTransitionTime"] == iso(T0)  # still False
+    assert conditions["Progressing"]["status"] == "False"
+    assert conditions["Progressing"]["lastTransitionTime"] == iso(T0 + timedelta(minutes=1))
+
+
+def test_plan_outdated_ready_condition() -> None:
+    ps = podset(1, strategy={"type": "OnDelete"})
+    patch = plan(ps, [pod("a", hash_=OLD)], T0, True).status_patch
+    assert patch is not None
+    conditions = {c["type"]: c for c in patch["conditions"]}
+    assert (conditions["Ready"]["reason"], conditions["Progressing"]["status"]) == (
+        "OutdatedReplicas",
+        "False",
+    )
+
+
+def test_plan_waits_for_expectations() -> None:
+    pods = [pod("orphan", owner=None), pod("relabelled", labels={"app": "db"})]
+    result = plan(podset(3), pods, T0, False)
+    assert (result.pods_to_create, result.pods_to_delete) == (0, ())
+    assert (result.pods_to_adopt, result.pods_to_release) == (("orphan",), ("relabelled",))
+    assert result.status.replicas == 1
+
+
+def test_plan_does_nothing_but_status_while_podset_deleting() -> None:
+    ps = podset(3)
+    ps["metadata"]["deletionTimestamp"] = iso(T0)
+    result = plan(ps, [pod("a"), pod("orphan", owner=None)], T0, True)
+    assert (result.pods_to_create, result.pods_to_adopt, result.pods_to_delete) == (0, (), ())
+    assert result.status_patch is not None
+
+
+def test_plan_never_deletes_pods_being_adopted_or_foreign() -> None:
+    pods = [pod("orphan", owner=None), pod("foreign", owner="other"), pod("mine")]
+    result = plan(podset(0), pods, T0, True)
+    assert result.pods_to_adopt == ("orphan",)
+    assert result.pods_to_delete == ("mine",)
+
+
+def test_plan_on_delete_only_replaces_missing_pods() -> None:
+    ps = podset(3, strategy={"type": "OnDelete"})
+    result = plan(ps, [pod("a", hash_=OLD), pod("b", hash_=OLD)], T0, True)
+    assert (result.pods_to_create, result.pods_to_delete) == (1, ())
+    # The lone outdated pod goes first although the crowded node would otherwise rank earlier.
+    surplus = [pod("a", hash_=OLD, node="n2"), pod("b"), pod("c"), pod("d")]
+    assert plan(ps, surplus, T0, True).pods_to_delete == ("a",)
+
+
+def test_plan_rolling_update() -> None:
+    ps = podset(4)  # 25%/25% of 4: surge 1, unavailable 1
+    result = plan(ps, [pod(f"old-{i}", hash_=OLD) for i in range(4)], T0, True)
+    assert (result.pods_to_create, len(result.pods_to_delete)) == (1, 1)
+
+
+def test_plan_invalid_spec_reports_degraded() -> None:
+    ps = podset(2, selector={"matchLabels": {"app": "db"}})
+    result = plan(ps, [pod("a"), pod("orphan", owner=None)], T0, True)
+    assert (result.pods_to_create, result.pods_to_adopt) == (0, ())
+    assert result.status.replicas == 1
+    assert result.status_patch is not None
+    degraded = next(c for c in result.status_patch["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
+    assert "does not match" in degraded["message"]
+
+
+def test_plan_requeues_until_min_ready_seconds_pass() -> None:
+    ps = podset(1, minReadySeconds=30)
+    result = plan(ps, [pod("a", ready_at=T0 - timedelta(seconds=10))], T0, True)
+    assert result.requeue_after == 20
+    assert result.status.available_replicas == 0
+
+
+def test_plan_ignores_other_namespaces_and_accepts_naive_now() -> None:
+    elsewhere = pod("a")
+    elsewhere["metadata"]["namespace"] = "other"
+    result = plan(podset(1), [elsewhere], T0.replace(tzinfo=None), True)
+    assert result.pods_to_create == 1

@@ -1,0 +1,392 @@
+"""Property tests: ownership safety, convergence, rollout bounds, ranking order, idempotence."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from podset_operator.pod_ranking import rank_for_deletion
+from podset_operator.pod_state import (
+    TEMPLATE_HASH_LABEL,
+    Pod,
+    creation_time,
+    deletion_cost,
+    is_active,
+    is_available,
+    is_ready,
+    is_updated,
+    max_restarts,
+    node_name,
+    phase,
+    pod_labels,
+    pod_name,
+    ready_since,
+)
+from podset_operator.reconcile import Plan, plan
+from podset_operator.rollout import resolve_fenceposts
+from podset_operator.template import owner_reference, template_hash
+
+T0 = datetime(2025, 1, 1, 12, tzinfo=UTC)
+UID = "u-1"
+TEMPLATE: dict[str, Any] = {
+    "metadata": {"labels": {"app": "web"}},
+    "spec": {"containers": [{"name": "c", "image": "nginx:2"}]},
+}
+HASH = template_hash(TEMPLATE)
+OLD = "oldoldoldo"
+NODES = ("", "n0", "n1", "n2")
+FENCEPOSTS: st.SearchStrategy[int | str] = st.sampled_from(
+    [0, 1, 2, 3, "0%", "10%", "25%", "50%", "100%"]
+)
+SIM = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=80, deadline=None)
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_pod(
+    name: str,
+    *,
+    owner: str | None = UID,
+    labels: dict[str, str] | None = None,
+    hash_: str | None = HASH,
+    phase_: str = "Running",
+    ready_at: datetime | None = T0 - timedelta(hours=1),
+    ready: bool = True,
+    node: str = "n0",
+    restarts: int = 0,
+    cost: str | None = None,
+    created: datetime | None = T0 - timedelta(hours=2),
+    deleting: bool = False,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "uid": f"uid-{name}",
+        "labels": dict({"app": "web"} if labels is None else labels),
+        "annotations": {},
+    }
+    if hash_ is not None:
+        meta["labels"][TEMPLATE_HASH_LABEL] = hash_
+    if owner is not None:
+        meta["ownerReferences"] = [{"kind": "PodSet", "uid": owner, "controller": True}]
+    if cost is not None:
+        meta["annotations"]["controller.kubernetes.io/pod-deletion-cost"] = cost
+    if created is not None:
+        meta["creationTimestamp"] = iso(created)
+    if deleting:
+        meta["deletionTimestamp"] = iso(T0)
+    condition: dict[str, Any] = {"type": "Ready", "status": "True" if ready else "False"}
+    if ready_at is not None:
+        condition["lastTransitionTime"] = iso(ready_at)
+    return {
+        "metadata": meta,
+        "spec": {"nodeName": node},
+        "status": {
+            "phase": phase_,
+            "conditions": [condition],
+            "containerStatuses": [{"restartCount": restarts}],
+        },
+    }
+
+
+def make_podset(
+    replicas: int,
+    strategy: str = "RollingUpdate",
+    surge: int | str = "25%",
+    unavailable: int | str = "25%",
+    min_ready: int = 0,
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "web", "namespace": "ns", "uid": UID, "generation": 1},
+        "spec": {
+            "replicas": replicas,
+            "minReadySeconds": min_ready,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": TEMPLATE,
+            "strategy": {
+                "type": strategy,
+                "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable},
+            },
+        },
+    }
+
+
+@st.composite
+def any_pod(draw: st.DrawFn, name: str, active_only: bool = False) -> dict[str, Any]:
+    ready_age = draw(st.none() | st.integers(0, 120))
+    created_age = draw(st.none() | st.integers(0, 600))
+    phases = ["Running", "Pending", "Unknown", ""]
+    return make_pod(
+        name,
+        owner=draw(st.sampled_from([UID, UID, None, "someone-else"])),
+        labels=draw(st.sampled_from([{"app": "web"}, {"app": "web"}, {"app": "db"}, {}])),
+        hash_=draw(st.sampled_from([HASH, OLD, None])),
+        phase_=draw(st.sampled_from(phases if active_only else [*phases, "Succeeded", "Failed"])),
+        ready=draw(st.booleans()),
+        ready_at=None if ready_age is None else T0 - timedelta(seconds=ready_age),
+        node=draw(st.sampled_from(NODES)),
+        restarts=draw(st.integers(0, 2)),
+        cost=draw(st.none() | st.sampled_from(["-1", "0", "3", "bogus"])),
+        created=None if created_age is None else T0 - timedelta(seconds=created_age),
+        deleting=not active_only and draw(st.integers(0, 5)) == 0,
+    )
+
+
+@st.composite
+def pod_lists(
+    draw: st.DrawFn, max_size: int = 10, active_only: bool = False
+) -> list[dict[str, Any]]:
+    size = draw(st.integers(0, max_size))
+    return [draw(any_pod(f"p{i}", active_only)) for i in range(size)]
+
+
+@st.composite
+def podsets(draw: st.DrawFn, max_replicas: int = 6) -> dict[str, Any]:
+    return make_podset(
+        draw(st.integers(0, max_replicas)),
+        draw(st.sampled_from(["RollingUpdate", "RollingUpdate", "OnDelete"])),
+        draw(FENCEPOSTS),
+        draw(FENCEPOSTS),
+        draw(st.sampled_from([0, 0, 10])),
+    )
+
+
+def is_managed(pod: Pod) -> bool:
+    refs = pod["metadata"].get("ownerReferences") or []
+    owned = any(r.get("uid") == UID and r.get("controller") for r in refs)
+    return owned and is_active(pod) and pod_labels(pod).get("app") == "web"
+
+
+# --- (1) never deletes pods it does not own ------------------------------------------------
+
+
+@FAST
+@given(ps=podsets(), pods=pod_lists(), satisfied=st.booleans())
+def test_plan_only_touches_its_own_pods(
+    ps: dict[str, Any], pods: list[Pod], satisfied: bool
+) -> None:
+    result = plan(ps, pods, T0, satisfied)
+    by_name = {pod_name(p): p for p in pods}
+    assert all(is_managed(by_name[n]) for n in result.pods_to_delete)
+    assert len(set(result.pods_to_delete)) == len(result.pods_to_delete)
+    for name in result.pods_to_adopt:
+        assert not by_name[name]["metadata"].get("ownerReferences")
+        assert is_active(by_name[name])
+    for name in result.pods_to_release:
+        assert by_name[name]["metadata"]["ownerReferences"][0]["uid"] == UID
+    if result.pods_to_create:
+        assert result.status.updated_replicas + result.pods_to_create <= ps["spec"]["replicas"]
+
+
+# --- simulation ---------------------------------------------------------------------------
+
+
+@dataclass
+class Cluster:
+    """A fake API server + kubelet applying plans instantly."""
+
+    podset: dict[str, Any]
+    pods: list[dict[str, Any]]
+    now: datetime = T0
+    created: int = 0
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+    def plan(self) -> Plan:
+        return plan(self.podset, self.pods, self.now, expectations_satisfied=True)
+
+    def apply(self, result: Plan) -> None:
+        by_name = {pod_name(p): p for p in self.pods}
+        for name in result.pods_to_adopt:
+            by_name[name]["metadata"]["ownerReferences"] = [owner_reference(self.podset)]
+        for name in result.pods_to_release:
+            by_name[name]["metadata"]["ownerReferences"] = []
+        for _ in range(result.pods_to_create):
+            assert result.pod_manifest is not None
+            new = copy.deepcopy(dict(result.pod_manifest))
+            new["metadata"]["name"] = f"web-{self.created}"
+            new["metadata"]["creationTimestamp"] = iso(self.now)
+            new["status"] = {"phase": "Pending"}
+            self.created += 1
+            self.pods.append(new)
+        gone = set(result.pods_to_delete)
+        self.pods = [p for p in self.pods if pod_name(p) not in gone]
+        if result.status_patch is not None:
+            self.podset["status"] = dict(result.status_patch)
+
+    def progress(self, chance: float, advance: timedelta) -> None:
+        """Each active not-ready pod becomes ready with probability ``chance``; time passes."""
+        for index, pod in enumerate(self.pods):
+            if is_active(pod) and not is_ready(pod) and self.rng.random() < chance:
+                pod["spec"]["nodeName"] = NODES[1 + index % 3]
+                pod["status"] = {
+                    "phase": "Running",
+                    "conditions": [
+                        {"type": "Ready", "status": "True", "lastTransitionTime": iso(self.now)}
+                    ],
+                }
+        self.now += advance
+
+    def managed(self) -> list[Pod]:
+        return [p for p in self.pods if is_managed(p)]
+
+
+def converged(cluster: Cluster) -> bool:
+    managed = cluster.managed()
+    return len(managed) == cluster.podset["spec"]["replicas"] and all(
+        is_updated(p, HASH) for p in managed
+    )
+
+
+# --- (2) repeated planning converges -------------------------------------------------------
+
+
+@SIM
+@given(ps=podsets(), pods=pod_lists(max_size=8), seed=st.integers(0, 2**16))
+def test_repeated_planning_converges(
+    ps: dict[str, Any], pods: list[dict[str, Any]], seed: int
+) -> None:
+    cluster = Cluster(ps, copy.deepcopy(pods), rng=random.Random(seed))
+    min_ready = ps["spec"]["minReadySeconds"]
+    on_delete = ps["spec"]["strategy"]["type"] == "OnDelete"
+    for round_ in range(80):
+        cluster.apply(cluster.plan())
+        calm = round_ >= 10  # after a noisy start every pod turns ready each round
+        cluster.progress(1.0 if calm else 0.5, timedelta(seconds=min_ready + 1))
+        if on_delete and calm:  # OnDelete: a user deletes one outdated pod per round
+            outdated = [p for p in cluster.managed() if not is_updated(p, HASH)]
+            cluster.pods = [p for p in cluster.pods if p not in outdated[:1]]
+        if calm and converged(cluster) and cluster.plan().is_empty:
+            break
+    assert converged(cluster)
+    final = cluster.plan()
+    assert final.is_empty
+    assert final.status.available_replicas == ps["spec"]["replicas"]
+
+
+# --- (3) rolling update bounds -------------------------------------------------------------
+
+
+@SIM
+@given(
+    replicas=st.integers(1, 8),
+    surge=FENCEPOSTS,
+    unavailable=FENCEPOSTS,
+    min_ready=st.sampled_from([0, 10]),
+    chance=st.sampled_from([0.3, 0.7, 1.0]),
+    seed=st.integers(0, 2**16),
+    nodes=st.lists(st.sampled_from(NODES[1:]), min_size=8, max_size=8),
+)
+def test_rolling_update_stays_within_surge_and_unavailability(
+    replicas: int,
+    surge: int | str,
+    unavailable: int | str,
+    min_ready: int,
+    chance: float,
+    seed: int,
+    nodes: list[str],
+) -> None:
+    ps = make_podset(replicas, "RollingUpdate", surge, unavailable, min_ready)
+    old = [make_pod(f"old-{i}", hash_=OLD, node=nodes[i]) for i in range(replicas)]
+    cluster = Cluster(ps, old, rng=random.Random(seed))
+    max_surge, max_unavailable = resolve_fenceposts(surge, unavailable, replicas)
+
+    def available() -> int:
+        return sum(is_available(p, min_ready, cluster.now) for p in cluster.managed())
+
+    for _ in range(120):
+        result = cluster.plan()
+        assert len(cluster.managed()) + result.pods_to_create <= replicas + max_surge
+        cluster.apply(result)
+        assert len(cluster.managed()) <= replicas + max_surge
+        assert available() >= replicas - max_unavailable
+        if converged(cluster) and result.is_empty:
+            break
+        cluster.progress(chance, timedelta(seconds=min_ready // 2 + 1))
+    assert converged(cluster)
+
+
+# --- (4) deletion ranking ------------------------------------------------------------------
+
+
+def _after_or_zero(first: datetime | None, second: datetime | None) -> bool:
+    if first is None or second is None:
+        return first is None
+    return first > second
+
+
+def upstream_less(a: Pod, b: Pod, on_node: Counter[str]) -> bool:
+    """A literal transcription of k8s ActivePodsWithRanks.Less (linear time scale)."""
+    ordinal = {"Pending": 0, "Unknown": 1, "Running": 2}
+    if node_name(a) != node_name(b) and (not node_name(a) or not node_name(b)):
+        return not node_name(a)
+    if ordinal.get(phase(a), 0) != ordinal.get(phase(b), 0):
+        return ordinal.get(phase(a), 0) < ordinal.get(phase(b), 0)
+    if is_ready(a) != is_ready(b):
+        return not is_ready(a)
+    if deletion_cost(a) != deletion_cost(b):
+        return deletion_cost(a) < deletion_cost(b)
+    if on_node[node_name(a)] != on_node[node_name(b)]:
+        return on_node[node_name(a)] > on_node[node_name(b)]
+    if is_ready(a) and is_ready(b) and ready_since(a) != ready_since(b):
+        return _after_or_zero(ready_since(a), ready_since(b))
+    if max_restarts(a) != max_restarts(b):
+        return max_restarts(a) > max_restarts(b)
+    if creation_time(a) != creation_time(b):
+        return _after_or_zero(creation_time(a), creation_time(b))
+    return False
+
+
+@FAST
+@given(pods=pod_lists(max_size=12, active_only=True), seed=st.integers(0, 2**16))
+def test_deletion_ranking_is_the_upstream_total_order(pods: list[Pod], seed: int) -> None:
+    on_node = Counter(node_name(p) for p in pods)
+
+    def compare(a: Pod, b: Pod) -> int:
+        if upstream_less(a, b, on_node):
+            return -1
+        if upstream_less(b, a, on_node):
+            return 1
+        return (pod_name(a) > pod_name(b)) - (pod_name(a) < pod_name(b))
+
+    expected = [pod_name(p) for p in sorted(pods, key=functools.cmp_to_key(compare))]
+    shuffled = list(pods)
+    random.Random(seed).shuffle(shuffled)
+    assert [pod_name(p) for p in rank_for_deletion(shuffled, pods)] == expected
+    ranked = rank_for_deletion(pods, pods, HASH)
+    updated = [is_updated(p, HASH) for p in ranked]
+    assert updated == sorted(updated)  # outdated pods first, upstream order within each group
+
+
+# --- (5) idempotence -----------------------------------------------------------------------
+
+
+@FAST
+@given(
+    ps=podsets(),
+    pods=pod_lists(),
+    satisfied=st.booleans(),
+    seed=st.integers(0, 2**16),
+    with_status=st.booleans(),
+)
+def test_plan_is_idempotent(
+    ps: dict[str, Any], pods: list[Pod], satisfied: bool, seed: int, with_status: bool
+) -> None:
+    if with_status:
+        ps["status"] = dict(plan(ps, pods, T0 - timedelta(minutes=1), True).status_patch or {})
+    snapshot = copy.deepcopy((ps, pods))
+    first = plan(ps, pods, T0, satisfied)
+    assert (ps, pods) == snapshot  # inputs are not mutated
+    assert plan(ps, pods, T0, satisfied) == first
+    shuffled = list(pods)
+    random.Random(seed).shuffle(shuffled)
+    assert plan(ps, shuffled, T0, satisfied) == first

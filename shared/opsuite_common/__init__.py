@@ -1,0 +1,1 @@
+"""opsuite_common."""

@@ -1,0 +1,121 @@
+"""A reconcile loop: a work queue of object keys and N workers, as controller-runtime runs one.
+
+Watch handlers only enqueue keys; a worker takes a key, calls the operator's ``reconcile``
+with it, and requeues on error (with backoff), on request, or after a delay. One key is never
+reconciled by two workers at once. Each outcome is counted under controller-runtime's metric
+names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from opsuite_common import metrics
+from opsuite_common.store import ObjectKey
+from opsuite_common.workqueue import ShutDown, WorkQueue
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a reconcile asks for: nothing, a requeue now, or a requeue after a delay."""
+
+    requeue: bool = False
+    requeue_after: float | None = None
+
+
+class TerminalError(Exception):
+    """An error retrying cannot fix (reported, not requeued), like reconcile.TerminalError."""
+
+
+Reconciler = Callable[[ObjectKey], Awaitable[Result | None]]
+
+
+class Controller:
+    """A named reconcile loop over object keys."""
+
+    def __init__(self, name: str, reconcile: Reconciler, *, max_concurrent: int = 1) -> None:
+        self.name = name
+        self._reconcile = reconcile
+        self._max_concurrent = max_concurrent
+        self.queue: WorkQueue[ObjectKey] = WorkQueue()
+
+    def enqueue(self, key: ObjectKey, *, after: float = 0.0) -> None:
+        """Ask for ``key`` to be reconciled (deduplicated while waiting)."""
+        self.queue.add_after(key, after)
+        metrics.WORKQUEUE_ADDS.labels(name=self.name, controller=self.name).inc()
+        metrics.WORKQUEUE_DEPTH.labels(name=self.name, controller=self.name).set(len(self.queue))
+
+    async def run(self) -> None:
+        """Run the workers until cancelled."""
+        metrics.MAX_CONCURRENT_RECONCILES.labels(controller=self.name).set(self._max_concurrent)
+        metrics.ACTIVE_WORKERS.labels(controller=self.name).set(0)
+        workers = [
+            asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}")
+            for i in range(self._max_concurrent)
+        ]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            self.queue.shut_down()
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            metrics.WORKQUEUE_DEPTH.labels(name=self.name, controller=self.name).set(
+                len(self.queue)
+            )
+            try:
+                await self._process(key)
+            finally:
+                self.queue.done(key)
+
+    async def _process(self, key: ObjectKey) -> None:
+        active = metrics.ACTIVE_WORKERS.labels(controller=self.name)
+        active.inc()
+        started = time.perf_counter()
+        try:
+            result = await self._reconcile(key) or Result()
+        except asyncio.CancelledError:
+            raise
+        except TerminalError as exc:
+            log.error("reconcile %s/%s: %s", *key, exc, extra={"controller": self.name})
+            metrics.count_reconcile(self.name, "error", terminal=True)
+            self.queue.forget(key)
+        except Exception:
+            delay = self.queue.add_rate_limited(key)
+            metrics.WORKQUEUE_RETRIES.labels(name=self.name, controller=self.name).inc()
+            log.exception(
+                "reconcile %s/%s failed; retrying in %.3f s",
+                *key,
+                delay,
+                extra={"controller": self.name},
+            )
+            metrics.count_reconcile(self.name, "error")
+        else:
+            if result.requeue_after is not None:
+                self.queue.forget(key)
+                self.queue.add_after(key, result.requeue_after)
+                metrics.count_reconcile(self.name, "requeue_after")
+            elif result.requeue:
+                self.queue.add_rate_limited(key)
+                metrics.count_reconcile(self.name, "requeue")
+            else:
+                self.queue.forget(key)
+                metrics.count_reconcile(self.name, "success")
+        finally:
+            metrics.RECONCILE_TIME.labels(controller=self.name).observe(
+                time.perf_counter() - started
+            )
+            active.dec()

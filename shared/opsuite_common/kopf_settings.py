@@ -1,0 +1,98 @@
+"""Every kopf setting opsuite relies on, chosen deliberately and explained in one place.
+
+Operators use kopf as the watch layer only: ``on.event`` handlers that update read-only
+caches and enqueue keys for a :class:`~opsuite_common.controller.Controller`. They never use
+kopf's high-level ``on.create/update/delete/resume`` handlers, which store a diff-base
+annotation, progress and finalizers on the watched object: a write to objects we do not own
+(users' pods, source ConfigMaps, namespaces) that fails outright on large objects (kopf #1087).
+
+Watch health: kopf ends each watch request after ``server_timeout`` (the API server sends a
+bookmark shortly before), and reconnects when a stream has been silent for
+``inactivity_timeout`` (kopf #957, #1276). :func:`track_watch_activity` records the time of
+every event or bookmark per resource, and ``/readyz`` fails when a watch has been silent for
+twice the watch timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import kopf
+from kopf._cogs.clients import watching
+
+from opsuite_common.options import ManagerOptions
+
+
+def configure_kopf(settings: kopf.OperatorSettings, options: ManagerOptions) -> None:
+    """Apply opsuite's kopf settings for one operator process."""
+    # Leader election is ours (a coordination.k8s.io Lease, see leader_election.py); kopf's
+    # peering (KopfPeering objects, freezing same-priority peers) is off.
+    settings.peering.standalone = True
+    settings.peering.mandatory = False
+    # Resources are discovered once at start-up: no cluster-wide watch of CRDs or namespaces,
+    # so no RBAC for them. The CRDs are installed before the operator (Helm crds/, OLM).
+    settings.scanning.disabled = True
+    # Should a high-level handler ever be added, its state goes to our resource's status, not
+    # to annotations; the e2e suite asserts no kopf annotation appears on any object.
+    settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf")
+    settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(field="status.kopf.diff")
+    settings.persistence.finalizer = "opsuite.dev/kopf-unused"
+    # Events are recorded by the reconcilers themselves (opsuite_common.events), not by kopf's
+    # log-to-Event posting, which would also post about objects we merely watch.
+    settings.posting.enabled = False
+    # Watch streams: bounded server-side, reconnected when silent, never hanging on connect.
+    settings.watching.server_timeout = int(options.watch_timeout)
+    settings.watching.client_timeout = int(options.watch_timeout) + 30
+    settings.watching.inactivity_timeout = options.watch_timeout + 15
+    settings.watching.connect_timeout = 10
+    settings.networking.request_timeout = 30
+    settings.networking.connect_timeout = 10
+    # Handlers only enqueue keys, so kopf's per-object workers are short-lived; a burst of
+    # events for one object within the batch window collapses to its latest state (#698),
+    # which is harmless because reconcilers read the cache, not the event.
+    settings.batching.batch_window = 0.1
+    settings.batching.exit_timeout = 2.0
+    settings.process.ultimate_exiting_timeout = 5.0
+    # Our handlers never block; keep kopf's thread pool for sync handlers small.
+    settings.execution.max_workers = 2
+
+
+class WatchActivity:
+    """Last time each watch stream delivered anything (event or bookmark)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, float] = {}
+
+    def mark(self, resource: str) -> None:
+        """Record activity on the watch of ``resource``."""
+        self._seen[resource] = time.monotonic()
+
+    def stale(self, older_than: float) -> list[str]:
+        """Resources whose watch has been silent for longer than ``older_than`` seconds."""
+        now = time.monotonic()
+        return sorted(r for r, t in self._seen.items() if now - t > older_than)
+
+
+def track_watch_activity(activity: WatchActivity) -> None:
+    """Wrap kopf's watch stream so every event and bookmark marks ``activity``.
+
+    kopf filters bookmarks out before handlers run, so they are observed here, at
+    ``kopf._cogs.clients.watching.infinite_watch``, which kopf's queueing looks up by module
+    attribute at call time. Private API: kopf is pinned to 1.45.x and the e2e suite checks
+    that readiness follows the watch (API server paused and resumed).
+    """
+    original = getattr(watching.infinite_watch, "__wrapped__", watching.infinite_watch)
+
+    async def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
+        name = str(kwargs["resource"].plural)
+        activity.mark(name)
+        async for item in original(**kwargs):
+            activity.mark(name)
+            yield item
+
+    infinite_watch.__wrapped__ = original  # type: ignore[attr-defined]
+    watching.infinite_watch = infinite_watch
+    logging.getLogger(__name__).debug("watch activity tracking installed")

@@ -1,0 +1,159 @@
+"""A small async facade over the ``kubernetes`` client that speaks plain dicts.
+
+Operators read from their watch caches and write through this facade. Responses are parsed
+JSON dicts, not the client's model objects: those cost most of a kopf operator's memory
+(kopf's docs/critiques), and dicts are what the reconcile functions take anyway. The blocking
+client runs in worker threads; every request carries the operator's User-Agent, so the audit
+log tells which process did what.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+__all__ = ["ApiException", "KubeApi", "load_api_client", "resource_path"]
+
+JSON = dict[str, Any]
+
+PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+def load_api_client(user_agent: str, *, pool_size: int = 8) -> client.ApiClient:
+    """An API client from in-cluster config, else KUBECONFIG / ~/.kube/config."""
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException:
+        config.load_kube_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool_size
+    api_client = client.ApiClient(configuration)
+    api_client.user_agent = user_agent
+    return api_client
+
+
+def resource_path(
+    api_version: str,
+    plural: str,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """The REST path of a collection, an object or one of its subresources."""
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    path = prefix + (f"/namespaces/{quote(namespace)}" if namespace else "") + f"/{plural}"
+    if name is not None:
+        path += f"/{quote(name)}"
+        if subresource is not None:
+            path += f"/{subresource}"
+    return path
+
+
+class KubeApi:
+    """Async REST calls returning dicts; raises ``ApiException`` on an error status."""
+
+    def __init__(self, api_client: client.ApiClient, *, request_timeout: float = 30.0) -> None:
+        self._client = api_client
+        self._timeout = request_timeout
+
+    @property
+    def api_client(self) -> client.ApiClient:
+        """The underlying client (for code that needs the generated API classes)."""
+        return self._client
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: object = None,
+        query: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        """One API request; the parsed JSON response (``{}`` when empty)."""
+        return await asyncio.to_thread(self._request, method, path, body, query, content_type)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: object,
+        query: Mapping[str, str] | None,
+        content_type: str,
+    ) -> JSON:
+        response = self._client.call_api(
+            path,
+            method,
+            query_params=list((query or {}).items()),
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=self._timeout,
+            _return_http_data_only=True,
+        )
+        raw = response.data
+        return json.loads(raw) if raw else {}
+
+    async def get(self, path: str) -> JSON | None:
+        """GET an object; None when it does not exist."""
+        try:
+            return await self.request("GET", path)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def list(self, path: str, *, label_selector: str | None = None) -> list[JSON]:
+        """LIST a collection (all pages)."""
+        items: list[JSON] = []
+        query: dict[str, str] = {"limit": "500"}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        while True:
+            page = await self.request("GET", path, query=query)
+            items.extend(page.get("items", []))
+            token = page.get("metadata", {}).get("continue")
+            if not token:
+                return items
+            query["continue"] = token
+
+    async def create(self, path: str, body: Mapping[str, Any]) -> JSON:
+        """POST a new object to a collection path."""
+        return await self.request("POST", path, body=body)
+
+    async def patch(self, path: str, patch: object, *, patch_type: str = "merge") -> JSON:
+        """PATCH an object (``merge``, ``strategic``, ``json`` or ``apply``)."""
+        return await self.request("PATCH", path, body=patch, content_type=PATCH_TYPES[patch_type])
+
+    async def delete(
+        self,
+        path: str,
+        *,
+        preconditions: Mapping[str, str] | None = None,
+        propagation_policy: str | None = None,
+    ) -> bool:
+        """DELETE an object; False when it was already gone."""
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if preconditions:
+            options["preconditions"] = dict(preconditions)
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        try:
+            await self.request("DELETE", path, body=options)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True

@@ -1,0 +1,385 @@
+"""Lease-based leader election on asyncio, with client-go semantics.
+
+A candidate acquires the coordination.k8s.io/v1 Lease when it is absent, has
+no holder, is already ours, or has expired. Expiry is judged like client-go:
+by the local monotonic time at which this elector last observed the lease
+record change, plus the record's ``leaseDurationSeconds``; remote timestamps
+are never compared with the local clock. Every write is optimistic: create
+when absent, otherwise replace with the resourceVersion that was read, and a
+409 only means "not this round".
+
+The leader renews every ``retry_period``; a renewal round that cannot succeed
+within ``renew_deadline`` ends leadership (``LeadershipLost``), and so does
+observing another holder. On cancellation the leading task is stopped first,
+then the lease is released (controller-runtime's LeaderElectionReleaseOnCancel)
+so that a standby takes over at its next retry instead of after a full lease.
+
+Decision: ``kubernetes.leaderelection`` (kubernetes 37) is not used. It does
+ship a LeaseLock, but the elector is thread-based and blocking (``time.sleep``
+loops, the leading callback in a daemon thread that keeps running after the
+lease is lost), cannot be cancelled or release the lease on shutdown, never
+increments ``leaseTransitions``, and calls ``sys.exit`` on a bad config.
+"""
+
+import asyncio
+import json
+import logging
+import os
+import random
+import socket
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubernetes.client import ApiClient, ApiException
+
+log = logging.getLogger(__name__)
+
+JITTER_FACTOR = 1.2
+"""client-go's JitterFactor: bounds retry jitter and the renewDeadline check."""
+
+Lease = dict[str, Any]
+"""A Lease object as plain JSON: apiVersion, kind, metadata, spec."""
+
+
+class LeaseConflictError(Exception):
+    """The API server answered 409: the Lease changed or already exists."""
+
+
+class LeadershipLost(Exception):
+    """Leadership ended: renewal missed its deadline or another holder took over."""
+
+
+class LeaseApi(Protocol):
+    """The three Lease calls leader election needs."""
+
+    async def get(self, namespace: str, name: str) -> Lease | None:
+        """Return the Lease, or None when it does not exist."""
+        ...
+
+    async def create(self, namespace: str, lease: Lease) -> Lease:
+        """Create the Lease; raise LeaseConflictError if it exists."""
+        ...
+
+    async def replace(self, namespace: str, name: str, lease: Lease) -> Lease:
+        """Replace the Lease; raise LeaseConflictError on a stale resourceVersion."""
+        ...
+
+
+def default_identity() -> str:
+    """Return POD_NAME (downward API), else ``<hostname>_<uuid4>`` like controller-runtime."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+@dataclass(frozen=True)
+class LeaderElectionConfig:
+    """Lease coordinates and timings; defaults are client-go's core defaults."""
+
+    name: str
+    namespace: str
+    identity: str = field(default_factory=default_identity)
+    lease_duration: int = 15
+    """Whole seconds, as stored in ``spec.leaseDurationSeconds``."""
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    release_on_cancel: bool = True
+
+    def __post_init__(self) -> None:
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError("lease_duration must be greater than renew_deadline")
+        if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
+            raise ValueError("renew_deadline must be greater than retry_period*JitterFactor")
+        if self.lease_duration < 1:
+            raise ValueError("lease_duration must be at least one second")
+        if self.retry_period <= 0:
+            raise ValueError("retry_period must be greater than zero")
+        if not self.identity:
+            raise ValueError("identity must not be empty")
+
+
+def micro_time(moment: datetime) -> str:
+    """Format a timezone-aware datetime as a Kubernetes MicroTime (RFC 3339, 6 digits, Z)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class LeaderElector:
+    """Campaigns for one Lease and runs a coroutine while it holds it."""
+
+    def __init__(
+        self,
+        lease_api: LeaseApi,
+        config: LeaderElectionConfig,
+        *,
+        on_leading_change: Callable[[bool], None] | None = None,
+        now: Callable[[], datetime] = _utcnow,
+        rng: random.Random | None = None,
+    ) -> None:
+        """Build an elector.
+
+        ``on_leading_change`` is called with False at once and then on every
+        change of ``is_leader`` (e.g. ``metrics.leader_status_hook``). ``now``
+        stamps acquireTime/renewTime; ``rng`` drives the retry jitter.
+        """
+        self._api = lease_api
+        self._config = config
+        self._on_leading_change = on_leading_change
+        self._now = now
+        self._rng = rng or random.Random()
+        self._desc = f"{config.namespace}/{config.name}"
+        self._lease: Lease | None = None  # last Lease read or written: our resourceVersion
+        self._observed: dict[str, Any] = {}  # last observed spec
+        self._observed_at = float("-inf")  # loop time when it was observed
+        self._leading = False
+        if on_leading_change is not None:
+            on_leading_change(False)
+
+    @property
+    def identity(self) -> str:
+        """This candidate's holderIdentity."""
+        return self._config.identity
+
+    @property
+    def is_leader(self) -> bool:
+        """True from acquiring the lease until leadership is lost or released."""
+        return self._leading
+
+    @property
+    def leader(self) -> str:
+        """The holder in the last observed lease record ("" if none)."""
+        return str(self._observed.get("holderIdentity") or "")
+
+    async def run(self, on_started_leading: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Wait for the lease, then run ``on_started_leading`` while renewing it.
+
+        Raises LeadershipLost (after cancelling and awaiting the leading task)
+        when leadership ends; the caller should exit the process. On
+        cancellation the leading task is cancelled and awaited, then the lease
+        is released. If the leading coroutine finishes, the lease is released
+        and its result or exception is propagated.
+        """
+        await self._acquire()
+        leading = asyncio.create_task(on_started_leading(), name=f"leading {self._desc}")
+        renewing = asyncio.create_task(self._renew(), name=f"renewing {self._desc}")
+        try:
+            await asyncio.wait((leading, renewing), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            leading.cancel()
+            renewing.cancel()
+            await asyncio.wait((leading, renewing))
+            if _failure(renewing) is None and self._config.release_on_cancel:
+                await self._release()
+            self._set_leading(False)
+        lost = _failure(renewing)
+        if lost is not None:
+            raise lost
+        await leading
+
+    async def _acquire(self) -> None:
+        log.info("attempting to acquire leader lease %s...", self._desc)
+        while not await self._try_acquire_or_renew():
+            period = self._config.retry_period
+            await asyncio.sleep(period + self._rng.random() * JITTER_FACTOR * period)
+        self._set_leading(True)
+        log.info("successfully acquired lease %s as %s", self._desc, self.identity)
+
+    async def _renew(self) -> None:
+        config = self._config
+        while True:
+            await asyncio.sleep(config.retry_period)
+            try:
+                async with asyncio.timeout(config.renew_deadline):
+                    while not await self._try_acquire_or_renew():
+                        if self.leader != self.identity:
+                            raise LeadershipLost(f"lease {self._desc} taken by {self.leader!r}")
+                        await asyncio.sleep(config.retry_period)
+            except TimeoutError:
+                raise LeadershipLost(
+                    f"failed to renew lease {self._desc} within {config.renew_deadline}s"
+                ) from None
+
+    async def _try_acquire_or_renew(self) -> bool:
+        try:
+            return await self._acquire_or_renew()
+        except LeaseConflictError:
+            log.debug("conflict writing lease %s; will retry", self._desc)
+        except Exception:
+            log.warning("error acquiring or renewing lease %s", self._desc, exc_info=True)
+        return False
+
+    async def _acquire_or_renew(self) -> bool:
+        stamp = micro_time(self._now())
+        spec: dict[str, Any] = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self._config.lease_duration,
+            "acquireTime": stamp,
+            "renewTime": stamp,
+            "leaseTransitions": 0,
+        }
+        # Fast path: the leader writes over its own last write, no read needed.
+        if self.leader == self.identity and self._lease_valid() and self._lease is not None:
+            try:
+                await self._write(spec | _tenure(self._observed))
+            except Exception as exc:
+                log.info("fast-path renewal of %s failed (%s), reading it", self._desc, exc)
+            else:
+                return True
+
+        lease = await self._api.get(self._config.namespace, self._config.name)
+        if lease is None:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self._config.name, "namespace": self._config.namespace},
+                "spec": spec,
+            }
+            self._lease = await self._api.create(self._config.namespace, body)
+            self._observe(spec)
+            return True
+
+        self._lease = lease
+        current = lease.get("spec") or {}
+        if current != self._observed:
+            self._observe(current)
+        if self.leader and self.leader != self.identity and self._lease_valid():
+            log.debug("lease %s is held by %s and has not expired", self._desc, self.leader)
+            return False
+        if self.leader == self.identity:
+            spec |= _tenure(current)
+        else:
+            spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1
+        await self._write(spec)
+        return True
+
+    async def _release(self) -> None:
+        if self.leader != self.identity or self._lease is None:
+            return
+        stamp = micro_time(self._now())
+        spec = {
+            "holderIdentity": "",
+            "leaseDurationSeconds": 1,
+            "acquireTime": stamp,
+            "renewTime": stamp,
+            "leaseTransitions": int(self._observed.get("leaseTransitions") or 0),
+        }
+        try:
+            try:
+                await self._write(spec)
+            except LeaseConflictError:
+                # A renewal interrupted by the cancel may have landed: re-read,
+                # and release only if the lease is still ours.
+                lease = await self._api.get(self._config.namespace, self._config.name)
+                if lease is None or _holder(lease) != self.identity:
+                    return
+                self._lease = lease
+                await self._write(spec)
+        except Exception:
+            log.warning("failed to release lease %s", self._desc, exc_info=True)
+        else:
+            log.info("released lease %s", self._desc)
+
+    async def _write(self, spec: dict[str, Any]) -> None:
+        """Replace the lease with ``spec`` under the resourceVersion last seen."""
+        assert self._lease is not None
+        body = self._lease | {"spec": spec}
+        self._lease = await self._api.replace(self._config.namespace, self._config.name, body)
+        self._observe(spec)
+
+    def _observe(self, spec: dict[str, Any]) -> None:
+        previous = self.leader
+        self._observed = dict(spec)
+        self._observed_at = asyncio.get_running_loop().time()
+        if self.leader and self.leader != previous:
+            log.info("new leader for lease %s: %s", self._desc, self.leader)
+
+    def _lease_valid(self) -> bool:
+        duration = int(self._observed.get("leaseDurationSeconds") or 0)
+        return self._observed_at + duration > asyncio.get_running_loop().time()
+
+    def _set_leading(self, leading: bool) -> None:
+        if leading == self._leading:
+            return
+        self._leading = leading
+        if not leading:
+            log.info("stopped leading lease %s", self._desc)
+        if self._on_leading_change is not None:
+            self._on_leading_change(leading)
+
+
+def _holder(lease: Lease) -> str:
+    return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+
+def _tenure(spec: dict[str, Any]) -> dict[str, Any]:
+    """The fields a holder keeps across renewals."""
+    return {
+        "acquireTime": spec.get("acquireTime"),
+        "leaseTransitions": int(spec.get("leaseTransitions") or 0),
+    }
+
+
+def _failure(task: asyncio.Task[None]) -> BaseException | None:
+    return None if task.cancelled() else task.exception()
+
+
+class KubernetesLeaseApi:
+    """LeaseApi over the sync kubernetes ApiClient, each call in a worker thread.
+
+    Requests and responses are plain JSON rather than ``V1Lease`` models: the
+    generated client re-serialises MicroTime with ``isoformat()``, which drops
+    the fraction when microseconds are 0, and the API server rejects that.
+    ``request_timeout`` should stay below renew_deadline so one hung request
+    cannot cost leadership; controller-runtime uses max(1s, renewDeadline/2).
+    """
+
+    def __init__(self, api_client: ApiClient | None = None, *, request_timeout: float = 5.0):
+        """Use ``api_client`` (default: a new ApiClient from the default configuration)."""
+        self._client = api_client if api_client is not None else ApiClient()
+        self._timeout = request_timeout
+
+    async def get(self, namespace: str, name: str) -> Lease | None:
+        """Return the Lease, or None when it does not exist."""
+        try:
+            return await asyncio.to_thread(self._request, "GET", namespace, name, None)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def create(self, namespace: str, lease: Lease) -> Lease:
+        """Create the Lease; raise LeaseConflictError if it exists."""
+        return await asyncio.to_thread(self._request, "POST", namespace, None, lease)
+
+    async def replace(self, namespace: str, name: str, lease: Lease) -> Lease:
+        """Replace the Lease; raise LeaseConflictError on a stale resourceVersion."""
+        return await asyncio.to_thread(self._request, "PUT", namespace, name, lease)
+
+    def _request(self, method: str, namespace: str, name: str | None, body: Lease | None) -> Lease:
+        path = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        params = {"namespace": namespace}
+        if name is not None:
+            path += "/{name}"
+            params["name"] = name
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        request = self._client.param_serialize(
+            method=method,
+            resource_path=path,
+            path_params=params,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self._client.call_api(*request, _request_timeout=self._timeout).response
+        if response.status == 409:
+            raise LeaseConflictError(f"{method} lease {namespace}/{name}: 409 Conflict")
+        if not 200 <= response.status < 300:
+            raise ApiException(http_resp=response)
+        lease: Lease = json.loads(response.data)
+        return lease

@@ -1,0 +1,248 @@
+"""One start-up path for every operator: what controller-runtime's manager is to a Go operator.
+
+``run_operator`` parses the common flags, sets up logging, the Kubernetes client, the metrics
+and health endpoints and (with ``--leader-elect``) Lease leader election, then lets the operator
+wire its watches and controllers onto a :class:`Manager` and runs them: kopf as the watch layer,
+opsuite controllers as the reconcile loops. Only the leader runs them; a standby keeps its
+probes answering (ready) and waits for the Lease. Losing the Lease exits the process (status 1)
+so the Deployment restarts it; SIGTERM stops the watches and workers, releases the Lease and
+exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from opsuite_common import metrics
+from opsuite_common.controller import Controller, Reconciler
+from opsuite_common.health import HealthServer
+from opsuite_common.kopf_settings import WatchActivity, configure_kopf, track_watch_activity
+from opsuite_common.kube import KubeApi, load_api_client
+from opsuite_common.leader_election import (
+    KubernetesLeaseApi,
+    LeaderElectionConfig,
+    LeaderElector,
+    LeadershipLost,
+    default_identity,
+)
+from opsuite_common.logs import configure_logging
+from opsuite_common.options import ManagerOptions, parse_options
+from opsuite_common.store import JSON, Store
+
+log = logging.getLogger(__name__)
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+EventHandler = Callable[[str | None, JSON, JSON | None], None]
+"""Called for each watch event with (event type, new object, previous cached object)."""
+
+
+def package_version() -> str:
+    """The installed opsuite version."""
+    try:
+        return version("opsuite")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+class Manager:
+    """Holds an operator's watches, caches and controllers, and runs them while leading."""
+
+    def __init__(self, name: str, options: ManagerOptions) -> None:
+        self.name = name
+        self.options = options
+        self.identity = default_identity()
+        self.registry = kopf.OperatorRegistry()
+        self.kube = KubeApi(
+            load_api_client(
+                f"{name}/{package_version()} ({self.identity})",
+                pool_size=options.max_concurrent_reconciles * 2 + 2,
+            )
+        )
+        self.controllers: list[Controller] = []
+        self.activity = WatchActivity()
+        self._ready = asyncio.Event()
+        self._leading = False
+
+    def add_controller(self, name: str, reconcile: Reconciler) -> Controller:
+        """A reconcile loop run with ``--max-concurrent-reconciles`` workers while leading."""
+        ctl = Controller(name, reconcile, max_concurrent=self.options.max_concurrent_reconciles)
+        self.controllers.append(ctl)
+        return ctl
+
+    def watch(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        *,
+        store: Store | None = None,
+        on_event: EventHandler | None = None,
+        labels: dict[str, Any] | None = None,
+    ) -> None:
+        """Watch a resource read-only: feed ``store`` and call ``on_event`` on every event."""
+
+        async def handler(event: dict[str, Any], **_: Any) -> None:
+            obj: JSON = event["object"]
+            event_type: str | None = event["type"]
+            previous = store.apply(event_type, obj) if store is not None else None
+            if on_event is not None:
+                on_event(event_type, obj, previous)
+
+        kopf.on.event(
+            group,
+            version,
+            plural,
+            registry=self.registry,
+            labels=labels or {},
+            id=f"watch-{plural}",
+        )(handler)
+
+    def readiness(self) -> str | None:
+        """None when ready: a standby always is; the leader once its watches are up and fresh."""
+        if not self._leading:
+            return None
+        if not self._ready.is_set():
+            return "watches not established yet"
+        stale = self.activity.stale(2 * self.options.watch_timeout)
+        if stale:
+            return (
+                f"watch silent for over {2 * self.options.watch_timeout:.0f} s: {', '.join(stale)}"
+            )
+        return None
+
+    async def lead(self) -> None:
+        """Run kopf's watches and every controller until stopped."""
+        self._leading = True
+        settings = kopf.OperatorSettings()
+        configure_kopf(settings, self.options)
+        track_watch_activity(self.activity)
+        ready_flag: asyncio.Event = asyncio.Event()
+
+        async def mark_ready() -> None:
+            await ready_flag.wait()
+            self._ready.set()
+            log.info("watches established; reconciling")
+
+        tasks = [
+            asyncio.create_task(
+                kopf.operator(
+                    registry=self.registry,
+                    settings=settings,
+                    standalone=True,
+                    clusterwide=self.options.clusterwide,
+                    namespaces=self.options.namespaces,
+                    ready_flag=ready_flag,
+                ),
+                name="kopf",
+            ),
+            asyncio.create_task(mark_ready(), name="ready"),
+            *(asyncio.create_task(c.run(), name=f"controller {c.name}") for c in self.controllers),
+        ]
+        try:
+            # kopf returns when it is stopped (SIGTERM: it installs its own handler) or fails.
+            await tasks[0]
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._leading = False
+
+
+def _lease_namespace(options: ManagerOptions) -> str:
+    namespace = options.leader_election_namespace or os.environ.get("POD_NAMESPACE")
+    if not namespace and SERVICE_ACCOUNT_NAMESPACE.exists():
+        namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    if not namespace:
+        sys.exit(
+            "leader election needs a namespace for its Lease: set --leader-election-namespace "
+            "(or POD_NAMESPACE) when running outside a cluster"
+        )
+    return namespace
+
+
+async def _serve(manager: Manager) -> int:
+    options = manager.options
+    health = HealthServer(options.health_probe_bind_address)
+    health.add_readyz_check("leader-or-watches", manager.readiness)
+    await health.start()
+    metrics_server = await metrics.start_metrics_server(options.metrics_bind_address)
+    main_task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # Replaced by kopf's own handler while leading; both end in a graceful stop.
+        loop.add_signal_handler(sig, main_task.cancel if main_task else lambda: None)
+    try:
+        if not options.leader_elect:
+            await manager.lead()
+            return 0
+        elector = LeaderElector(
+            KubernetesLeaseApi(manager.kube.api_client),
+            LeaderElectionConfig(
+                name=options.leader_election_id,
+                namespace=_lease_namespace(options),
+                identity=manager.identity,
+            ),
+            on_leadership_change=lambda leading: metrics.set_leader(
+                options.leader_election_id, leading
+            ),
+        )
+        await elector.run(manager.lead)
+        return 0
+    except LeadershipLost as exc:
+        log.error("leader election lost: %s; exiting so that the pod restarts", exc)
+        return 1
+    except asyncio.CancelledError:
+        log.info("stopped by signal")
+        return 0
+    finally:
+        await health.stop()
+        if metrics_server is not None:
+            await metrics_server.stop()
+
+
+def run_operator(
+    name: str,
+    description: str,
+    setup: Callable[[Manager], Awaitable[None] | None],
+    argv: Sequence[str] | None = None,
+) -> int:
+    """Parse flags, build the manager, let ``setup`` wire the operator, run until stopped."""
+    options = parse_options(name, description, argv)
+    configure_logging(options.log_format, options.log_level)
+
+    async def main() -> int:
+        manager = Manager(name, options)
+        wiring = setup(manager)
+        if wiring is not None:
+            await wiring
+        log.info(
+            "starting %s %s as %s (leader election %s, namespaces %s)",
+            name,
+            package_version(),
+            manager.identity,
+            "on" if options.leader_elect else "off",
+            ", ".join(options.namespaces) or "all",
+        )
+        return await _serve(manager)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        return asyncio.run(main())
+    return 0
+
+
+def enqueue_for(controller: Controller, keys: Iterable[tuple[str, str]]) -> None:
+    """Enqueue every key in ``keys`` on ``controller``."""
+    for key in keys:
+        controller.enqueue(key)

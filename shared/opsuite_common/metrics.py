@@ -1,0 +1,234 @@
+"""Prometheus metrics under controller-runtime's names, so its dashboards and alerts apply.
+
+Everything lives on ``REGISTRY`` (with the process, platform and GC
+collectors), served at /metrics by ``start_metrics_server``. ``_created``
+series are disabled process-wide: controller-runtime exposes none.
+"""
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from time import perf_counter
+from typing import TypeVar
+
+from aiohttp import web
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from opsuite_common.health import HttpServer
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated upstream
+
+REGISTRY = CollectorRegistry()
+for _collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+    REGISTRY.register(_collector)
+
+RECONCILE_TIME_BUCKETS = (
+    *(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5),
+    *(0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5),
+    *(6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60),
+)
+"""controller-runtime's buckets for controller_runtime_reconcile_time_seconds."""
+
+RECONCILE_TOTAL = Counter(
+    "controller_runtime_reconcile_total",
+    "Total number of reconciliations per controller",
+    ["controller", "result"],
+    registry=REGISTRY,
+)
+RECONCILE_ERRORS = Counter(
+    "controller_runtime_reconcile_errors_total",
+    "Total number of reconciliation errors per controller",
+    ["controller"],
+    registry=REGISTRY,
+)
+TERMINAL_RECONCILE_ERRORS = Counter(
+    "controller_runtime_terminal_reconcile_errors_total",
+    "Total number of terminal reconciliation errors per controller",
+    ["controller"],
+    registry=REGISTRY,
+)
+RECONCILE_PANICS = Counter(
+    "controller_runtime_reconcile_panics_total",
+    "Total number of reconciliation panics per controller",
+    ["controller"],
+    registry=REGISTRY,
+)
+RECONCILE_TIME = Histogram(
+    "controller_runtime_reconcile_time_seconds",
+    "Length of time per reconciliation per controller",
+    ["controller"],
+    buckets=RECONCILE_TIME_BUCKETS,
+    registry=REGISTRY,
+)
+MAX_CONCURRENT_RECONCILES = Gauge(
+    "controller_runtime_max_concurrent_reconciles",
+    "Maximum number of concurrent reconciles per controller",
+    ["controller"],
+    registry=REGISTRY,
+)
+ACTIVE_WORKERS = Gauge(
+    "controller_runtime_active_workers",
+    "Number of currently used workers per controller",
+    ["controller"],
+    registry=REGISTRY,
+)
+WORKQUEUE_DEPTH = Gauge(
+    "workqueue_depth",
+    "Current depth of workqueue by workqueue and priority",
+    ["name", "controller", "priority"],
+    registry=REGISTRY,
+)
+WORKQUEUE_ADDS = Counter(
+    "workqueue_adds_total",
+    "Total number of adds handled by workqueue",
+    ["name", "controller"],
+    registry=REGISTRY,
+)
+WORKQUEUE_RETRIES = Counter(
+    "workqueue_retries_total",
+    "Total number of retries handled by workqueue",
+    ["name", "controller"],
+    registry=REGISTRY,
+)
+LEADER_ELECTION_MASTER_STATUS = Gauge(
+    "leader_election_master_status",
+    "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
+    "1 indicates master. 'name' is the string used to identify the lease. "
+    "Please make sure to group by name.",
+    ["name"],
+    registry=REGISTRY,
+)
+
+CollectorT = TypeVar("CollectorT", bound=Collector)
+
+
+def register(collector: CollectorT) -> CollectorT:
+    """Register an operator's own metric on REGISTRY and return it.
+
+    Create it unregistered: ``register(Counter("x_total", "...", registry=None))``.
+    """
+    REGISTRY.register(collector)
+    return collector
+
+
+def leader_status_hook(name: str) -> Callable[[bool], None]:
+    """A LeaderElector ``on_leading_change`` that sets leader_election_master_status{name}."""
+    gauge = LEADER_ELECTION_MASTER_STATUS.labels(name)
+
+    def set_status(leading: bool) -> None:
+        gauge.set(1 if leading else 0)
+
+    return set_status
+
+
+@dataclass
+class ReconcileResult:
+    """What a successful reconcile asked for; set it inside ``ReconcileMetrics.track``."""
+
+    requeue: bool = False
+    requeue_after: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """The ``result`` label controller-runtime gives this outcome."""
+        if self.requeue_after > 0:
+            return "requeue_after"
+        return "requeue" if self.requeue else "success"
+
+
+class ReconcileMetrics:
+    """controller-runtime's reconcile and workqueue metrics for one controller.
+
+    Exceptions map like controller-runtime errors: ``terminal_errors`` count
+    as terminal errors (TerminalError); other ``expected_errors`` as plain
+    errors; any other Exception as a recovered panic (a bug), which is also
+    an error. Non-Exception BaseExceptions (cancellation) record no result.
+    """
+
+    def __init__(
+        self,
+        controller: str,
+        max_concurrent_reconciles: int = 1,
+        *,
+        terminal_errors: tuple[type[Exception], ...] = (),
+        expected_errors: tuple[type[Exception], ...] = (Exception,),
+    ) -> None:
+        """Initialise every series of ``controller`` to 0, as controller-runtime does."""
+        self._terminal_errors = terminal_errors
+        self._expected_errors = expected_errors
+        self._results = {
+            result: RECONCILE_TOTAL.labels(controller, result)
+            for result in ("success", "error", "requeue", "requeue_after")
+        }
+        self._errors = RECONCILE_ERRORS.labels(controller)
+        self._terminal = TERMINAL_RECONCILE_ERRORS.labels(controller)
+        self._panics = RECONCILE_PANICS.labels(controller)
+        self._time = RECONCILE_TIME.labels(controller)
+        self._active = ACTIVE_WORKERS.labels(controller)
+        self._active.set(0)
+        MAX_CONCURRENT_RECONCILES.labels(controller).set(max_concurrent_reconciles)
+        self._depth = WORKQUEUE_DEPTH.labels(controller, controller, "")
+        self._depth.set(0)
+        self._adds = WORKQUEUE_ADDS.labels(controller, controller)
+        self._retries = WORKQUEUE_RETRIES.labels(controller, controller)
+
+    @contextmanager
+    def track(self) -> Iterator[ReconcileResult]:
+        """Time one reconcile and record its result; exceptions propagate."""
+        self._active.inc()
+        start = perf_counter()
+        result = ReconcileResult()
+        try:
+            yield result
+        except Exception as exc:
+            if isinstance(exc, self._terminal_errors):
+                self._terminal.inc()
+            elif not isinstance(exc, self._expected_errors):
+                self._panics.inc()
+            self._errors.inc()
+            self._results["error"].inc()
+            raise
+        else:
+            self._results[result.label].inc()
+        finally:
+            self._time.observe(perf_counter() - start)
+            self._active.dec()
+
+    def enqueued(self, *, retry: bool = False) -> None:
+        """An item entered the work queue; ``retry`` if it was a rate-limited re-add."""
+        self._adds.inc()
+        self._depth.inc()
+        if retry:
+            self._retries.inc()
+
+    def dequeued(self) -> None:
+        """A worker took an item off the work queue."""
+        self._depth.dec()
+
+
+async def start_metrics_server(
+    bind: str = ":8080", registry: CollectorRegistry = REGISTRY
+) -> HttpServer:
+    """Serve ``registry`` at /metrics on ``bind`` ("0" disables); ``.port`` is the bound port.
+
+    Like controller-runtime's --metrics-bind-address. Call ``.stop()`` to shut down.
+    """
+
+    async def handle(request: web.Request) -> web.Response:
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        return web.Response(body=encoder(registry), headers={"Content-Type": content_type})
+
+    server = HttpServer(bind, [web.get("/metrics", handle)], name="metrics")
+    await server.start()
+    return server

@@ -1,0 +1,96 @@
+"""Read-only caches of watched objects (controller-runtime's informer stores, in Python).
+
+A :class:`Store` is fed by a kopf ``on.event`` handler: it keeps the raw dicts the watch
+delivers, keyed by namespace and name, with optional secondary indexes (e.g. pods by owner
+uid). Reconcilers read observed state from stores and never from the event that woke them,
+so batched or dropped intermediate events (kopf #698) cannot mislead them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+JSON = dict[str, Any]
+ObjectKey = tuple[str, str]
+"""(namespace, name); namespace is "" for cluster-scoped objects."""
+
+Indexer = Callable[[JSON], Iterable[Hashable]]
+
+
+def object_key(obj: JSON) -> ObjectKey:
+    """The (namespace, name) of an object."""
+    meta = obj.get("metadata", {})
+    return meta.get("namespace", ""), meta["name"]
+
+
+class Store:
+    """Objects of one kind as last seen by the watch, with secondary indexes."""
+
+    def __init__(self, kind: str, indexers: dict[str, Indexer] | None = None) -> None:
+        self.kind = kind
+        self._objects: dict[ObjectKey, JSON] = {}
+        self._indexers = dict(indexers or {})
+        self._indexes: dict[str, defaultdict[Hashable, set[ObjectKey]]] = {
+            name: defaultdict(set) for name in self._indexers
+        }
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def apply(self, event_type: str | None, obj: JSON) -> JSON | None:
+        """Apply one watch event (None = initial listing); return the previous object."""
+        key = object_key(obj)
+        old = self._objects.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        if event_type == "DELETED":
+            self._objects.pop(key, None)
+        else:
+            self._objects[key] = obj
+            self._index(key, obj)
+        return old
+
+    def get(self, namespace: str, name: str) -> JSON | None:
+        """The cached object, or None."""
+        return self._objects.get((namespace, name))
+
+    def list(self, namespace: str | None = None) -> list[JSON]:
+        """All cached objects, or those of one namespace."""
+        if namespace is None:
+            return list(self._objects.values())
+        return [o for (ns, _), o in self._objects.items() if ns == namespace]
+
+    def by_index(self, index: str, value: Hashable) -> list[JSON]:
+        """Objects whose indexer ``index`` yielded ``value``."""
+        return [self._objects[k] for k in sorted(self._indexes[index].get(value, ()))]
+
+    def _index(self, key: ObjectKey, obj: JSON) -> None:
+        for name, indexer in self._indexers.items():
+            for value in indexer(obj):
+                self._indexes[name][value].add(key)
+
+    def _unindex(self, key: ObjectKey, obj: JSON) -> None:
+        for name, indexer in self._indexers.items():
+            index = self._indexes[name]
+            for value in indexer(obj):
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+
+
+def by_controller_uid(obj: JSON) -> list[Hashable]:
+    """Indexer: the uid of the object's controller ownerReference, if any."""
+    return [
+        ref["uid"]
+        for ref in obj.get("metadata", {}).get("ownerReferences", [])
+        if ref.get("controller")
+    ]
+
+
+def by_namespace(obj: JSON) -> list[Hashable]:
+    """Indexer: the object's namespace."""
+    return [obj.get("metadata", {}).get("namespace", "")]

@@ -1,0 +1,237 @@
+"""controller-runtime compatible metrics, the /metrics endpoint and the Grafana dashboard."""
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from opsuite_common.leader_election import LeaderElectionConfig, LeaderElector
+from opsuite_common.metrics import (
+    REGISTRY,
+    ReconcileMetrics,
+    leader_status_hook,
+    register,
+    start_metrics_server,
+)
+from prometheus_client import Counter
+from prometheus_client.parser import text_string_to_metric_families
+
+DASHBOARD = Path(__file__).parent.parent / "dashboards" / "opsuite-operators.json"
+CONTROLLER_RUNTIME_BUCKETS = [
+    *(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7),
+    *(0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15),
+    *(20, 25, 30, 40, 50, 60),
+]
+
+
+class Temporary(Exception):
+    pass
+
+
+class Permanent(Exception):
+    pass
+
+
+def value(name: str, **labels: str) -> float | None:
+    return REGISTRY.get_sample_value(name, labels)
+
+
+def test_controller_series_start_at_zero_like_controller_runtime() -> None:
+    ReconcileMetrics("init", 3)
+    for result in ("success", "error", "requeue", "requeue_after"):
+        assert value("controller_runtime_reconcile_total", controller="init", result=result) == 0
+    for name in ("errors", "terminal_reconcile_errors", "reconcile_panics"):
+        metric = f"controller_runtime_{'reconcile_' if name == 'errors' else ''}{name}_total"
+        assert value(metric, controller="init") == 0
+    assert value("controller_runtime_max_concurrent_reconciles", controller="init") == 3
+    assert value("controller_runtime_active_workers", controller="init") == 0
+    labels = {"name": "init", "controller": "init"}
+    assert value("workqueue_depth", priority="", **labels) == 0
+    assert value("workqueue_adds_total", **labels) == 0
+    assert value("workqueue_retries_total", **labels) == 0
+
+
+def test_track_records_results_time_and_active_workers() -> None:
+    metrics = ReconcileMetrics("results")
+    with metrics.track():
+        assert value("controller_runtime_active_workers", controller="results") == 1
+    with metrics.track() as result:
+        result.requeue = True
+    with metrics.track() as result:
+        result.requeue_after = 30
+    for label in ("success", "requeue", "requeue_after"):
+        assert value("controller_runtime_reconcile_total", controller="results", result=label) == 1
+    assert value("controller_runtime_reconcile_time_seconds_count", controller="results") == 3
+    assert value("controller_runtime_active_workers", controller="results") == 0
+    assert value("controller_runtime_reconcile_errors_total", controller="results") == 0
+
+
+def test_track_classifies_errors_terminal_errors_and_panics() -> None:
+    metrics = ReconcileMetrics("errors", terminal_errors=(Permanent,), expected_errors=(Temporary,))
+    for exc in (Temporary("retry"), Permanent("give up"), KeyError("bug"), KeyError("bug")):
+        with pytest.raises(type(exc)), metrics.track():
+            raise exc
+    assert value("controller_runtime_reconcile_total", controller="errors", result="error") == 4
+    assert value("controller_runtime_reconcile_errors_total", controller="errors") == 4
+    assert value("controller_runtime_terminal_reconcile_errors_total", controller="errors") == 1
+    assert value("controller_runtime_reconcile_panics_total", controller="errors") == 2
+    assert value("controller_runtime_active_workers", controller="errors") == 0
+
+
+async def test_cancelled_reconcile_records_time_but_no_result() -> None:
+    metrics = ReconcileMetrics("cancelled")
+
+    async def reconcile() -> None:
+        with metrics.track():
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(reconcile())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for label in ("success", "error", "requeue", "requeue_after"):
+        assert (
+            value("controller_runtime_reconcile_total", controller="cancelled", result=label) == 0
+        )
+    assert value("controller_runtime_reconcile_time_seconds_count", controller="cancelled") == 1
+    assert value("controller_runtime_active_workers", controller="cancelled") == 0
+
+
+def test_workqueue_counters() -> None:
+    metrics = ReconcileMetrics("queue")
+    metrics.enqueued()
+    metrics.enqueued(retry=True)
+    metrics.dequeued()
+    labels = {"name": "queue", "controller": "queue"}
+    assert value("workqueue_depth", priority="", **labels) == 1
+    assert value("workqueue_adds_total", **labels) == 2
+    assert value("workqueue_retries_total", **labels) == 1
+
+
+def test_leader_status_hook_follows_the_elector() -> None:
+    hook = leader_status_hook("podset-operator-lock")
+    LeaderElector(
+        _NoLeaseApi(),
+        LeaderElectionConfig(name="podset-operator-lock", namespace="ops", identity="a"),
+        on_leading_change=hook,
+    )
+    assert value("leader_election_master_status", name="podset-operator-lock") == 0
+    hook(True)
+    assert value("leader_election_master_status", name="podset-operator-lock") == 1
+
+
+class _NoLeaseApi:
+    async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        raise AssertionError("not called")
+
+    async def create(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("not called")
+
+    async def replace(self, namespace: str, name: str, lease: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("not called")
+
+
+def test_register_adds_operator_metrics_to_the_registry() -> None:
+    drift = register(Counter("opsuite_test_drift_total", "Drift corrections.", registry=None))
+    drift.inc(2)
+    assert value("opsuite_test_drift_total") == 2
+
+
+async def test_metrics_endpoint_serves_parseable_text_and_openmetrics() -> None:
+    ReconcileMetrics("scraped", 2)
+    server = await start_metrics_server("127.0.0.1:0")
+    assert server.port is not None
+    url = f"http://127.0.0.1:{server.port}/metrics"
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url) as response:
+                assert response.status == 200
+                assert response.headers["Content-Type"].startswith("text/plain")
+                text = await response.text()
+            accept = {"Accept": "application/openmetrics-text; version=1.0.0"}
+            async with session.get(url, headers=accept) as response:
+                assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+                assert (await response.text()).endswith("# EOF\n")
+    finally:
+        await server.stop()
+
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert families["controller_runtime_reconcile_total"].type == "counter"
+    assert families["controller_runtime_reconcile_time_seconds"].type == "histogram"
+    assert "process_resident_memory_bytes" in families
+    assert (
+        "python_gc_objects_collected_total" in families or "python_gc_objects_collected" in families
+    )
+    buckets = [
+        float(sample.labels["le"])
+        for sample in families["controller_runtime_reconcile_time_seconds"].samples
+        if sample.name.endswith("_bucket") and sample.labels["controller"] == "scraped"
+    ]
+    assert buckets == [*CONTROLLER_RUNTIME_BUCKETS, float("inf")]
+    assert not any(name.endswith("_created") for name in families)
+    workers = families["controller_runtime_max_concurrent_reconciles"].samples
+    assert [s.value for s in workers if s.labels["controller"] == "scraped"] == [2]
+
+
+async def test_metrics_server_disabled_with_zero() -> None:
+    server = await start_metrics_server("0")
+    assert server.port is None
+    await server.stop()
+
+
+def exposed_metric_names() -> set[str]:
+    names: set[str] = set()
+    for family in REGISTRY.collect():
+        names.add(family.name)
+        names.update(sample.name for sample in family.samples)
+        if family.type == "counter":
+            names.add(f"{family.name}_total")
+        if family.type == "histogram":
+            names.update(f"{family.name}_{suffix}" for suffix in ("bucket", "sum", "count"))
+    return names
+
+
+def test_dashboard_queries_only_use_exposed_metrics() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert 36 <= dashboard["schemaVersion"] <= 41
+    variables = {variable["name"]: variable for variable in dashboard["templating"]["list"]}
+    assert {"datasource", "job", "namespace", "controller"} <= variables.keys()
+    assert variables["datasource"]["type"] == "datasource"
+
+    panels = dashboard["panels"]
+    assert len({panel["id"] for panel in panels}) == len(panels)
+    queries = [
+        variable["definition"] for variable in variables.values() if "definition" in variable
+    ]
+    for panel in panels:
+        assert panel["datasource"]["uid"] == "${datasource}"
+        assert panel["targets"], panel["title"]
+        queries += [target["expr"] for target in panel["targets"]]
+
+    known = exposed_metric_names()
+    used: set[str] = set()
+    for query in queries:
+        selectors = re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", query)
+        assert selectors, query
+        used.update(selectors)
+        prefixed = re.findall(
+            r"\b(?:controller_runtime|workqueue|leader_election|process)_\w+", query
+        )
+        assert set(prefixed) <= set(selectors), f"metric without selector in {query}"
+    assert used <= known, used - known
+    expected = {
+        "controller_runtime_reconcile_total",
+        "controller_runtime_reconcile_errors_total",
+        "controller_runtime_reconcile_time_seconds_bucket",
+        "controller_runtime_active_workers",
+        "controller_runtime_max_concurrent_reconciles",
+        "workqueue_depth",
+        "leader_election_master_status",
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+    }
+    assert expected <= used
