@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from opsuite_common import metrics
+from opsuite_common.metrics import ReconcileMetrics
 from opsuite_common.store import ObjectKey
 from opsuite_common.workqueue import ShutDown, WorkQueue
 
@@ -43,18 +42,18 @@ class Controller:
         self.name = name
         self._reconcile = reconcile
         self._max_concurrent = max_concurrent
-        self.queue: WorkQueue[ObjectKey] = WorkQueue()
+        self.metrics = ReconcileMetrics(name, max_concurrent, terminal_errors=(TerminalError,))
+        self.queue: WorkQueue[ObjectKey] = WorkQueue(
+            on_queued=lambda retry: self.metrics.enqueued(retry=retry),
+            on_dequeued=self.metrics.dequeued,
+        )
 
     def enqueue(self, key: ObjectKey, *, after: float = 0.0) -> None:
         """Ask for ``key`` to be reconciled (deduplicated while waiting)."""
         self.queue.add_after(key, after)
-        metrics.WORKQUEUE_ADDS.labels(name=self.name, controller=self.name).inc()
-        metrics.WORKQUEUE_DEPTH.labels(name=self.name, controller=self.name).set(len(self.queue))
 
     async def run(self) -> None:
         """Run the workers until cancelled."""
-        metrics.MAX_CONCURRENT_RECONCILES.labels(controller=self.name).set(self._max_concurrent)
-        metrics.ACTIVE_WORKERS.labels(controller=self.name).set(0)
         workers = [
             asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}")
             for i in range(self._max_concurrent)
@@ -73,49 +72,34 @@ class Controller:
                 key = await self.queue.get()
             except ShutDown:
                 return
-            metrics.WORKQUEUE_DEPTH.labels(name=self.name, controller=self.name).set(
-                len(self.queue)
-            )
             try:
                 await self._process(key)
             finally:
                 self.queue.done(key)
 
     async def _process(self, key: ObjectKey) -> None:
-        active = metrics.ACTIVE_WORKERS.labels(controller=self.name)
-        active.inc()
-        started = time.perf_counter()
         try:
-            result = await self._reconcile(key) or Result()
-        except asyncio.CancelledError:
-            raise
+            with self.metrics.track() as outcome:
+                result = await self._reconcile(key) or Result()
+                outcome.requeue = result.requeue
+                outcome.requeue_after = result.requeue_after or 0.0
         except TerminalError as exc:
             log.error("reconcile %s/%s: %s", *key, exc, extra={"controller": self.name})
-            metrics.count_reconcile(self.name, "error", terminal=True)
             self.queue.forget(key)
+            return
         except Exception:
             delay = self.queue.add_rate_limited(key)
-            metrics.WORKQUEUE_RETRIES.labels(name=self.name, controller=self.name).inc()
             log.exception(
                 "reconcile %s/%s failed; retrying in %.3f s",
                 *key,
                 delay,
                 extra={"controller": self.name},
             )
-            metrics.count_reconcile(self.name, "error")
+            return
+        if result.requeue_after is not None:
+            self.queue.forget(key)
+            self.queue.add_after(key, result.requeue_after)
+        elif result.requeue:
+            self.queue.add_rate_limited(key)
         else:
-            if result.requeue_after is not None:
-                self.queue.forget(key)
-                self.queue.add_after(key, result.requeue_after)
-                metrics.count_reconcile(self.name, "requeue_after")
-            elif result.requeue:
-                self.queue.add_rate_limited(key)
-                metrics.count_reconcile(self.name, "requeue")
-            else:
-                self.queue.forget(key)
-                metrics.count_reconcile(self.name, "success")
-        finally:
-            metrics.RECONCILE_TIME.labels(controller=self.name).observe(
-                time.perf_counter() - started
-            )
-            active.dec()
+            self.queue.forget(key)

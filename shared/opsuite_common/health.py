@@ -8,6 +8,7 @@ thread and must be quick and thread-safe (reading timestamps and flags is).
 
 import asyncio
 import concurrent.futures
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,7 +23,7 @@ Check = Callable[[], str | None]
 def parse_bind_address(bind: str) -> tuple[str | None, int] | None:
     """Parse ":8081", "127.0.0.1:8081", "[::1]:8081"; "0" or "" mean disabled (None).
 
-    An empty host binds every interface, like Go's net.Listen.
+    An empty host binds every interface (dual-stack), like Go's net.Listen.
     """
     if bind in ("", "0"):
         return None
@@ -52,7 +53,7 @@ class HttpServer:
 
     @property
     def port(self) -> int | None:
-        """The bound port while serving (the first socket's, for an all-interfaces bind)."""
+        """The bound port while serving."""
         return None if self._serving is None else self._serving.port
 
     async def start(self) -> int | None:
@@ -77,9 +78,15 @@ class HttpServer:
         app = web.Application()
         app.add_routes(self._routes)
         runner = web.AppRunner(app, access_log=None)
+        host, port = self._address
         try:
             await runner.setup()
-            await web.TCPSite(runner, *self._address).start()
+            site = (
+                web.TCPSite(runner, host, port)
+                if host is not None
+                else web.SockSite(runner, _listen_everywhere(port))
+            )
+            await site.start()
         except BaseException as exc:
             await runner.cleanup()
             ready.set_exception(exc)
@@ -93,6 +100,13 @@ class HttpServer:
             await stop.wait()
         finally:
             await runner.cleanup()
+
+
+def _listen_everywhere(port: int) -> socket.socket:
+    """One socket on every interface, dual-stack when possible: one port even for port 0."""
+    if socket.has_dualstack_ipv6():
+        return socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)
+    return socket.create_server(("0.0.0.0", port))
 
 
 def run_check(check: Check) -> str | None:
@@ -172,8 +186,8 @@ class WatchFreshness:
 
     def register(self, name: str, timeout: float) -> None:
         """Track ``name``; it counts as fresh now, so it has ``timeout`` to show activity."""
-        self._timeouts[name] = timeout
         self._last[name] = self._clock()
+        self._timeouts[name] = timeout  # last, so the probe thread never sees it without _last
 
     def mark(self, name: str) -> None:
         """Record activity (an event, bookmark or reconnect) on watch ``name``."""

@@ -40,8 +40,8 @@ def configure_kopf(settings: kopf.OperatorSettings, options: ManagerOptions) -> 
     settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf")
     settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(field="status.kopf.diff")
     settings.persistence.finalizer = "opsuite.dev/kopf-unused"
-    # Events are recorded by the reconcilers themselves (opsuite_common.events), not by kopf's
-    # log-to-Event posting, which would also post about objects we merely watch.
+    # No log-to-Event posting: it would also post about objects we merely watch. Operators
+    # report through status conditions and metrics.
     settings.posting.enabled = False
     # Watch streams: bounded server-side, reconnected when silent, never hanging on connect.
     settings.watching.server_timeout = int(options.watch_timeout)
@@ -70,6 +70,10 @@ class WatchActivity:
         """Record activity on the watch of ``resource``."""
         self._seen[resource] = time.monotonic()
 
+    def seen(self) -> set[str]:
+        """Resources whose watch has delivered anything (at least the end of the listing)."""
+        return set(self._seen)
+
     def stale(self, older_than: float) -> list[str]:
         """Resources whose watch has been silent for longer than ``older_than`` seconds."""
         now = time.monotonic()
@@ -88,7 +92,6 @@ def track_watch_activity(activity: WatchActivity) -> None:
 
     async def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
         name = str(kwargs["resource"].plural)
-        activity.mark(name)
         async for item in original(**kwargs):
             activity.mark(name)
             yield item

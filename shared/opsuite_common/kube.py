@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 __all__ = ["ApiException", "KubeApi", "load_api_client", "resource_path"]
 
@@ -34,9 +34,9 @@ def load_api_client(user_agent: str, *, pool_size: int = 8) -> client.ApiClient:
     """An API client from in-cluster config, else KUBECONFIG / ~/.kube/config."""
     configuration = client.Configuration()
     try:
-        config.load_incluster_config(client_configuration=configuration)
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        config.load_kube_config(client_configuration=configuration)
+        config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = pool_size
     api_client = client.ApiClient(configuration)
     api_client.user_agent = user_agent
@@ -92,19 +92,21 @@ class KubeApi:
         query: Mapping[str, str] | None,
         content_type: str,
     ) -> JSON:
-        response = self._client.call_api(
-            path,
+        request = self._client.param_serialize(
             method,
+            path,
             query_params=list((query or {}).items()),
             header_params={"Accept": "application/json", "Content-Type": content_type},
             body=body,
             auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=self._timeout,
-            _return_http_data_only=True,
         )
-        raw = response.data
-        return json.loads(raw) if raw else {}
+        response = self._client.call_api(*request, _request_timeout=self._timeout)
+        response.read()  # type: ignore[no-untyped-call]
+        raw = response.data or b""
+        if not 200 <= response.status <= 299:
+            raise ApiException.from_response(http_resp=response, body=raw.decode(), data=None)
+        parsed: JSON = json.loads(raw) if raw else {}
+        return parsed
 
     async def get(self, path: str) -> JSON | None:
         """GET an object; None when it does not exist."""

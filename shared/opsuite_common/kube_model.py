@@ -202,10 +202,23 @@ class TemplateMetadata(KubeModel):
     """Annotations of the created objects."""
 
 
+_POD_SPEC_SCHEMA: JsonDict = {
+    "required": ["containers"],
+    "properties": {
+        "containers": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "object", "additionalProperties": True},
+        }
+    },
+}
+
+
 class PodTemplateSpec(KubeModel):
     """A pod template; the pod spec is kept opaque and validated when the pod is created."""
 
     metadata: TemplateMetadata | None = None
     """Labels and annotations of the created pods."""
-    spec: dict[str, Any]
-    """Pod spec (core/v1 PodSpec), stored as given."""
+    spec: dict[str, Any] = Field(json_schema_extra=_POD_SPEC_SCHEMA)
+    """Pod spec (core/v1 PodSpec): at least one container; the API server validates the rest
+    when the pods are created."""

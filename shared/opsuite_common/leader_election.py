@@ -177,7 +177,7 @@ class LeaderElector:
             self._set_leading(False)
         lost = _failure(renewing)
         if lost is not None:
-            raise lost
+            raise lost from _failure(leading)
         await leading
 
     async def _acquire(self) -> None:

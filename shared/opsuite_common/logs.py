@@ -38,5 +38,8 @@ def configure_logging(log_format: str, level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # kopf logs every watch (re)connection at debug; keep the operator's own level otherwise.
+    # kopf reports every handler run at info ("Handler 'watch-pods' succeeded"): one line per
+    # watch event. Keep those for --log-level=debug.
+    if root.level > logging.DEBUG:
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -74,6 +74,25 @@ class Manager:
         self.activity = WatchActivity()
         self._ready = asyncio.Event()
         self._leading = False
+        self._watched: list[str] = []
+        kopf.on.login(registry=self.registry)(self._login)
+
+    def _login(self, **_kwargs: Any) -> kopf.ConnectionInfo:
+        """kopf's credentials: the same configuration as our own client (one source)."""
+        conf = self.kube.api_client.configuration
+        header = conf.get_api_key_with_prefix("BearerToken") or conf.get_api_key_with_prefix(
+            "authorization"
+        )
+        scheme, _sep, token = (header or "").rpartition(" ")
+        return kopf.ConnectionInfo(
+            server=conf.host,
+            ca_path=conf.ssl_ca_cert,
+            insecure=not conf.verify_ssl,
+            scheme=scheme or ("Bearer" if token else None),
+            token=token or None,
+            certificate_path=conf.cert_file,
+            private_key_path=conf.key_file,
+        )
 
     def add_controller(self, name: str, reconcile: Reconciler) -> Controller:
         """A reconcile loop run with ``--max-concurrent-reconciles`` workers while leading."""
@@ -93,13 +112,14 @@ class Manager:
     ) -> None:
         """Watch a resource read-only: feed ``store`` and call ``on_event`` on every event."""
 
-        async def handler(event: dict[str, Any], **_: Any) -> None:
-            obj: JSON = event["object"]
+        async def handler(*, event: kopf.RawEvent, **_: Any) -> None:
+            obj: JSON = dict(event["object"])
             event_type: str | None = event["type"]
             previous = store.apply(event_type, obj) if store is not None else None
             if on_event is not None:
                 on_event(event_type, obj, previous)
 
+        self._watched.append(plural)
         kopf.on.event(
             group,
             version,
@@ -113,8 +133,10 @@ class Manager:
         """None when ready: a standby always is; the leader once its watches are up and fresh."""
         if not self._leading:
             return None
-        if not self._ready.is_set():
-            return "watches not established yet"
+        listed = self.activity.seen()
+        missing = [plural for plural in self._watched if plural not in listed]
+        if not self._ready.is_set() or missing:
+            return f"watches not established yet: {', '.join(missing) or 'kopf starting'}"
         stale = self.activity.stale(2 * self.options.watch_timeout)
         if stale:
             return (
@@ -194,9 +216,7 @@ async def _serve(manager: Manager) -> int:
                 namespace=_lease_namespace(options),
                 identity=manager.identity,
             ),
-            on_leadership_change=lambda leading: metrics.set_leader(
-                options.leader_election_id, leading
-            ),
+            on_leading_change=metrics.leader_status_hook(options.leader_election_id),
         )
         await elector.run(manager.lead)
         return 0

@@ -56,7 +56,7 @@ class Store:
         """The cached object, or None."""
         return self._objects.get((namespace, name))
 
-    def list(self, namespace: str | None = None) -> list[JSON]:
+    def items(self, namespace: str | None = None) -> list[JSON]:
         """All cached objects, or those of one namespace."""
         if namespace is None:
             return list(self._objects.values())

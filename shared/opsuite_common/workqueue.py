@@ -13,7 +13,7 @@ import asyncio
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -33,11 +33,15 @@ class WorkQueue(Generic[K]):
 
     base_delay: float = BASE_DELAY
     max_delay: float = MAX_DELAY
+    on_queued: Callable[[bool], None] | None = None
+    """Called when a key enters the queue, with True for a rate-limited retry."""
+    on_dequeued: Callable[[], None] | None = None
+    """Called when a worker takes a key."""
     _queue: deque[K] = field(default_factory=deque)
     _dirty: set[K] = field(default_factory=set)
     _processing: set[K] = field(default_factory=set)
     _failures: dict[K, int] = field(default_factory=dict)
-    _delayed: list[tuple[float, int, K]] = field(default_factory=list)
+    _delayed: list[tuple[float, int, K, bool]] = field(default_factory=list)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
     _waiters: deque[asyncio.Future[None]] = field(default_factory=deque)
     _shutdown: bool = False
@@ -46,30 +50,29 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         return len(self._queue)
 
-    def add(self, key: K) -> None:
+    def add(self, key: K, *, retry: bool = False) -> None:
         """Queue ``key`` now (no-op if already waiting; deferred if being processed)."""
         if self._shutdown or key in self._dirty:
             return
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.append(key)
-            self._notify()
+            self._enqueue(key, retry)
 
-    def add_after(self, key: K, delay: float) -> None:
+    def add_after(self, key: K, delay: float, *, retry: bool = False) -> None:
         """Queue ``key`` after ``delay`` seconds."""
         if delay <= 0:
-            self.add(key)
+            self.add(key, retry=retry)
             return
         loop = asyncio.get_running_loop()
-        heapq.heappush(self._delayed, (loop.time() + delay, next(self._seq), key))
+        heapq.heappush(self._delayed, (loop.time() + delay, next(self._seq), key, retry))
         self._arm_timer()
 
     def add_rate_limited(self, key: K) -> float:
         """Queue ``key`` after its next backoff delay; return that delay."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
-        delay = min(self.base_delay * (2**failures), self.max_delay)
-        self.add_after(key, delay)
+        delay: float = min(self.base_delay * (2**failures), self.max_delay)
+        self.add_after(key, delay, retry=True)
         return delay
 
     def forget(self, key: K) -> None:
@@ -95,6 +98,8 @@ class WorkQueue(Generic[K]):
         if self._shutdown:
             raise ShutDown
         key = self._queue.popleft()
+        if self.on_dequeued is not None:
+            self.on_dequeued()
         self._processing.add(key)
         self._dirty.discard(key)
         return key
@@ -103,8 +108,13 @@ class WorkQueue(Generic[K]):
         """Mark ``key`` processed; re-queue it if it was added meanwhile."""
         self._processing.discard(key)
         if key in self._dirty:
-            self._queue.append(key)
-            self._notify()
+            self._enqueue(key, False)
+
+    def _enqueue(self, key: K, retry: bool) -> None:
+        self._queue.append(key)
+        if self.on_queued is not None:
+            self.on_queued(retry)
+        self._notify()
 
     def shut_down(self) -> None:
         """Wake every waiting worker with :class:`ShutDown`."""
@@ -132,7 +142,7 @@ class WorkQueue(Generic[K]):
     def _release_due(self) -> None:
         now = asyncio.get_running_loop().time()
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, key = heapq.heappop(self._delayed)
-            self.add(key)
+            _, _, key, retry = heapq.heappop(self._delayed)
+            self.add(key, retry=retry)
         self._timer = None
         self._arm_timer()

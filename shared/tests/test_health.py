@@ -1,6 +1,7 @@
 """Health probe server, event loop monitor and watch freshness."""
 
 import asyncio
+import socket
 import threading
 import time
 import urllib.error
@@ -111,6 +112,17 @@ async def test_failing_checks_give_500_and_the_kubernetes_listing(
         "readyz check failed\n"
     )
     assert await fetch(f"{base}/healthz") == (200, "ok")
+
+
+async def test_all_interfaces_bind_reports_one_reachable_port() -> None:
+    server = HealthServer(":0")
+    port = await server.start()
+    try:
+        assert await fetch(f"http://127.0.0.1:{port}/healthz") == (200, "ok")
+        if socket.has_dualstack_ipv6():
+            assert await fetch(f"http://[::1]:{port}/healthz") == (200, "ok")
+    finally:
+        await server.stop()
 
 
 async def test_disabled_and_stopped_servers_do_not_listen() -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from opsuite_common.kube_model import LabelSelector
+
 from podset_operator.pod_state import Pod, controller_ref, is_active, pod_labels
-from podset_operator.selector import LabelSelector
 
 
 @dataclass(frozen=True)

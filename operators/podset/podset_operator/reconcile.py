@@ -3,7 +3,8 @@
 Executing a Plan (the handler's job): adopt and release first, record
 ``Expectations.expect(key, creates=plan.pods_to_create, deletes=plan.pods_to_delete, now=...)``,
 create ``pod_manifest`` copies in ``slow_start_batches`` (un-expect skipped creates), delete
-``pods_to_delete``, then write ``status_patch`` (re-rendered with a Failure if an action failed).
+``pods_to_delete``, then merge-patch the status subresource with ``status_patch`` (when an
+action failed, with ``status.status_patch(current, plan.status, Failure(...), now)`` instead).
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from podset_operator.pod_state import (
 )
 from podset_operator.rollout import resolve_fenceposts, rolling_update_step
 from podset_operator.scaling import Step, replica_set_step
-from podset_operator.selector import InvalidSpecError
-from podset_operator.spec import PodSetSpec, parse_spec
+from podset_operator.spec import InvalidSpecError, ParsedSpec, parse_spec
 from podset_operator.status import INVALID_SPEC, Failure, PodSetStatus, observe, status_patch
 from podset_operator.template import render_pod, template_hash
 
@@ -70,10 +70,10 @@ def _names(pods: Sequence[Pod]) -> tuple[str, ...]:
     return tuple(sorted(pod_name(p) for p in pods))
 
 
-def _step(spec: PodSetSpec, claim: Claim, hash_: str, now: datetime) -> Step:
+def _step(spec: ParsedSpec, claim: Claim, hash_: str, now: datetime) -> Step:
     managed = claim.managed
     outdated = any(not is_updated(p, hash_) for p in managed)
-    if spec.strategy == "OnDelete" or not outdated:
+    if not spec.rolling_update or not outdated:
         return replica_set_step(managed, claim.owned, spec.replicas, hash_)
     fenceposts = resolve_fenceposts(spec.max_surge, spec.max_unavailable, spec.replicas)
     return rolling_update_step(
@@ -92,12 +92,16 @@ def _requeue_after(managed: Sequence[Pod], min_ready_seconds: int, now: datetime
     return min(waits, default=None)
 
 
+def _generation(podset: Mapping[str, Any]) -> int:
+    return int(podset["metadata"].get("generation") or 0)
+
+
 def _invalid_plan(
     podset: Mapping[str, Any], pods: Sequence[Pod], hash_: str, error: str, now: datetime
 ) -> Plan:
     meta = podset["metadata"]
     owned = [p for p in pods if is_active(p) and is_controlled_by(p, meta["uid"])]
-    observed = observe(owned, len(owned), hash_, "OnDelete", 0, now, meta.get("generation"))
+    observed = observe(owned, len(owned), hash_, False, 0, now, _generation(podset), None)
     status = replace(observed, progressing=None)
     failure = Failure(INVALID_SPEC, error)
     return Plan(status, status_patch=status_patch(podset.get("status") or {}, status, failure, now))
@@ -119,10 +123,11 @@ def plan(
     now = _as_utc(now)
     meta = podset["metadata"]
     pods = [p for p in pods if metadata(p).get("namespace") in (None, meta["namespace"])]
-    raw_spec = podset.get("spec") or {}
-    hash_ = template_hash(raw_spec.get("template") or {})
+    raw_spec = podset.get("spec")
+    raw_template = raw_spec.get("template") if isinstance(raw_spec, Mapping) else None
+    hash_ = template_hash(raw_template if isinstance(raw_template, Mapping) else {})
     try:
-        spec = parse_spec(raw_spec)
+        spec = parse_spec(podset)
     except InvalidSpecError as error:
         return _invalid_plan(podset, pods, hash_, str(error), now)
 
@@ -133,10 +138,11 @@ def plan(
         claim.managed,
         spec.replicas,
         hash_,
-        spec.strategy,
+        spec.rolling_update,
         spec.min_ready_seconds,
         now,
-        meta.get("generation"),
+        _generation(podset),
+        spec.selector.selector_string(),
     )
     return Plan(
         status=status,

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from podset_operator.models import IntOrPercent
 from podset_operator.pod_ranking import select_victims
 from podset_operator.pod_state import Pod, is_available, is_updated, pod_name
 from podset_operator.scaling import BURST_REPLICAS, Step
-from podset_operator.spec import IntOrPercent, scaled_value
+from podset_operator.spec import scaled_value
 
 
 def resolve_fenceposts(

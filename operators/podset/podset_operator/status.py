@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from opsuite_common.conditions import set_condition
+from opsuite_common.kube_model import ConditionStatus
+
+from podset_operator import models
 from podset_operator.pod_state import Pod, is_available, is_ready, is_updated, pod_name
-from podset_operator.spec import Strategy
+
+READY = "Ready"
+PROGRESSING = "Progressing"
+DEGRADED = "Degraded"
 
 FAILED_CREATE = "FailedCreate"
 FAILED_DELETE = "FailedDelete"
@@ -35,11 +42,14 @@ class PodSetStatus:
     pod_names: tuple[str, ...]
     progressing: str | None
     """Reason a rollout or scale is in flight (RollingUpdate, ScalingUp, ScalingDown), or None."""
-    observed_generation: int | None = None
+    selector: str | None
+    """The effective label selector in string form; None when the spec is invalid."""
+    observed_generation: int
+    """The metadata.generation these counts were observed for."""
 
 
-def _progressing(desired: int, active: int, updated: int, strategy: Strategy) -> str | None:
-    if updated < active and strategy == "RollingUpdate":
+def _progressing(desired: int, active: int, updated: int, rolling_update: bool) -> str | None:
+    if updated < active and rolling_update:
         return "RollingUpdate"
     if active < desired:
         return "ScalingUp"
@@ -52,10 +62,11 @@ def observe(
     managed: Sequence[Pod],
     desired: int,
     template_hash: str,
-    strategy: Strategy,
+    rolling_update: bool,
     min_ready_seconds: int,
     now: datetime,
-    generation: int | None = None,
+    generation: int,
+    selector: str | None,
 ) -> PodSetStatus:
     """Count the active replicas ``managed`` by a PodSet."""
     updated = sum(is_updated(p, template_hash) for p in managed)
@@ -66,34 +77,42 @@ def observe(
         available_replicas=sum(is_available(p, min_ready_seconds, now) for p in managed),
         updated_replicas=updated,
         pod_names=tuple(sorted(pod_name(p) for p in managed)),
-        progressing=_progressing(desired, len(managed), updated, strategy),
+        progressing=_progressing(desired, len(managed), updated, rolling_update),
+        selector=selector,
         observed_generation=generation,
     )
 
 
-def _conditions(status: PodSetStatus, failure: Failure | None) -> list[tuple[str, bool, str, str]]:
+_Condition = tuple[str, ConditionStatus, str, str]
+
+
+def _conditions(status: PodSetStatus, failure: Failure | None) -> list[_Condition]:
+    """(type, status, reason, message) of Ready, Progressing and Degraded."""
+    if failure is not None and failure.reason == INVALID_SPEC:
+        return [
+            (READY, "False", INVALID_SPEC, failure.message),
+            (PROGRESSING, "False", INVALID_SPEC, failure.message),
+            (DEGRADED, "True", INVALID_SPEC, failure.message),
+        ]
     counts = (
         f"{status.available_replicas}/{status.desired} available, "
         f"{status.updated_replicas}/{status.replicas} updated"
     )
-    all_updated = status.updated_replicas == status.replicas
     if status.available_replicas < status.desired:
-        ready = (False, "ReplicasUnavailable")
-    elif not all_updated:
-        ready = (False, "OutdatedReplicas")
+        ready: tuple[ConditionStatus, str] = ("False", "ReplicasUnavailable")
+    elif status.updated_replicas != status.replicas:
+        ready = ("False", "OutdatedReplicas")
     else:
-        ready = (True, "AllReplicasAvailable")
-    progressing = (True, status.progressing) if status.progressing else (False, "Complete")
-    degraded = (True, failure.reason, failure.message) if failure else (False, "AsExpected", "")
-    return [
-        ("Ready", *ready, counts),
-        ("Progressing", *progressing, counts),
-        ("Degraded", *degraded),
-    ]
-
-
-def _timestamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ready = ("True", "AllReplicasAvailable")
+    progressing: tuple[ConditionStatus, str] = (
+        ("True", status.progressing) if status.progressing else ("False", "Complete")
+    )
+    degraded: _Condition = (
+        (DEGRADED, "True", failure.reason, failure.message)
+        if failure
+        else (DEGRADED, "False", "AsExpected", "")
+    )
+    return [(READY, *ready, counts), (PROGRESSING, *progressing, counts), degraded]
 
 
 def status_patch(
@@ -101,33 +120,27 @@ def status_patch(
 ) -> dict[str, Any] | None:
     """The status fields to write, or None when ``current`` already says the same.
 
-    A condition keeps its lastTransitionTime while its status is unchanged.
+    Conditions follow metav1 semantics (opsuite_common.conditions): lastTransitionTime is
+    kept while a condition's status holds, and each carries the observed generation.
     """
-    previous = {c.get("type"): c for c in current.get("conditions") or () if isinstance(c, Mapping)}
-    conditions = []
-    for type_, flag, reason, message in _conditions(status, failure):
-        value = "True" if flag else "False"
-        before = previous.get(type_, {})
-        since = before.get("lastTransitionTime") if before.get("status") == value else None
-        conditions.append(
-            {
-                "type": type_,
-                "status": value,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": since or _timestamp(now),
-            }
+    previous = current.get("conditions")
+    conditions: list[dict[str, Any]] = (
+        [dict(c) for c in previous if isinstance(c, Mapping)] if isinstance(previous, list) else []
+    )
+    for type_, value, reason, message in _conditions(status, failure):
+        conditions, _ = set_condition(
+            conditions, type_, value, reason, message, status.observed_generation, now
         )
-    desired: dict[str, Any] = {
-        "replicas": status.replicas,
-        "readyReplicas": status.ready_replicas,
-        "availableReplicas": status.available_replicas,
-        "updatedReplicas": status.updated_replicas,
-        "podNames": list(status.pod_names),
-        "conditions": conditions,
-    }
-    if status.observed_generation is not None:
-        desired["observedGeneration"] = status.observed_generation
+    desired = models.PodSetStatus(
+        replicas=status.replicas,
+        ready_replicas=status.ready_replicas,
+        available_replicas=status.available_replicas,
+        updated_replicas=status.updated_replicas,
+        pod_names=list(status.pod_names),
+        selector=status.selector,
+        observed_generation=status.observed_generation,
+        conditions=conditions,
+    ).to_kube()
     if all(current.get(k) == v for k, v in desired.items()):
         return None
     return desired

@@ -4,6 +4,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from opsuite_common.kube_model import LabelSelector
+from podset_operator.models import NAME_LABEL
 from podset_operator.ownership import claim_pods
 from podset_operator.pod_ranking import rank_for_deletion, select_victims
 from podset_operator.pod_state import (
@@ -19,7 +21,6 @@ from podset_operator.pod_state import (
 from podset_operator.reconcile import Plan, plan
 from podset_operator.rollout import rolling_update_step
 from podset_operator.scaling import BURST_REPLICAS, replica_set_step
-from podset_operator.selector import parse_selector
 from podset_operator.status import FAILED_CREATE, Failure
 from podset_operator.template import template_hash
 
@@ -31,7 +32,7 @@ TEMPLATE: dict[str, Any] = {
 }
 HASH = template_hash(TEMPLATE)
 OLD = "oldoldoldo"
-SELECTOR = parse_selector({"matchLabels": {"app": "web"}})
+SELECTOR = LabelSelector(match_labels={"app": "web"})
 
 
 def iso(moment: datetime) -> str:
@@ -342,7 +343,10 @@ def test_plan_status_and_conditions() -> None:
         "reason": "FailedCreate",
         "message": "quota exceeded",
         "lastTransitionTime": iso(T0),
+        "observedGeneration": 1,
     }
+    assert {c["observedGeneration"] for c in patch["conditions"]} == {1}
+    assert patch["selector"] == "app=web"
 
 
 def test_condition_transition_time_is_kept_while_status_holds() -> None:
@@ -357,7 +361,7 @@ def test_condition_transition_time_is_kept_while_status_holds() -> None:
 
 
 def test_plan_outdated_ready_condition() -> None:
-    ps = podset(1, strategy={"type": "OnDelete"})
+    ps = podset(1, updateStrategy={"type": "OnDelete"})
     patch = plan(ps, [pod("a", hash_=OLD)], T0, True).status_patch
     assert patch is not None
     conditions = {c["type"]: c for c in patch["conditions"]}
@@ -391,7 +395,7 @@ def test_plan_never_deletes_pods_being_adopted_or_foreign() -> None:
 
 
 def test_plan_on_delete_only_replaces_missing_pods() -> None:
-    ps = podset(3, strategy={"type": "OnDelete"})
+    ps = podset(3, updateStrategy={"type": "OnDelete"})
     result = plan(ps, [pod("a", hash_=OLD), pod("b", hash_=OLD)], T0, True)
     assert (result.pods_to_create, result.pods_to_delete) == (1, ())
     # The lone outdated pod goes first although the crowded node would otherwise rank earlier.
@@ -407,13 +411,83 @@ def test_plan_rolling_update() -> None:
 
 def test_plan_invalid_spec_reports_degraded() -> None:
     ps = podset(2, selector={"matchLabels": {"app": "db"}})
+    ps["metadata"]["generation"] = 4
+    ps["status"] = {"selector": "app=db"}
     result = plan(ps, [pod("a"), pod("orphan", owner=None)], T0, True)
     assert (result.pods_to_create, result.pods_to_adopt) == (0, ())
     assert result.status.replicas == 1
+    patch = result.status_patch
+    assert patch is not None
+    assert patch["observedGeneration"] == 4
+    assert "selector" not in patch  # left as it was
+    conditions = {c["type"]: c for c in patch["conditions"]}
+    message = "spec.selector: selector does not match template labels"
+    assert {t: (c["status"], c["reason"], c["message"]) for t, c in conditions.items()} == {
+        "Ready": ("False", "InvalidSpec", message),
+        "Progressing": ("False", "InvalidSpec", message),
+        "Degraded": ("True", "InvalidSpec", message),
+    }
+    assert {c["observedGeneration"] for c in conditions.values()} == {4}
+    ps["status"] = {**ps["status"], **patch}
+    assert plan(ps, [pod("a")], T0 + timedelta(minutes=1), True).is_empty
+
+
+def test_plan_schema_violation_reports_degraded() -> None:
+    ps = podset(-1)
+    ps["spec"]["template"] = "nonsense"
+    patch = plan(ps, [pod("a")], T0, True).status_patch
+    assert patch is not None
+    degraded = next(c for c in patch["conditions"] if c["type"] == "Degraded")
+    assert degraded["message"] == (
+        "spec.replicas: Input should be greater than or equal to 0 (and 1 more)"
+    )
+
+
+def test_plan_without_selector_uses_the_name_label() -> None:
+    ps = podset(3)
+    del ps["spec"]["selector"]
+    mine = pod("mine", labels={"app": "web", NAME_LABEL: "web"})
+    orphan = pod("orphan", owner=None, labels={NAME_LABEL: "web"})
+    stranger = pod("stranger", owner=None)  # app=web alone no longer matches
+    relabelled = pod("relabelled")  # owned, but without the name label
+    result = plan(ps, [mine, orphan, stranger, relabelled], T0, True)
+    assert (result.pods_to_adopt, result.pods_to_release) == (("orphan",), ("relabelled",))
+    assert result.pods_to_create == 1
+    assert result.pod_manifest is not None
+    assert result.pod_manifest["metadata"]["labels"] == {
+        "app": "web",
+        NAME_LABEL: "web",
+        TEMPLATE_HASH_LABEL: HASH,
+    }
+    assert result.status.selector == f"{NAME_LABEL}=web"
     assert result.status_patch is not None
-    degraded = next(c for c in result.status_patch["conditions"] if c["type"] == "Degraded")
-    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
-    assert "does not match" in degraded["message"]
+    assert result.status_patch["selector"] == f"{NAME_LABEL}=web"
+
+
+def test_status_patch_keeps_foreign_conditions_and_is_none_when_unchanged() -> None:
+    ps, pods = podset(2), [pod("a"), pod("b")]
+    foreign = {
+        "type": "Example",
+        "status": "True",
+        "reason": "Set",
+        "message": "",
+        "lastTransitionTime": iso(T0),
+    }
+    ps["status"] = {"conditions": [foreign]}
+    patch = converge_status(ps, pods).status_patch
+    assert patch is not None
+    assert [c["type"] for c in patch["conditions"]] == [
+        "Example",
+        "Ready",
+        "Progressing",
+        "Degraded",
+    ]
+    assert plan(ps, pods, T0 + timedelta(hours=1), True).status_patch is None
+    ps["metadata"]["generation"] = 2  # a no-op spec change still bumps observedGeneration
+    bumped = plan(ps, pods, T0 + timedelta(hours=1), True).status_patch
+    assert bumped is not None
+    assert bumped["observedGeneration"] == 2
+    assert all(c["lastTransitionTime"] == iso(T0) for c in bumped["conditions"])
 
 
 def test_plan_requeues_until_min_ready_seconds_pass() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from podset_operator.models import NAME_LABEL
 from podset_operator.pod_ranking import rank_for_deletion
 from podset_operator.pod_state import (
     TEMPLATE_HASH_LABEL,
@@ -41,6 +42,7 @@ TEMPLATE: dict[str, Any] = {
 }
 HASH = template_hash(TEMPLATE)
 OLD = "oldoldoldo"
+WEB_AND_NAME = {"app": "web", NAME_LABEL: "web"}
 NODES = ("", "n0", "n1", "n2")
 FENCEPOSTS: st.SearchStrategy[int | str] = st.sampled_from(
     [0, 1, 2, 3, "0%", "10%", "25%", "50%", "100%"]
@@ -105,19 +107,22 @@ def make_podset(
     surge: int | str = "25%",
     unavailable: int | str = "25%",
     min_ready: int = 0,
+    selector: bool = True,
 ) -> dict[str, Any]:
+    update_strategy: dict[str, Any] = {"type": strategy}
+    if strategy == "RollingUpdate":
+        update_strategy["rollingUpdate"] = {"maxSurge": surge, "maxUnavailable": unavailable}
+    spec: dict[str, Any] = {
+        "replicas": replicas,
+        "minReadySeconds": min_ready,
+        "template": TEMPLATE,
+        "updateStrategy": update_strategy,
+    }
+    if selector:
+        spec["selector"] = {"matchLabels": {"app": "web"}}
     return {
         "metadata": {"name": "web", "namespace": "ns", "uid": UID, "generation": 1},
-        "spec": {
-            "replicas": replicas,
-            "minReadySeconds": min_ready,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": TEMPLATE,
-            "strategy": {
-                "type": strategy,
-                "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable},
-            },
-        },
+        "spec": spec,
     }
 
 
@@ -129,7 +134,9 @@ def any_pod(draw: st.DrawFn, name: str, active_only: bool = False) -> dict[str, 
     return make_pod(
         name,
         owner=draw(st.sampled_from([UID, UID, None, "someone-else"])),
-        labels=draw(st.sampled_from([{"app": "web"}, {"app": "web"}, {"app": "db"}, {}])),
+        labels=draw(
+            st.sampled_from([{"app": "web"}, WEB_AND_NAME, WEB_AND_NAME, {"app": "db"}, {}])
+        ),
         hash_=draw(st.sampled_from([HASH, OLD, None])),
         phase_=draw(st.sampled_from(phases if active_only else [*phases, "Succeeded", "Failed"])),
         ready=draw(st.booleans()),
@@ -158,13 +165,20 @@ def podsets(draw: st.DrawFn, max_replicas: int = 6) -> dict[str, Any]:
         draw(FENCEPOSTS),
         draw(FENCEPOSTS),
         draw(st.sampled_from([0, 0, 10])),
+        draw(st.booleans()),
     )
 
 
-def is_managed(pod: Pod) -> bool:
+def selected(ps: dict[str, Any], pod: Pod) -> bool:
+    """The pod matches the PodSet's selector, or its name label when it has none."""
+    key = "app" if "selector" in ps["spec"] else NAME_LABEL
+    return pod_labels(pod).get(key) == "web"
+
+
+def is_managed(ps: dict[str, Any], pod: Pod) -> bool:
     refs = pod["metadata"].get("ownerReferences") or []
     owned = any(r.get("uid") == UID and r.get("controller") for r in refs)
-    return owned and is_active(pod) and pod_labels(pod).get("app") == "web"
+    return owned and is_active(pod) and selected(ps, pod)
 
 
 # --- (1) never deletes pods it does not own ------------------------------------------------
@@ -177,13 +191,15 @@ def test_plan_only_touches_its_own_pods(
 ) -> None:
     result = plan(ps, pods, T0, satisfied)
     by_name = {pod_name(p): p for p in pods}
-    assert all(is_managed(by_name[n]) for n in result.pods_to_delete)
+    assert all(is_managed(ps, by_name[n]) for n in result.pods_to_delete)
     assert len(set(result.pods_to_delete)) == len(result.pods_to_delete)
     for name in result.pods_to_adopt:
         assert not by_name[name]["metadata"].get("ownerReferences")
         assert is_active(by_name[name])
+        assert selected(ps, by_name[name])
     for name in result.pods_to_release:
         assert by_name[name]["metadata"]["ownerReferences"][0]["uid"] == UID
+        assert not selected(ps, by_name[name])
     if result.pods_to_create:
         assert result.status.updated_replicas + result.pods_to_create <= ps["spec"]["replicas"]
 
@@ -220,12 +236,18 @@ class Cluster:
             self.pods.append(new)
         gone = set(result.pods_to_delete)
         self.pods = [p for p in self.pods if pod_name(p) not in gone]
-        if result.status_patch is not None:
-            self.podset["status"] = dict(result.status_patch)
+        if result.status_patch is not None:  # a merge patch of the status subresource
+            self.podset["status"] = {**self.podset.get("status", {}), **result.status_patch}
 
     def progress(self, chance: float, advance: timedelta) -> None:
-        """Each active not-ready pod becomes ready with probability ``chance``; time passes."""
+        """Each active not-ready pod becomes ready with probability ``chance``; time passes.
+
+        Like a real kubelet, it also stamps a Ready condition that lacks a lastTransitionTime
+        (such a pod never counts as available when minReadySeconds > 0, as upstream).
+        """
         for index, pod in enumerate(self.pods):
+            for condition in pod["status"].get("conditions", []):
+                condition.setdefault("lastTransitionTime", iso(self.now))
             if is_active(pod) and not is_ready(pod) and self.rng.random() < chance:
                 pod["spec"]["nodeName"] = NODES[1 + index % 3]
                 pod["status"] = {
@@ -237,7 +259,7 @@ class Cluster:
         self.now += advance
 
     def managed(self) -> list[Pod]:
-        return [p for p in self.pods if is_managed(p)]
+        return [p for p in self.pods if is_managed(self.podset, p)]
 
 
 def converged(cluster: Cluster) -> bool:
@@ -257,7 +279,7 @@ def test_repeated_planning_converges(
 ) -> None:
     cluster = Cluster(ps, copy.deepcopy(pods), rng=random.Random(seed))
     min_ready = ps["spec"]["minReadySeconds"]
-    on_delete = ps["spec"]["strategy"]["type"] == "OnDelete"
+    on_delete = ps["spec"]["updateStrategy"]["type"] == "OnDelete"
     for round_ in range(80):
         cluster.apply(cluster.plan())
         calm = round_ >= 10  # after a noisy start every pod turns ready each round

@@ -1,13 +1,14 @@
-"""Spec parsing, selectors, fenceposts, slow start, template hash and pod rendering."""
+"""Spec parsing and validation, fenceposts, slow start, template hash and pod rendering."""
 
+import re
 from typing import Any
 
 import pytest
+from podset_operator.models import NAME_LABEL
 from podset_operator.pod_state import TEMPLATE_HASH_LABEL
 from podset_operator.rollout import resolve_fenceposts
 from podset_operator.scaling import slow_start_batches
-from podset_operator.selector import InvalidSpecError, parse_selector
-from podset_operator.spec import PodSetSpec, parse_spec, scaled_value
+from podset_operator.spec import InvalidSpecError, parse_spec, scaled_value
 from podset_operator.template import SAFE_ALPHABET, owner_reference, render_pod, template_hash
 
 TEMPLATE: dict[str, Any] = {
@@ -20,94 +21,112 @@ PODSET: dict[str, Any] = {
 }
 
 
-def spec_with(**overrides: Any) -> dict[str, Any]:
-    return {**PODSET["spec"], **overrides}
-
-
-@pytest.mark.parametrize(
-    ("expression", "labels", "expected"),
-    [
-        ({"key": "a", "operator": "In", "values": ["x", "y"]}, {"a": "y"}, True),
-        ({"key": "a", "operator": "In", "values": ["x"]}, {}, False),
-        ({"key": "a", "operator": "NotIn", "values": ["x"]}, {}, True),
-        ({"key": "a", "operator": "NotIn", "values": ["x"]}, {"a": "x"}, False),
-        ({"key": "a", "operator": "Exists"}, {"a": ""}, True),
-        ({"key": "a", "operator": "Exists"}, {"b": "x"}, False),
-        ({"key": "a", "operator": "DoesNotExist"}, {"b": "x"}, True),
-        ({"key": "a", "operator": "DoesNotExist"}, {"a": "x"}, False),
-    ],
-)
-def test_match_expressions(
-    expression: dict[str, Any], labels: dict[str, str], expected: bool
-) -> None:
-    assert parse_selector({"matchExpressions": [expression]}).matches(labels) is expected
-
-
-def test_match_labels_and_expressions_are_anded() -> None:
-    selector = parse_selector(
-        {"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "x", "operator": "Exists"}]}
-    )
-    assert selector.matches({"app": "web", "x": "1", "extra": "y"})
-    assert not selector.matches({"app": "web"})
-    assert not selector.matches({"app": "db", "x": "1"})
-
-
-@pytest.mark.parametrize(
-    "raw",
-    [
-        None,
-        {},
-        {"matchLabels": {}},
-        {"matchLabels": {"a": 1}},
-        {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]},
-        {"matchExpressions": [{"key": "a", "operator": "In"}]},
-        {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
-        {"matchExpressions": [{"operator": "Exists"}]},
-    ],
-)
-def test_invalid_selectors(raw: object) -> None:
-    with pytest.raises(InvalidSpecError):
-        parse_selector(raw)
+def podset_with(**overrides: Any) -> dict[str, Any]:
+    """PODSET with spec fields replaced; None removes a field."""
+    spec = {**PODSET["spec"], **overrides}
+    return {**PODSET, "spec": {k: v for k, v in spec.items() if v is not None or k == "template"}}
 
 
 def test_parse_spec_defaults() -> None:
-    spec = parse_spec({"selector": {"matchLabels": {"app": "web"}}, "template": TEMPLATE})
-    assert spec == PodSetSpec(
-        replicas=1, selector=spec.selector, template=TEMPLATE, min_ready_seconds=0
-    )
-    assert (spec.strategy, spec.max_surge, spec.max_unavailable) == ("RollingUpdate", "25%", "25%")
+    spec = parse_spec(podset_with(selector=None, replicas=None))
+    assert (spec.name, spec.replicas, spec.min_ready_seconds) == ("web", 1, 0)
+    assert spec.template.to_kube() == TEMPLATE
+    assert (spec.rolling_update, spec.max_surge, spec.max_unavailable) == (True, "25%", "25%")
+    assert spec.default_selector
+    assert spec.selector.to_kube() == {"matchLabels": {NAME_LABEL: "web"}}
+    assert spec.selector.selector_string() == f"{NAME_LABEL}=web"
 
 
-def test_parse_spec_strategy() -> None:
-    raw = spec_with(
+def test_parse_spec_explicit_selector() -> None:
+    spec = parse_spec(PODSET)
+    assert not spec.default_selector
+    assert spec.selector.selector_string() == "app=web"
+    assert spec.replicas == 2
+    expressions = {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["fe"]}]}
+    assert parse_spec(podset_with(selector=expressions)).selector.matches({"tier": "fe"})
+
+
+def test_parse_spec_update_strategy() -> None:
+    raw = podset_with(
         minReadySeconds=5,
-        strategy={
+        updateStrategy={
             "type": "RollingUpdate",
             "rollingUpdate": {"maxSurge": 0, "maxUnavailable": "50%"},
         },
     )
     spec = parse_spec(raw)
     assert (spec.min_ready_seconds, spec.max_surge, spec.max_unavailable) == (5, 0, "50%")
-    assert parse_spec(spec_with(strategy={"type": "OnDelete"})).strategy == "OnDelete"
+    on_delete = parse_spec(podset_with(updateStrategy={"type": "OnDelete"}))
+    assert not on_delete.rolling_update
+    half = parse_spec(podset_with(updateStrategy={"rollingUpdate": {"maxSurge": "50%"}}))
+    assert (half.rolling_update, half.max_surge, half.max_unavailable) == (True, "50%", "25%")
 
 
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"replicas": -1}, "replicas"),
-        ({"replicas": True}, "replicas"),
-        ({"minReadySeconds": "5"}, "minReadySeconds"),
-        ({"template": None}, "template"),
-        ({"selector": {"matchLabels": {"app": "db"}}}, "does not match"),
-        ({"strategy": {"type": "Recreate"}}, "Recreate"),
-        ({"strategy": {"rollingUpdate": {"maxSurge": "25"}}}, "percentage"),
-        ({"strategy": {"rollingUpdate": {"maxSurge": "-5%"}}}, "percentage"),
-        ({"strategy": {"rollingUpdate": {"maxUnavailable": -1}}}, "negative"),
+        ({"replicas": -1}, "spec.replicas: Input should be greater than or equal to 0"),
+        ({"replicas": True}, "spec.replicas: Input should be a valid integer"),
+        ({"minReadySeconds": "5"}, "spec.minReadySeconds: Input should be a valid integer"),
+        ({"template": None}, "spec.template: Input should be a valid dictionary"),
+        ({"template": {"metadata": {}}}, "spec.template.spec: Field required"),
+        (
+            {"template": {**TEMPLATE, "metadata": {"finalizers": ["x"]}}},
+            "spec.template.metadata.finalizers: Extra inputs are not permitted",
+        ),
+        ({"strategy": {"type": "OnDelete"}}, "spec.strategy: Extra inputs are not permitted"),
+        (
+            {"updateStrategy": {"type": "Recreate"}},
+            "spec.updateStrategy.type: Input should be 'RollingUpdate' or 'OnDelete'",
+        ),
+        (
+            {"updateStrategy": {"rollingUpdate": {"maxSurge": 1.5}}},
+            "spec.updateStrategy.rollingUpdate.maxSurge: Input should be a valid integer",
+        ),
+        (
+            {"updateStrategy": {"rollingUpdate": {"maxSurge": "25"}}},
+            "spec.updateStrategy.rollingUpdate.maxSurge: must be a non-negative integer or a "
+            "percentage such as 25%",
+        ),
+        ({"updateStrategy": {"rollingUpdate": {"maxSurge": "-5%"}}}, "maxSurge: must be"),
+        ({"updateStrategy": {"rollingUpdate": {"maxUnavailable": -1}}}, "maxUnavailable: must be"),
+        ({"selector": {"matchLabels": {"app": "db"}}}, "spec.selector: selector does not match"),
+        ({"selector": {}}, "spec.selector: an empty selector would match every pod"),
+        ({"selector": {"matchLabels": {}}}, "spec.selector: an empty selector"),
+        ({"selector": {"matchLabels": {"a": 1}}}, "spec.selector.matchLabels.a: Input should"),
+        (
+            {"selector": {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]}},
+            "spec.selector.matchExpressions[0].operator: Input should be 'In', 'NotIn'",
+        ),
+        (
+            {"selector": {"matchExpressions": [{"key": "a", "operator": "In"}]}},
+            "spec.selector.matchExpressions[0]: In and NotIn need values",
+        ),
+        (
+            {"selector": {"matchExpressions": [{"operator": "Exists"}]}},
+            "spec.selector.matchExpressions[0].key: Field required",
+        ),
+        (
+            {"replicas": -1, "minReadySeconds": -1},
+            "spec.replicas: Input should be greater than or equal to 0 (and 1 more)",
+        ),
     ],
 )
 def test_parse_spec_rejects(overrides: dict[str, Any], message: str) -> None:
-    with pytest.raises(InvalidSpecError, match=message):
-        parse_spec(spec_with(**overrides))
+    with pytest.raises(InvalidSpecError, match=re.escape(message)):
+        parse_spec(podset_with(**overrides))
+
+
+def test_parse_spec_rejects_missing_spec_and_long_names_without_selector() -> None:
+    with pytest.raises(InvalidSpecError, match="spec: Field required"):
+        parse_spec({"metadata": {"name": "web"}})
+    with pytest.raises(InvalidSpecError, match="spec: Input should be a valid dictionary"):
+        parse_spec({"metadata": {"name": "web"}, "spec": "x"})
+    long = podset_with(selector=None)
+    long["metadata"] = {**long["metadata"], "name": "w" * 64}
+    with pytest.raises(InvalidSpecError, match=r"metadata\.name: must be at most 63"):
+        parse_spec(long)
+    assert parse_spec({**PODSET, "metadata": long["metadata"]}).name == "w" * 64
 
 
 def test_scaled_value_rounding() -> None:
@@ -158,7 +177,7 @@ def test_template_hash_is_stable_and_safe() -> None:
 
 
 def test_render_pod() -> None:
-    spec = parse_spec(PODSET["spec"])
+    spec = parse_spec(PODSET)
     pod = render_pod(PODSET, spec, "hhhhhhhhhh")
     assert pod["metadata"] == {
         "generateName": "web-",
@@ -178,3 +197,19 @@ def test_render_pod() -> None:
     assert pod["spec"] == TEMPLATE["spec"]
     pod["spec"]["containers"].append({})
     assert len(TEMPLATE["spec"]["containers"]) == 1  # rendering copies the template
+
+
+def test_render_pod_without_selector_adds_the_name_label() -> None:
+    podset = podset_with(selector=None)
+    pod = render_pod(podset, parse_spec(podset), "hhhhhhhhhh")
+    assert pod["metadata"]["labels"] == {
+        "app": "web",
+        "tier": "fe",
+        NAME_LABEL: "web",
+        TEMPLATE_HASH_LABEL: "hhhhhhhhhh",
+    }
+    bare = podset_with(selector=None, template={"spec": TEMPLATE["spec"]})
+    metadata = render_pod(bare, parse_spec(bare), "hhhhhhhhhh")["metadata"]
+    assert metadata["labels"] == {NAME_LABEL: "web", TEMPLATE_HASH_LABEL: "hhhhhhhhhh"}
+    assert "annotations" not in metadata
+    assert "finalizers" not in metadata
