@@ -77,7 +77,7 @@ def test_scale_up_down_and_garbage_collection(
         )
     )
     assert scale["spec"]["replicas"] == 5
-    assert "app=web" in scale["status"]["selector"]
+    assert scale["status"]["selector"] == "apps.opsuite.dev/podset=web"
     cluster.kubectl("scale", f"{PLURAL}.{GROUP}/web", "-n", namespace, "--replicas=0")
     podsets.wait_running("app=web", 0)
     podsets.wait_status("web", replicas=0, readyReplicas=0)
@@ -157,7 +157,16 @@ def test_adoption_and_release(operator: OperatorProcess, podsets: PodSets) -> No
         "spec": {"containers": [{"name": "main", "image": "busybox"}]},
     }
     podsets.core.create_namespaced_pod(podsets.namespace, orphan)
-    podsets.create(podset("adopt", 2, selector={"matchLabels": {"app": "adopt"}}))
+    # OnDelete keeps an adopted pod although it is not from the current template (RollingUpdate
+    # would replace it).
+    podsets.create(
+        podset(
+            "adopt",
+            2,
+            selector={"matchLabels": {"app": "adopt"}},
+            updateStrategy={"type": "OnDelete"},
+        )
+    )
     pods = podsets.wait_running("app=adopt", 2)
     owners = {p.metadata.name: [r.name for r in p.metadata.owner_references or []] for p in pods}
     assert owners.get("orphan") == ["adopt"], owners  # adopted instead of creating two

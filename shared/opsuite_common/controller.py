@@ -52,19 +52,16 @@ class Controller:
         """Ask for ``key`` to be reconciled (deduplicated while waiting)."""
         self.queue.add_after(key, after)
 
-    async def run(self) -> None:
-        """Run the workers until cancelled."""
-        workers = [
+    def start(self) -> list[asyncio.Task[None]]:
+        """Start the workers; cancel the returned tasks to stop them.
+
+        Workers are created here, synchronously, so that they exist before kopf starts: kopf
+        waits on shutdown for every task created after it, and workers outlive its watches.
+        """
+        return [
             asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}")
             for i in range(self._max_concurrent)
         ]
-        try:
-            await asyncio.gather(*workers)
-        finally:
-            self.queue.shut_down()
-            for worker in workers:
-                worker.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
 
     async def _worker(self) -> None:
         while True:

@@ -10,6 +10,7 @@ log tells which process did what.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -72,7 +73,7 @@ class KubeApi:
         """The underlying client (for code that needs the generated API classes)."""
         return self._client
 
-    async def request(
+    def request(
         self,
         method: str,
         path: str,
@@ -80,9 +81,10 @@ class KubeApi:
         body: object = None,
         query: Mapping[str, str] | None = None,
         content_type: str = "application/json",
-    ) -> JSON:
-        """One API request; the parsed JSON response (``{}`` when empty)."""
-        return await asyncio.to_thread(self._request, method, path, body, query, content_type)
+    ) -> asyncio.Future[JSON]:
+        """One API request in a worker thread; a future of the parsed JSON (``{}`` if empty)."""
+        call = functools.partial(self._request, method, path, body, query, content_type)
+        return asyncio.get_running_loop().run_in_executor(None, call)
 
     def _request(
         self,
@@ -131,31 +133,25 @@ class KubeApi:
                 return items
             query["continue"] = token
 
-    async def create(self, path: str, body: Mapping[str, Any]) -> JSON:
+    def create(self, path: str, body: Mapping[str, Any]) -> asyncio.Future[JSON]:
         """POST a new object to a collection path."""
-        return await self.request("POST", path, body=body)
+        return self.request("POST", path, body=body)
 
-    async def patch(self, path: str, patch: object, *, patch_type: str = "merge") -> JSON:
+    def patch(self, path: str, patch: object, *, patch_type: str = "merge") -> asyncio.Future[JSON]:
         """PATCH an object (``merge``, ``strategic``, ``json`` or ``apply``)."""
-        return await self.request("PATCH", path, body=patch, content_type=PATCH_TYPES[patch_type])
+        return self.request("PATCH", path, body=patch, content_type=PATCH_TYPES[patch_type])
 
-    async def delete(
+    def delete(
         self,
         path: str,
         *,
         preconditions: Mapping[str, str] | None = None,
         propagation_policy: str | None = None,
-    ) -> bool:
-        """DELETE an object; False when it was already gone."""
+    ) -> asyncio.Future[JSON]:
+        """DELETE an object (raises ApiException 404 when it is already gone)."""
         options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if preconditions:
             options["preconditions"] = dict(preconditions)
         if propagation_policy:
             options["propagationPolicy"] = propagation_policy
-        try:
-            await self.request("DELETE", path, body=options)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+        return self.request("DELETE", path, body=options)

@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -157,28 +157,28 @@ class Manager:
             self._ready.set()
             log.info("watches established; reconciling")
 
-        tasks = [
-            asyncio.create_task(
-                kopf.operator(
-                    registry=self.registry,
-                    settings=settings,
-                    standalone=True,
-                    clusterwide=self.options.clusterwide,
-                    namespaces=self.options.namespaces,
-                    ready_flag=ready_flag,
-                ),
-                name="kopf",
+        # Workers first: kopf waits on shutdown for tasks created after it starts.
+        workers = [task for c in self.controllers for task in c.start()]
+        ready = asyncio.create_task(mark_ready(), name="ready")
+        kopf_task = asyncio.create_task(
+            kopf.operator(
+                registry=self.registry,
+                settings=settings,
+                standalone=True,
+                clusterwide=self.options.clusterwide,
+                namespaces=self.options.namespaces,
+                ready_flag=ready_flag,
             ),
-            asyncio.create_task(mark_ready(), name="ready"),
-            *(asyncio.create_task(c.run(), name=f"controller {c.name}") for c in self.controllers),
-        ]
+            name="kopf",
+        )
         try:
             # kopf returns when it is stopped (SIGTERM: it installs its own handler) or fails.
-            await tasks[0]
+            await kopf_task
         finally:
-            for task in tasks:
+            kopf_task.cancel()
+            for task in (ready, *workers):
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(kopf_task, ready, *workers, return_exceptions=True)
             self._leading = False
 
 
@@ -260,9 +260,3 @@ def run_operator(
     with contextlib.suppress(KeyboardInterrupt):
         return asyncio.run(main())
     return 0
-
-
-def enqueue_for(controller: Controller, keys: Iterable[tuple[str, str]]) -> None:
-    """Enqueue every key in ``keys`` on ``controller``."""
-    for key in keys:
-        controller.enqueue(key)

@@ -91,19 +91,28 @@ async def _create(
 async def _delete(
     kube: KubeApi, namespace: str, pods: Mapping[str, JSON], names: tuple[str, ...]
 ) -> list[tuple[str, Failure | None]]:
-    async def delete(name: str) -> tuple[str, Failure | None]:
-        uid = pods[name]["metadata"]["uid"]
-        try:
-            await kube.delete(
-                resource_path("v1", "pods", namespace, name), preconditions={"uid": uid}
+    """Delete pods by name with uid preconditions; a failure per name (None when fine)."""
+    results = await asyncio.gather(
+        *(
+            kube.delete(
+                resource_path("v1", "pods", namespace, name),
+                preconditions={"uid": pods[name]["metadata"]["uid"]},
             )
-        except ApiException as exc:
-            if exc.status == 409:  # replaced by a pod of the same name: not ours to delete
-                return name, None
-            return name, Failure(FAILED_DELETE, _api_error(exc))
-        return name, None
-
-    return list(await asyncio.gather(*(delete(n) for n in names)))
+            for name in names
+        ),
+        return_exceptions=True,
+    )
+    outcome: list[tuple[str, Failure | None]] = []
+    for name, result in zip(names, results, strict=True):
+        if not isinstance(result, BaseException):
+            outcome.append((name, None))
+        elif not isinstance(result, ApiException):
+            raise result
+        elif result.status in (404, 409):  # gone already, or replaced under the same name
+            outcome.append((name, None))
+        else:
+            outcome.append((name, Failure(FAILED_DELETE, _api_error(result))))
+    return outcome
 
 
 async def apply_plan(
