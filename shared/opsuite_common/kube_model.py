@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self, TypeAlias, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict, JsonValue
 
@@ -222,3 +222,11 @@ class PodTemplateSpec(KubeModel):
     spec: dict[str, Any] = Field(json_schema_extra=_POD_SPEC_SCHEMA)
     """Pod spec (core/v1 PodSpec): at least one container; the API server validates the rest
     when the pods are created."""
+
+    @field_validator("spec")
+    @classmethod
+    def _has_containers(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        containers = spec.get("containers")
+        if not isinstance(containers, list) or not containers:
+            raise ValueError("containers must list at least one container")
+        return spec

@@ -354,7 +354,14 @@ _templates = st.builds(
         labels=st.none() | st.dictionaries(_NAMES, _LABEL_VALUES, max_size=3),
         annotations=st.none() | st.dictionaries(st.text(max_size=5), st.text(max_size=5)),
     ),
-    spec=st.dictionaries(st.text(max_size=5), _JSON, max_size=3),
+    spec=st.fixed_dictionaries(
+        {
+            "containers": st.lists(
+                st.dictionaries(st.text(max_size=5), _JSON, max_size=2), min_size=1, max_size=2
+            )
+        },
+        optional={"nodeName": st.text(max_size=5)},
+    ),
 )
 
 _specs = st.builds(
