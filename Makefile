@@ -10,7 +10,7 @@ PY := $(VENV)/python
 PYTEST := $(VENV)/pytest
 export PATH := $(CURDIR)/.local/bin:$(PATH)
 
-PY_SOURCES := shared operators e2e bench hack
+PY_SOURCES := shared operators e2e hack
 
 .PHONY: help
 help: ## List the targets

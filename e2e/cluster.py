@@ -36,7 +36,10 @@ class Cluster:
 
     def api_client(self) -> client.ApiClient:
         """A fresh API client for this cluster's admin identity."""
-        return config.new_client_from_config(config_file=str(self.kubeconfig))
+        api_client: client.ApiClient = config.new_client_from_config(
+            config_file=str(self.kubeconfig)
+        )
+        return api_client
 
     def kubectl(self, *args: str, stdin: str | None = None) -> str:
         """Run kubectl against this cluster and return stdout; raise with stderr on failure."""
