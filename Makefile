@@ -43,9 +43,11 @@ manifests: deps ## Generate CRDs (charts/*/crds) and samples from the pydantic m
 verify: deps ## Fail when a generated file is out of date
 	$(PY) hack/manifests.py check
 
-lint: deps ## ruff (lint + format check)
+lint: deps ## ruff (lint + format check), actionlint on the GitHub workflows
 	$(VENV)/ruff check $(PY_SOURCES)
 	$(VENV)/ruff format --check $(PY_SOURCES)
+	hack/build-tools.sh actionlint
+	actionlint
 
 typecheck: deps ## mypy --strict
 	$(VENV)/mypy shared operators e2e hack/localplane.py hack/run.py hack/manifests.py

@@ -98,6 +98,8 @@ def main() -> int:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            # Ctrl-C reaches only this script, which then stops each operator with SIGTERM.
+            start_new_session=True,
         )
         assert proc.stdout is not None
         threading.Thread(target=_pump, args=(op.name, proc.stdout), daemon=True).start()

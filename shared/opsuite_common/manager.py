@@ -155,7 +155,7 @@ class Manager:
         async def mark_ready() -> None:
             await ready_flag.wait()
             self._ready.set()
-            log.info("watches established; reconciling")
+            log.info("kopf started; reconciling as the watches deliver")
 
         # Workers first: kopf waits on shutdown for tasks created after it starts.
         workers = [task for c in self.controllers for task in c.start()]
