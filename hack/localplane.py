@@ -512,16 +512,31 @@ def down() -> None:
     log("control plane stopped and data removed")
 
 
+def rss_mib(pid: int) -> float | None:
+    """Resident memory of a process in MiB, None when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
 def status() -> int:
+    """Print each recorded process with its state and resident memory."""
     state = read_state()
     if not state:
         print("not running")
         return 1
     ok = True
     for name, e in state.items():
-        up_ = alive(int(str(e["pid"])), str(e["binary"]))
+        pid = int(str(e["pid"]))
+        up_ = alive(pid, str(e["binary"]))
         ok &= up_
-        print(f"{name:26} pid {e['pid']:>8}  {'running' if up_ else 'DEAD'}")
+        rss = rss_mib(pid) if up_ else None
+        memory = f"{rss:7.1f} MiB RSS" if rss is not None else ""
+        print(f"{name:26} pid {pid:>8}  {'running' if up_ else 'DEAD':8} {memory}")
     return 0 if ok else 1
 
 

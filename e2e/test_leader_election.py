@@ -1,0 +1,397 @@
+"""Lease leader election between real podset-operator processes on a real API server.
+
+Only the holder of the coordination.k8s.io/v1 Lease reconciles; a standby is ready and takes
+over when the leader is killed (after the lease expires) or stops (at once: it releases the
+lease); a leader whose lease is taken away exits 1. The audit log shows that no two processes
+ever write at the same time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from e2e.cluster import ROOT, Cluster, audit_events, wait_until
+from e2e.operators import OperatorProcess, operator_env, wait_exit
+from e2e.podset_support import PodSets, install_crd, podset
+
+# client-go's defaults, which the manager uses (opsuite_common.leader_election).
+LEASE_DURATION = 15.0
+RENEW_DEADLINE = 10.0
+RETRY_PERIOD = 2.0
+
+LEASES = ("coordination.k8s.io", "v1", "leases")
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+OPERATOR_UA = re.compile(r"^podset-operator/\S+ \((?P<identity>[^)]+)\)")
+MEASUREMENTS = ROOT / ".local" / "measurements" / "leader-failover.json"
+
+
+@pytest.fixture(scope="module")
+def crd(cluster: Cluster) -> None:
+    install_crd(cluster)
+
+
+@pytest.fixture
+def lease_id() -> str:
+    return f"podset-e2e-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def fleet(
+    cluster: Cluster, crd: None, namespace: str, lease_id: str, tmp_path: Path
+) -> Iterator[Fleet]:
+    fleet = Fleet(cluster, namespace, lease_id, tmp_path)
+    yield fleet
+    fleet.stop_all()
+
+
+@pytest.fixture
+def needs_audit_log(cluster: Cluster) -> Path:
+    if cluster.kind != "local" or cluster.audit_log is None:
+        pytest.skip(f"needs the local plane's audit log; the cluster is {cluster.kind}")
+    return cluster.audit_log
+
+
+class Fleet:
+    """podset-operator processes campaigning for one Lease in the test namespace."""
+
+    def __init__(self, cluster: Cluster, namespace: str, lease_id: str, log_dir: Path) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.lease_id = lease_id
+        self.log_dir = log_dir
+        self.procs: dict[str, OperatorProcess] = {}
+
+    def start(self, pod_name: str) -> OperatorProcess:
+        proc = OperatorProcess(
+            "podset-operator",
+            [
+                "--leader-elect",
+                f"--leader-election-namespace={self.namespace}",
+                f"--leader-election-id={self.lease_id}",
+                f"--namespace={self.namespace}",
+            ],
+            self.log_dir / f"podset-operator-{pod_name}.log",
+            operator_env(self.cluster, POD_NAME=pod_name),
+        ).start()
+        self.procs[pod_name] = proc
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            proc.stop()
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {name} (alive={proc.alive()}):\n{proc.log_tail(25)}"
+            for name, proc in self.procs.items()
+        )
+
+
+class Leases:
+    """The test's Lease as plain JSON (the generated model mangles MicroTime)."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self.namespace = namespace
+        self.name = name
+
+    def get(self) -> dict[str, Any] | None:
+        try:
+            lease: dict[str, Any] = self.custom.get_namespaced_custom_object(
+                *LEASES, self.namespace, self.name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return lease
+
+    def holder(self) -> str:
+        lease = self.get()
+        return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+
+    def replace(self, lease: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.custom.replace_namespaced_custom_object(
+            *LEASES, self.namespace, self.name, lease
+        )
+        return result
+
+
+def wait_holder(leases: Leases, wanted: set[str], timeout: float) -> tuple[str, float]:
+    """Poll the Lease every 0.1 s until its holder is one of ``wanted``: (holder, wall time)."""
+    holder = wait_until(
+        leases.holder, lambda h: h in wanted, timeout=timeout, interval=0.1, what=f"{wanted}"
+    )
+    return holder, time.time()
+
+
+def master_status(proc: OperatorProcess, lease_id: str) -> float | None:
+    """leader_election_master_status{name=lease_id} scraped from the process."""
+    pattern = re.compile(
+        r"^leader_election_master_status\{name=\"" + re.escape(lease_id) + r"\"\} (\S+)$",
+        re.MULTILINE,
+    )
+    match = pattern.search(proc.metrics())
+    return float(match.group(1)) if match else None
+
+
+def parse_time(stamp: str) -> float:
+    """An RFC 3339 (Micro)Time from the API as a Unix timestamp."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(UTC).timestamp()
+
+
+def audit_flush(cluster: Cluster, api: client.ApiClient, namespace: str) -> None:
+    """Make a marker request and wait until the (batched) audit log holds it: every request
+    made before it is then in the log too."""
+    assert cluster.audit_log is not None
+    audit_log = cluster.audit_log
+    marker = f"audit-marker-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(ApiException):
+        client.CoreV1Api(api).read_namespaced_config_map(marker, namespace)
+
+    def seen() -> bool:
+        return any(
+            (e.get("objectRef") or {}).get("name") == marker
+            for e in audit_events(audit_log)
+            if (e.get("objectRef") or {}).get("namespace") == namespace
+        )
+
+    wait_until(seen, bool, timeout=30, interval=0.5, what=f"audit event for {marker}")
+
+
+def operator_writes(audit_log: Path, namespace: str, lease_id: str) -> list[dict[str, Any]]:
+    """Completed writes by podset-operator processes in ``namespace``, the Lease excluded.
+
+    Each: identity, verb, resource, name, code, received and completed (Unix time).
+    """
+    writes = []
+    for event in audit_events(audit_log):
+        ref = event.get("objectRef") or {}
+        if ref.get("namespace") != namespace or event.get("verb") not in WRITE_VERBS:
+            continue
+        if event.get("stage") != "ResponseComplete":
+            continue
+        ua = OPERATOR_UA.match(event.get("userAgent") or "")
+        if ua is None:
+            continue
+        writes.append(
+            {
+                "identity": ua.group("identity"),
+                "verb": event["verb"],
+                "resource": ref.get("resource"),
+                "subresource": ref.get("subresource"),
+                "name": ref.get("name"),
+                "code": (event.get("responseStatus") or {}).get("code"),
+                "received": parse_time(event["requestReceivedTimestamp"]),
+                "completed": parse_time(event["stageTimestamp"]),
+                "is_lease": ref.get("resource") == "leases" and ref.get("name") == lease_id,
+            }
+        )
+    return writes
+
+
+def test_one_leader_reconciles_and_fails_over(
+    cluster: Cluster,
+    api: client.ApiClient,
+    namespace: str,
+    lease_id: str,
+    fleet: Fleet,
+    needs_audit_log: Path,
+) -> None:
+    leases = Leases(api, namespace, lease_id)
+    podsets = PodSets(api, namespace)
+    intervals: dict[str, list[float]] = {}  # identity -> [start, end] of its leadership
+
+    # Two candidates: exactly one holds the Lease; both are ready; the gauge tells them apart.
+    procs = {"a": fleet.start("a"), "b": fleet.start("b")}
+    first, _ = wait_holder(leases, {"a", "b"}, timeout=60)
+    second = "b" if first == "a" else "a"
+    leader, standby = procs[first], procs[second]
+    lease = leases.get()
+    assert lease is not None
+    intervals[first] = [parse_time(lease["spec"]["acquireTime"]), float("inf")]
+    leader.wait_ready()
+    standby.wait_ready()
+    assert standby.readyz()[0] == 200, "a standby is ready"
+    wait_until(
+        lambda: (master_status(leader, lease_id), master_status(standby, lease_id)),
+        lambda s: s == (1.0, 0.0),
+        timeout=10,
+        what="leader_election_master_status 1 on the leader, 0 on the standby",
+    )
+    assert leases.holder() == first
+
+    # The leader reconciles.
+    podsets.create(podset("web", 2))
+    podsets.wait_running("app=web", 2)
+    podsets.wait_status("web", replicas=2, readyReplicas=2)
+
+    # SIGKILL: nothing is released, the standby takes over once the lease has expired.
+    killed_at = time.time()
+    assert leader.process is not None
+    leader.process.kill()
+    _, took_over_at = wait_holder(leases, {second}, timeout=LEASE_DURATION + 30)
+    kill_failover = took_over_at - killed_at
+    intervals[first][1] = killed_at
+    lease = leases.get()
+    assert lease is not None
+    intervals[second] = [parse_time(lease["spec"]["acquireTime"]), float("inf")]
+    print(f"\nSIGKILL failover: {kill_failover:.2f} s ({first} -> {second})")
+    assert leader.process.wait(timeout=10) == -signal.SIGKILL
+    assert kill_failover <= LEASE_DURATION + RETRY_PERIOD, fleet.logs()
+    wait_until(
+        lambda: master_status(standby, lease_id), lambda s: s == 1.0, timeout=10, what="gauge 1"
+    )
+    podsets.patch("web", {"spec": {"replicas": 3}})
+    podsets.wait_running("app=web", 3)
+    podsets.wait_status("web", replicas=3, readyReplicas=3)
+
+    # SIGTERM: the leader stops, releases the lease, a third candidate leads at its next try.
+    third = fleet.start("c")
+    third.wait_ready()
+    wait_until(lambda: master_status(third, lease_id), lambda s: s == 0.0, timeout=10, what="0")
+    assert leases.holder() == second
+    termed_at = time.time()
+    standby.signal(signal.SIGTERM)
+    released_holder, released_at = wait_holder(leases, {"", "c"}, timeout=20)
+    if released_holder != "c":
+        _, c_led_at = wait_holder(leases, {"c"}, timeout=20)
+    else:
+        c_led_at = released_at
+    intervals[second][1] = released_at
+    code = wait_exit(standby, timeout=10)
+    exited_after = time.time() - termed_at
+    term_release = released_at - termed_at
+    term_failover = c_led_at - termed_at
+    release_to_leader = c_led_at - released_at
+    lease = leases.get()
+    assert lease is not None
+    intervals["c"] = [parse_time(lease["spec"]["acquireTime"]), float("inf")]
+    print(
+        f"SIGTERM failover: {term_failover:.2f} s (lease released after {term_release:.2f} s, "
+        f"{second} exited {code} within {exited_after:.2f} s, c leading "
+        f"{release_to_leader:.2f} s after the release)"
+    )
+    assert code == 0, fleet.logs()
+    assert exited_after <= 10
+    assert release_to_leader <= 3.0 + 0.5, fleet.logs()  # its next retry; 0.5 s of polling slack
+    podsets.patch("web", {"spec": {"replicas": 1}})
+    podsets.wait_running("app=web", 1)
+    podsets.wait_status("web", replicas=1, readyReplicas=1)
+
+    MEASUREMENTS.parent.mkdir(parents=True, exist_ok=True)
+    MEASUREMENTS.write_text(
+        json.dumps(
+            {
+                "measured_at": datetime.now(UTC).isoformat(),
+                "lease": {
+                    "leaseDurationSeconds": LEASE_DURATION,
+                    "renewDeadlineSeconds": RENEW_DEADLINE,
+                    "retryPeriodSeconds": RETRY_PERIOD,
+                },
+                "sigkill_failover_seconds": round(kill_failover, 2),
+                "sigterm_failover_seconds": round(term_failover, 2),
+                "sigterm_lease_released_after_seconds": round(term_release, 2),
+                "sigterm_release_to_new_leader_seconds": round(release_to_leader, 2),
+                "sigterm_exit_seconds": round(exited_after, 2),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+
+    # At no moment do two processes both act: every write falls in its writer's leadership.
+    third.stop()
+    intervals["c"][1] = time.time()
+    audit_flush(cluster, api, namespace)
+    writes = [w for w in operator_writes(needs_audit_log, namespace, lease_id) if not w["is_lease"]]
+    by_identity: dict[str, list[dict[str, Any]]] = {}
+    for w in writes:
+        by_identity.setdefault(w["identity"], []).append(w)
+    assert set(by_identity) == {first, second, "c"}, {k: len(v) for k, v in by_identity.items()}
+    spans = {}
+    for identity, ws in by_identity.items():
+        start, end = intervals[identity]
+        outside = [w for w in ws if not start <= w["received"] <= end]
+        assert not outside, f"{identity} wrote outside its leadership {start}..{end}: {outside}"
+        spans[identity] = (min(w["received"] for w in ws), max(w["completed"] for w in ws))
+    ordered = sorted(spans.items(), key=lambda item: item[1][0])
+    for (one, (_, one_end)), (other, (other_start, _)) in itertools.pairwise(ordered):
+        assert one_end < other_start, f"writes of {one} and {other} overlap: {spans}"
+
+
+def test_leader_exits_when_its_lease_is_taken(
+    cluster: Cluster,
+    api: client.ApiClient,
+    namespace: str,
+    lease_id: str,
+    fleet: Fleet,
+    needs_audit_log: Path,
+) -> None:
+    leases = Leases(api, namespace, lease_id)
+    podsets = PodSets(api, namespace)
+    leader = fleet.start("a")
+    wait_holder(leases, {"a"}, timeout=60)
+    leader.wait_ready()
+    podsets.create(podset("web", 2))
+    podsets.wait_running("app=web", 2)
+    podsets.wait_status("web", replicas=2, readyReplicas=2)
+
+    # Take the lease with the current resourceVersion, under a User-Agent of our own.
+    with cluster.api_client() as thief_api:
+        thief_api.user_agent = "e2e-lease-thief"
+        thief = Leases(thief_api, namespace, lease_id)
+
+        def take() -> dict[str, Any]:
+            lease = thief.get()
+            assert lease is not None
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            lease["spec"].update(
+                holderIdentity="intruder",
+                acquireTime=now,
+                renewTime=now,
+                leaseTransitions=int(lease["spec"].get("leaseTransitions") or 0) + 1,
+            )
+            return thief.replace(lease)  # 409 if the leader renewed in between: try again
+
+        wait_until(take, lambda _: True, timeout=10, interval=0.1, what="the lease taken")
+    taken_at = time.time()
+    code = wait_exit(leader, timeout=RENEW_DEADLINE + RETRY_PERIOD)
+    exited_after = time.time() - taken_at
+    print(f"\nlease taken: leader exited {code} after {exited_after:.2f} s")
+    assert code == 1, leader.log_tail()
+    assert "leader election lost" in leader.log_path.read_text()
+    assert leases.holder() == "intruder", "the old leader must not take the lease back"
+
+    audit_flush(cluster, api, namespace)
+    takeover = [
+        e
+        for e in audit_events(needs_audit_log)
+        if e.get("userAgent") == "e2e-lease-thief"
+        and e.get("verb") == "update"
+        and e.get("stage") == "ResponseComplete"
+        and (e.get("objectRef") or {}).get("namespace") == namespace
+        and (e.get("responseStatus") or {}).get("code") == 200
+    ]
+    assert len(takeover) == 1, takeover
+    taken = parse_time(takeover[0]["stageTimestamp"])
+    after = [
+        w
+        for w in operator_writes(needs_audit_log, namespace, lease_id)
+        if w["identity"] == "a" and w["completed"] > taken
+    ]
+    # Only a renewal attempt may follow, and it must be refused (stale resourceVersion).
+    assert all(w["is_lease"] and w["code"] == 409 for w in after), after
