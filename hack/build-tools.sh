@@ -25,6 +25,8 @@ tool_packages() {
     kwok) echo "sigs.k8s.io/kwok/cmd/kwok" ;;
     helm) echo "helm.sh/helm/v3/cmd/helm" ;;
     actionlint) echo "github.com/rhysd/actionlint/cmd/actionlint" ;;
+    opm) echo "github.com/operator-framework/operator-registry/cmd/opm" ;;
+    operator-verify) echo "github.com/operator-framework/api/cmd/operator-verify" ;;
     *) echo "unknown tool $1" >&2; return 1 ;;
   esac
 }
@@ -48,6 +50,16 @@ collect_kwok_stages() {
   done > "$out/kwok-stages.yaml"
 }
 
+# opm and the bundle validator pull in containers/image, whose GPG signing needs cgo unless
+# built with its pure-Go OpenPGP implementation. opm's sqlite index support needs cgo too; this
+# build leaves it out (file-based catalogs only, which is what `opm validate` checks).
+tool_tags() {
+  case "$1" in
+    opm | operator-verify) echo "containers_image_openpgp" ;;
+    *) echo "" ;;
+  esac
+}
+
 build_tool() {
   local name="$1" mod_dir="$root/hack/tools/$1"
   local key
@@ -58,8 +70,8 @@ build_tool() {
     local start=$SECONDS tmp="$out.tmp.$$"
     rm -rf "$tmp"; mkdir -p "$tmp"
     # shellcheck disable=SC2046
-    (cd "$mod_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(tool_ldflags "$name")" \
-      -o "$tmp/" $(tool_packages "$name"))
+    (cd "$mod_dir" && CGO_ENABLED=0 go build -trimpath -tags "$(tool_tags "$name")" \
+      -ldflags "-s -w $(tool_ldflags "$name")" -o "$tmp/" $(tool_packages "$name"))
     # go names the etcd main package after its module path (".../server/v3" -> "server").
     if [[ -f "$tmp/server" ]]; then mv "$tmp/server" "$tmp/etcd"; fi
     if [[ "$name" == kwok ]]; then collect_kwok_stages "$mod_dir" "$tmp"; fi
@@ -76,5 +88,5 @@ build_tool() {
 
 command -v go >/dev/null || { echo "go is required (hack/install-deps.sh installs it)" >&2; exit 1; }
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes helm actionlint)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes helm actionlint opm operator-verify)
 for t in "${tools[@]}"; do build_tool "$t"; done

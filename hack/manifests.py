@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import yaml
+
 from opsuite_common.crd import build_crd, crd_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
