@@ -6,11 +6,13 @@ kopf's high-level ``on.create/update/delete/resume`` handlers, which store a dif
 annotation, progress and finalizers on the watched object: a write to objects we do not own
 (users' pods, source ConfigMaps, namespaces) that fails outright on large objects (kopf #1087).
 
-Watch health: kopf ends each watch request after ``server_timeout`` (the API server sends a
-bookmark shortly before), and reconnects when a stream has been silent for
-``inactivity_timeout`` (kopf #957, #1276). :func:`track_watch_activity` records the time of
-every event or bookmark per resource, and ``/readyz`` fails when a watch has been silent for
-twice the watch timeout.
+Watch health: each watch request asks the API server to end it after ``server_timeout``, and
+kopf reconnects when a stream has been silent for ``inactivity_timeout`` (kopf #957, #1276).
+:func:`track_watch_activity` records, per resource, the time of every event or bookmark and of
+every watch request the API server ended cleanly, and ``/readyz`` fails when a watch has shown
+none of these for twice the watch timeout. Bookmarks alone are not enough: the API server sends
+one only when its watch cache has moved past the watch's resourceVersion, so on a quiet cluster
+(no change to that resource anywhere) a healthy watch gets none at all.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import kopf
-from kopf._cogs.clients import watching
+from kopf._cogs.clients import api, watching
 
 from opsuite_common.options import ManagerOptions
 
@@ -81,21 +84,38 @@ class WatchActivity:
 
 
 def track_watch_activity(activity: WatchActivity) -> None:
-    """Wrap kopf's watch stream so every event and bookmark marks ``activity``.
+    """Wrap kopf's watch streams so that signs of a live watch mark ``activity``.
 
-    kopf filters bookmarks out before handlers run, so they are observed here, at
-    ``kopf._cogs.clients.watching.infinite_watch``, which kopf's queueing looks up by module
-    attribute at call time. Private API: kopf is pinned to 1.45.x and the e2e suite checks
-    that readiness follows the watch (API server paused and resumed).
+    Every event and bookmark marks it (kopf filters bookmarks out before handlers run, so they
+    are observed at ``kopf._cogs.clients.watching.infinite_watch``), and so does every watch
+    request that the API server ends cleanly (``kopf._cogs.clients.api.stream``, used only for
+    watches, running out without an error): that happens every ``server_timeout`` on a healthy
+    connection even when nothing changes and no bookmark comes. A hung API server or a
+    half-open connection shows neither. kopf looks both functions up by module attribute at
+    call time. Private API: kopf is pinned to 1.45.x and the e2e suite checks that readiness
+    holds through a quiet period and follows the watch (API server paused and resumed).
     """
-    original = getattr(watching.infinite_watch, "__wrapped__", watching.infinite_watch)
+    original_watch = getattr(watching.infinite_watch, "__wrapped__", watching.infinite_watch)
+    original_stream = getattr(api.stream, "__wrapped__", api.stream)
 
     async def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
         name = str(kwargs["resource"].plural)
-        async for item in original(**kwargs):
+        async for item in original_watch(**kwargs):
             activity.mark(name)
             yield item
 
-    infinite_watch.__wrapped__ = original  # type: ignore[attr-defined]
+    async def stream(url: str, **kwargs: Any) -> AsyncIterator[Any]:
+        async for item in original_stream(url, **kwargs):
+            yield item
+        # Errors (connection reset, payload, timeouts) propagate from the stream; an ending
+        # without one is the server closing the watch at its timeoutSeconds.
+        stopper = kwargs.get("stopper")
+        if stopper is None or not stopper.done():
+            # A watch URL is a collection URL: its last path segment is the resource plural.
+            activity.mark(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1])
+
+    infinite_watch.__wrapped__ = original_watch  # type: ignore[attr-defined]
+    stream.__wrapped__ = original_stream  # type: ignore[attr-defined]
     watching.infinite_watch = infinite_watch
+    api.stream = stream
     logging.getLogger(__name__).debug("watch activity tracking installed")

@@ -13,6 +13,7 @@ import asyncio
 import functools
 import json
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
 
@@ -31,7 +32,11 @@ PATCH_TYPES = {
 }
 
 
-def load_api_client(user_agent: str, *, pool_size: int = 8) -> client.ApiClient:
+MAX_PARALLEL_REQUESTS = 32
+"""Requests in flight at once per operator: threads, and connections kept open for reuse."""
+
+
+def load_api_client(user_agent: str, *, pool_size: int = MAX_PARALLEL_REQUESTS) -> client.ApiClient:
     """An API client from in-cluster config, else KUBECONFIG / ~/.kube/config."""
     configuration = client.Configuration()
     try:
@@ -64,9 +69,18 @@ def resource_path(
 class KubeApi:
     """Async REST calls returning dicts; raises ``ApiException`` on an error status."""
 
-    def __init__(self, api_client: client.ApiClient, *, request_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        request_timeout: float = 30.0,
+        max_parallel: int = MAX_PARALLEL_REQUESTS,
+    ) -> None:
         self._client = api_client
         self._timeout = request_timeout
+        # Its own pool: asyncio's default one has min(32, cores + 4) threads (6 on 2 cores),
+        # which would cap a burst of pod creates at 6 requests in flight.
+        self._pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="kube-api")
 
     @property
     def api_client(self) -> client.ApiClient:
@@ -84,7 +98,7 @@ class KubeApi:
     ) -> asyncio.Future[JSON]:
         """One API request in a worker thread; a future of the parsed JSON (``{}`` if empty)."""
         call = functools.partial(self._request, method, path, body, query, content_type)
-        return asyncio.get_running_loop().run_in_executor(None, call)
+        return asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     def _request(
         self,

@@ -11,8 +11,14 @@ when absent, otherwise replace with the resourceVersion that was read, and a
 The leader renews every ``retry_period``; a renewal round that cannot succeed
 within ``renew_deadline`` ends leadership (``LeadershipLost``), and so does
 observing another holder. On cancellation the leading task is stopped first,
-then the lease is released (controller-runtime's LeaderElectionReleaseOnCancel)
-so that a standby takes over at its next retry instead of after a full lease.
+then the lease is released (controller-runtime's LeaderElectionReleaseOnCancel).
+
+Beyond client-go: a standby does not poll. Between attempts it watches the Lease
+(``LeaseApi.wait_for_change``) until the record changes or the observed lease
+expires, so it sees each renewal as it happens (expiry is then measured from
+the leader's real last renewal, not from a poll up to 4.4 s later), and it
+takes over a released lease at once instead of at its next jittered retry.
+Should the watch fail, it falls back to client-go's jittered retry period.
 
 Decision: ``kubernetes.leaderelection`` (kubernetes 37) is not used. It does
 ship a LeaseLock, but the elector is thread-based and blocking (``time.sleep``
@@ -22,11 +28,14 @@ increments ``leaseTransitions``, and calls ``sys.exit`` on a bad config.
 """
 
 import asyncio
+import contextlib
 import json
 import logging
+import math
 import os
 import random
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -53,7 +62,13 @@ class LeadershipLost(Exception):
 
 
 class LeaseApi(Protocol):
-    """The three Lease calls leader election needs."""
+    """The Lease calls leader election needs."""
+
+    async def wait_for_change(
+        self, namespace: str, name: str, resource_version: str, max_wait: float
+    ) -> None:
+        """Return once the Lease differs from ``resource_version``, or after ``max_wait`` s."""
+        ...
 
     async def get(self, namespace: str, name: str) -> Lease | None:
         """Return the Lease, or None when it does not exist."""
@@ -163,7 +178,12 @@ class LeaderElector:
         is released. If the leading coroutine finishes, the lease is released
         and its result or exception is propagated.
         """
-        await self._acquire()
+        try:
+            await self._acquire()
+        except asyncio.CancelledError:
+            # A write cancelled in flight may still have made us the holder.
+            await self._release_if_held()
+            raise
         leading = asyncio.create_task(on_started_leading(), name=f"leading {self._desc}")
         renewing = asyncio.create_task(self._renew(), name=f"renewing {self._desc}")
         try:
@@ -183,10 +203,29 @@ class LeaderElector:
     async def _acquire(self) -> None:
         log.info("attempting to acquire leader lease %s...", self._desc)
         while not await self._try_acquire_or_renew():
-            period = self._config.retry_period
-            await asyncio.sleep(period + self._rng.random() * JITTER_FACTOR * period)
+            await self._wait_for_opportunity()
         self._set_leading(True)
         log.info("successfully acquired lease %s as %s", self._desc, self.identity)
+
+    async def _wait_for_opportunity(self) -> None:
+        """Sleep until the Lease changes or its observed expiry; retry period on errors."""
+        period = self._config.retry_period
+        jittered = period + self._rng.random() * JITTER_FACTOR * period
+        version = str(((self._lease or {}).get("metadata") or {}).get("resourceVersion") or "")
+        if not version:
+            await asyncio.sleep(jittered)
+            return
+        duration = int(self._observed.get("leaseDurationSeconds") or 0)
+        until_expiry = self._observed_at + duration - asyncio.get_running_loop().time()
+        started = asyncio.get_running_loop().time()
+        try:
+            await self._api.wait_for_change(
+                self._config.namespace, self._config.name, version, max(until_expiry, 0.0) + 0.01
+            )
+        except Exception:
+            log.debug("watching lease %s failed; retrying after %.1fs", self._desc, jittered)
+            waited = asyncio.get_running_loop().time() - started
+            await asyncio.sleep(max(jittered - waited, 0.0))
 
     async def _renew(self) -> None:
         config = self._config
@@ -238,9 +277,16 @@ class LeaderElector:
                 "metadata": {"name": self._config.name, "namespace": self._config.namespace},
                 "spec": spec,
             }
-            self._lease = await self._api.create(self._config.namespace, body)
-            self._observe(spec)
-            return True
+            try:
+                self._lease = await self._api.create(self._config.namespace, body)
+            except LeaseConflictError:
+                # Created by another candidate meanwhile: read it now rather than next round.
+                lease = await self._api.get(self._config.namespace, self._config.name)
+                if lease is None:
+                    return False
+            else:
+                self._observe(spec)
+                return True
 
         self._lease = lease
         current = lease.get("spec") or {}
@@ -255,6 +301,20 @@ class LeaderElector:
             spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1
         await self._write(spec)
         return True
+
+    async def _release_if_held(self) -> None:
+        """Release the Lease if the server says we hold it (after an interrupted acquire)."""
+        if not self._config.release_on_cancel:
+            return
+        try:
+            lease = await self._api.get(self._config.namespace, self._config.name)
+        except Exception:
+            log.warning("could not check lease %s on shutdown", self._desc, exc_info=True)
+            return
+        if lease is not None and _holder(lease) == self.identity:
+            self._lease = lease
+            self._observe(lease.get("spec") or {})
+            await self._release()
 
     async def _release(self) -> None:
         if self.leader != self.identity or self._lease is None:
@@ -358,6 +418,64 @@ class KubernetesLeaseApi:
     async def replace(self, namespace: str, name: str, lease: Lease) -> Lease:
         """Replace the Lease; raise LeaseConflictError on a stale resourceVersion."""
         return await asyncio.to_thread(self._request, "PUT", namespace, name, lease)
+
+    async def wait_for_change(
+        self, namespace: str, name: str, resource_version: str, max_wait: float
+    ) -> None:
+        """Watch the Lease from ``resource_version`` until its first event, or ``max_wait`` s.
+
+        Runs in a daemon thread, so a cancelled wait never delays the process's exit.
+        """
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def finish(error: BaseException | None) -> None:
+            if not done.done():
+                if error is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(error)
+
+        def watch() -> None:
+            try:
+                self._watch_once(namespace, name, resource_version, max_wait)
+            except Exception as exc:
+                loop.call_soon_threadsafe(finish, exc)
+            else:
+                loop.call_soon_threadsafe(finish, None)
+
+        threading.Thread(target=watch, name="lease-watch", daemon=True).start()
+        # The server ends the watch on whole seconds; the caller's deadline is exact.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max_wait):
+                await done
+
+    def _watch_once(
+        self, namespace: str, name: str, resource_version: str, max_wait: float
+    ) -> None:
+        request = self._client.param_serialize(
+            method="GET",
+            resource_path="/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
+            path_params={"namespace": namespace},
+            query_params=[
+                ("watch", "true"),
+                ("fieldSelector", f"metadata.name={name}"),
+                ("resourceVersion", resource_version),
+                ("timeoutSeconds", str(max(1, math.ceil(max_wait)))),
+            ],
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        rest = self._client.call_api(*request, _request_timeout=(self._timeout, max_wait + 5))
+        response = rest.response
+        try:
+            if response.status != 200:
+                raise ApiException(http_resp=response)
+            response.readline()  # the first event, or end of stream at the server's timeout
+        finally:
+            # The stream may still be open: close the connection, never hand it back for reuse.
+            response.close()
+            response.release_conn()
 
     def _request(self, method: str, namespace: str, name: str | None, body: Lease | None) -> Lease:
         path = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"

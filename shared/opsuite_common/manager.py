@@ -64,12 +64,7 @@ class Manager:
         self.options = options
         self.identity = default_identity()
         self.registry = kopf.OperatorRegistry()
-        self.kube = KubeApi(
-            load_api_client(
-                f"{name}/{package_version()} ({self.identity})",
-                pool_size=options.max_concurrent_reconciles * 2 + 2,
-            )
-        )
+        self.kube = KubeApi(load_api_client(f"{name}/{package_version()} ({self.identity})"))
         self.controllers: list[Controller] = []
         self.activity = WatchActivity()
         self._ready = asyncio.Event()

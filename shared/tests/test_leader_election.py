@@ -1,6 +1,7 @@
 """Leader election against an in-memory Lease server, on a virtual-time event loop."""
 
 import asyncio
+import contextlib
 import copy
 import json
 import random
@@ -15,6 +16,7 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes.client import ApiClient, ApiException, Configuration
+
 from opsuite_common.leader_election import (
     KubernetesLeaseApi,
     LeaderElectionConfig,
@@ -74,6 +76,7 @@ class LeaseServer:
         self.lease: Lease | None = None
         self.version = 0
         self.rejected = 0
+        self.changed = asyncio.Event()
 
     def get(self) -> Lease | None:
         return copy.deepcopy(self.lease)
@@ -100,6 +103,8 @@ class LeaseServer:
         stored = copy.deepcopy(lease)
         stored["metadata"]["resourceVersion"] = str(self.version)
         self.lease = stored
+        self.changed.set()
+        self.changed = asyncio.Event()
         return copy.deepcopy(stored)
 
     @property
@@ -140,6 +145,18 @@ class FakeLeaseApi:
         result = await self._call(lambda: self.server.replace(lease))
         assert result is not None
         return result
+
+    async def wait_for_change(
+        self, namespace: str, name: str, resource_version: str, max_wait: float
+    ) -> None:
+        await asyncio.sleep(self.latency / 2)
+        if self.down:
+            raise ConnectionError("API server unreachable")
+        current = self.server.lease
+        if current is None or current["metadata"]["resourceVersion"] == resource_version:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.server.changed.wait(), max_wait)
+        await asyncio.sleep(self.latency / 2)
 
     def _hook(self) -> None:
         if self.before_write is not None:

@@ -8,6 +8,9 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client import Counter
+from prometheus_client.parser import text_string_to_metric_families
+
 from opsuite_common.leader_election import LeaderElectionConfig, LeaderElector
 from opsuite_common.metrics import (
     REGISTRY,
@@ -16,8 +19,6 @@ from opsuite_common.metrics import (
     register,
     start_metrics_server,
 )
-from prometheus_client import Counter
-from prometheus_client.parser import text_string_to_metric_families
 
 DASHBOARD = Path(__file__).parent.parent / "dashboards" / "opsuite-operators.json"
 CONTROLLER_RUNTIME_BUCKETS = [
@@ -132,6 +133,11 @@ class _NoLeaseApi:
         raise AssertionError("not called")
 
     async def replace(self, namespace: str, name: str, lease: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("not called")
+
+    async def wait_for_change(
+        self, namespace: str, name: str, resource_version: str, max_wait: float
+    ) -> None:
         raise AssertionError("not called")
 
 

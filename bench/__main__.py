@@ -1,0 +1,162 @@
+"""``python -m bench [podset] [--replicas N] [--rounds N]``: run the benchmarks on the local plane.
+
+Starts the local control plane when it is down, runs the PodSet-vs-ReplicaSet benchmark,
+prints a table and writes .local/measurements/bench-podset.json. Exits 0 when the run
+completed (targets missed or not, the report says), 1 with ``--strict`` when a target was
+missed, 2 on an error, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from bench import plane
+from bench.podset_vs_replicaset import Config, run
+from bench.report import summarize, table, write_json
+
+OUTPUT = plane.LOCAL / "measurements" / "bench-podset.json"
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line flags."""
+    defaults = Config()
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("benchmark", nargs="?", default="podset", choices=["podset"])
+    parser.add_argument(
+        "--replicas",
+        type=_positive_int,
+        default=defaults.replicas,
+        help="Pods to scale each controller to (default 500).",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=_positive_int,
+        default=defaults.rounds,
+        help="Rounds; each runs both controllers, the order alternating (default 2).",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=defaults.phase_timeout,
+        help="Seconds to wait for any one milestone (default 300).",
+    )
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=defaults.pause,
+        help="Quiet seconds between trials (default 5).",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=defaults.retries,
+        help="Repeats of a trial during which the API server stalled (default 2).",
+    )
+    parser.add_argument("--output", default=str(OUTPUT), help="Where to write the JSON.")
+    parser.add_argument("--strict", action="store_true", help="Exit 1 when a target is missed.")
+    return parser.parse_args(argv)
+
+
+def _git(*args: str) -> str:
+    """Output of a read-only git command (no optional locks: it never writes the index)."""
+    out = subprocess.run(
+        ["git", "--no-optional-locks", "-C", str(plane.ROOT), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return out.stdout.strip()
+
+
+def _git_commit() -> str:
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    changed = _git("status", "--porcelain", "--", "operators", "shared")
+    return commit + (" (operators/ or shared/ modified)" if changed else "")
+
+
+def _opsuite_version() -> str:
+    try:
+        return version("opsuite")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def environment(kubernetes_version: str, load_before: tuple[float, ...]) -> dict[str, Any]:
+    """Where and when the figures were taken."""
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["python -m bench", *sys.argv[1:]]),
+        "cpus": os.cpu_count(),
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+        "kubernetes": kubernetes_version,
+        "python": platform.python_version(),
+        "opsuite": _opsuite_version(),
+        "commit": _git_commit(),
+        "nodes": "kwok fake nodes (hack/localplane.py)",
+    }
+
+
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen benchmark; the exit status."""
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _terminate)
+    config = Config(
+        replicas=args.replicas,
+        rounds=args.rounds,
+        phase_timeout=args.timeout,
+        pause=args.pause,
+        retries=args.retries,
+    )
+    try:
+        plane.ensure_up()
+        api = plane.api_client()
+        load_before = os.getloadavg()
+        started = time.monotonic()
+        trials = run(api, config)
+        rows = summarize(trials, config)
+        env = environment(plane.server_version(api), load_before)
+        env["duration_s"] = round(time.monotonic() - started, 1)
+    except KeyboardInterrupt:
+        print("interrupted; cleaned up", file=sys.stderr)
+        return 130
+    except Exception:
+        traceback.print_exc()
+        print("benchmark failed (operator log: .local/bench/podset-operator.log)", file=sys.stderr)
+        return 2
+    print()
+    print(table(rows, trials, config))
+    output = Path(args.output)
+    write_json(output, rows, trials, config, env)
+    print(f"\nwritten to {output}")
+    met = all(r.met for r in rows)
+    return 1 if args.strict and not met else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

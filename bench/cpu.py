@@ -1,0 +1,59 @@
+"""CPU time of local processes (from /proc), to see what a trial cost each component."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from bench.plane import LOCAL
+
+PLANE_PROCESSES = LOCAL / "plane" / "processes.json"
+"""Where hack/localplane.py records the components it started."""
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds used so far by ``pid``; None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Fields after the command (which may contain spaces) start at field 3; utime and stime
+    # are fields 14 and 15.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def plane_pid(component: str) -> int | None:
+    """PID of a local-plane component (e.g. "kube-controller-manager"), if recorded."""
+    try:
+        state = json.loads(PLANE_PROCESSES.read_text())
+        return int(state[component]["pid"])
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
+class CpuMeter:
+    """CPU seconds a set of processes used between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, pids: dict[str, int | None]) -> None:
+        self._pids = {name: pid for name, pid in pids.items() if pid is not None}
+        self._start: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+
+    def start(self) -> None:
+        """Take the starting readings."""
+        for name, pid in self._pids.items():
+            seconds = cpu_seconds(pid)
+            if seconds is not None:
+                self._start[name] = seconds
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds used per process since :meth:`start`."""
+        for name, begin in self._start.items():
+            end = cpu_seconds(self._pids[name])
+            if end is not None:
+                self.used[name] = round(end - begin, 2)
+        return self.used
