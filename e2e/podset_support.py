@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
+from kubernetes import client, watch
 
 from e2e.cluster import ROOT, Cluster, wait_until
 from e2e.operators import OperatorProcess, operator_env
@@ -135,3 +138,115 @@ def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
         if c["type"] == type_:
             return dict(c)
     return {}
+
+
+def is_active(pod: client.V1Pod) -> bool:
+    """Not being deleted and not terminated (the pods a PodSet counts)."""
+    return pod.metadata.deletion_timestamp is None and pod.status.phase not in (
+        "Succeeded",
+        "Failed",
+    )
+
+
+class PodCounter:
+    """Follows a namespace's pods through a watch (in a thread): how many now, how many at most.
+
+    Reconnects (listing again) when the watch ends or fails, so an API server pause only
+    leaves a gap; the counts are those of the pods the watch reported.
+    """
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self._pods: dict[str, bool] = {}  # uid -> active
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watch: watch.Watch | None = None
+        self._thread = threading.Thread(target=self._run, name=f"pods-{namespace}", daemon=True)
+        self.highest_active = 0
+        self.highest_total = 0
+        self.events = 0
+
+    def __enter__(self) -> PodCounter:
+        self._thread.start()
+        wait_until(lambda: self.events, lambda n: n > 0, timeout=30, what="the pod watch")
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+        self._thread.join(timeout=60)
+
+    @property
+    def active(self) -> int:
+        with self._lock:
+            return sum(self._pods.values())
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return len(self._pods)
+
+    def reset_highest(self) -> None:
+        with self._lock:
+            self.highest_active = sum(self._pods.values())
+            self.highest_total = len(self._pods)
+
+    def _update(self, uid: str, active: bool | None) -> None:
+        with self._lock:
+            if active is None:
+                self._pods.pop(uid, None)
+            else:
+                self._pods[uid] = active
+            self.highest_active = max(self.highest_active, sum(self._pods.values()))
+            self.highest_total = max(self.highest_total, len(self._pods))
+            self.events += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                response = self.core.list_namespaced_pod(self.namespace, _preload_content=False)
+                listing = json.loads(response.data)
+                with self._lock:
+                    self._pods = {p["metadata"]["uid"]: _raw_active(p) for p in listing["items"]}
+                self._update("", None)  # recompute the highest counts
+                self._watch = watch.Watch()
+                for event in self._watch.stream(
+                    self.core.list_namespaced_pod,
+                    self.namespace,
+                    resource_version=listing["metadata"]["resourceVersion"],
+                    timeout_seconds=30,
+                    _request_timeout=45,
+                    deserialize=False,  # plain dicts: a few hundred pods a second, cheaply
+                ):
+                    if event["type"] == "ERROR":
+                        break  # 410 Gone: list again
+                    pod = event["object"]
+                    gone = event["type"] == "DELETED"
+                    if event["type"] != "BOOKMARK":
+                        self._update(pod["metadata"]["uid"], None if gone else _raw_active(pod))
+                    if self._stop.is_set():
+                        return
+            except Exception:  # a pause, a timeout: list again
+                time.sleep(0.2)
+
+
+def _raw_active(pod: dict[str, Any]) -> bool:
+    """``is_active`` for a pod as a plain dict."""
+    return "deletionTimestamp" not in pod["metadata"] and pod.get("status", {}).get(
+        "phase"
+    ) not in ("Succeeded", "Failed")
+
+
+def podset_events(api: client.ApiClient, namespace: str, name: str) -> list[client.CoreV1Event]:
+    """The core/v1 Events about the PodSet ``name``."""
+    items: list[client.CoreV1Event] = (
+        client.CoreV1Api(api)
+        .list_namespaced_event(
+            namespace,
+            field_selector=f"involvedObject.kind=PodSet,involvedObject.name={name}",
+        )
+        .items
+    )
+    return items

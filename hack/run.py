@@ -36,7 +36,10 @@ class Operator:
     health_port: int
 
 
-OPERATORS = (Operator("podset-operator", "podset", "podset-operator", 18080, 18081),)
+OPERATORS = (
+    Operator("podset-operator", "podset", "podset-operator", 18080, 18081),
+    Operator("configmapsync-operator", "configmapsync", "configmapsync-operator", 18082, 18083),
+)
 
 
 def kubeconfig() -> str:

@@ -52,18 +52,21 @@ class Controller:
         """Ask for ``key`` to be reconciled (deduplicated while waiting)."""
         self.queue.add_after(key, after)
 
-    def start(self) -> list[asyncio.Task[None]]:
-        """Start the workers; cancel the returned tasks to stop them.
+    def start(self, synced: asyncio.Event) -> list[asyncio.Task[None]]:
+        """Start the workers, which reconcile once ``synced`` is set; cancel them to stop.
 
         Workers are created here, synchronously, so that they exist before kopf starts: kopf
         waits on shutdown for every task created after it, and workers outlive its watches.
+        They wait for ``synced`` (every cache filled by its initial listing), so that no
+        reconcile acts on a half-filled cache, as controller-runtime waits for cache sync.
         """
         return [
-            asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}")
+            asyncio.create_task(self._worker(synced), name=f"{self.name}-worker-{i}")
             for i in range(self._max_concurrent)
         ]
 
-    async def _worker(self) -> None:
+    async def _worker(self, synced: asyncio.Event) -> None:
+        await synced.wait()
         while True:
             try:
                 key = await self.queue.get()

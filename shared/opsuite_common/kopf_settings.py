@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -63,19 +63,36 @@ def configure_kopf(settings: kopf.OperatorSettings, options: ManagerOptions) -> 
     settings.execution.max_workers = 2
 
 
+ListingHandler = Callable[[str, str | None, set[tuple[str, str]]], None]
+"""Called with a resource plural, the namespace of the watch (None: cluster-wide) and the
+(namespace, name) of every object of the listing."""
+
+
 class WatchActivity:
-    """Last time each watch stream delivered anything (event or bookmark)."""
+    """Per watched resource: when its stream last showed life, and whether it has listed."""
 
     def __init__(self) -> None:
         self._seen: dict[str, float] = {}
+        self._listed: set[tuple[str, str | None]] = set()
+        self._on_listed: list[ListingHandler] = []
 
     def mark(self, resource: str) -> None:
         """Record activity on the watch of ``resource``."""
         self._seen[resource] = time.monotonic()
 
-    def seen(self) -> set[str]:
-        """Resources whose watch has delivered anything (at least the end of the listing)."""
-        return set(self._seen)
+    def on_listed(self, handler: ListingHandler) -> None:
+        """Call ``handler`` at the end of every (re)listing of any resource."""
+        self._on_listed.append(handler)
+
+    def listed(self, resource: str, namespace: str | None, keys: set[tuple[str, str]]) -> None:
+        """A listing of ``resource`` in ``namespace`` ended; ``keys`` are its objects."""
+        self._listed.add((resource, namespace))
+        for handler in self._on_listed:
+            handler(resource, namespace, keys)
+
+    def has_listed(self, resource: str, namespace: str | None) -> bool:
+        """Whether the watch of ``resource`` in ``namespace`` has finished a listing."""
+        return (resource, namespace) in self._listed
 
     def stale(self, older_than: float) -> list[str]:
         """Resources whose watch has been silent for longer than ``older_than`` seconds."""
@@ -84,24 +101,36 @@ class WatchActivity:
 
 
 def track_watch_activity(activity: WatchActivity) -> None:
-    """Wrap kopf's watch streams so that signs of a live watch mark ``activity``.
+    """Wrap kopf's watch streams to report listings and signs of life to ``activity``.
 
-    Every event and bookmark marks it (kopf filters bookmarks out before handlers run, so they
-    are observed at ``kopf._cogs.clients.watching.infinite_watch``), and so does every watch
-    request that the API server ends cleanly (``kopf._cogs.clients.api.stream``, used only for
-    watches, running out without an error): that happens every ``server_timeout`` on a healthy
+    Every listing is reported when it ends (``WatchActivity.listed``), with the objects it
+    held: kopf sends no DELETED event for objects deleted while a watch was down (a relist
+    after "410 Gone"), so caches drop what a listing no longer holds. Every event and bookmark
+    marks the watch alive (kopf filters bookmarks out before handlers run, so they are observed
+    at ``kopf._cogs.clients.watching.infinite_watch``), and so does every watch request that
+    the API server ends cleanly (``kopf._cogs.clients.api.stream``, used only for watches,
+    running out without an error): that happens every ``server_timeout`` on a healthy
     connection even when nothing changes and no bookmark comes. A hung API server or a
     half-open connection shows neither. kopf looks both functions up by module attribute at
     call time. Private API: kopf is pinned to 1.45.x and the e2e suite checks that readiness
     holds through a quiet period and follows the watch (API server paused and resumed).
     """
+
     original_watch = getattr(watching.infinite_watch, "__wrapped__", watching.infinite_watch)
     original_stream = getattr(api.stream, "__wrapped__", api.stream)
 
     async def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
         name = str(kwargs["resource"].plural)
+        namespace: str | None = kwargs.get("namespace")
+        listing: set[tuple[str, str]] = set()
         async for item in original_watch(**kwargs):
             activity.mark(name)
+            if item is watching.Bookmark.LISTED:
+                activity.listed(name, namespace, listing)
+                listing = set()
+            elif isinstance(item, dict) and item.get("type") is None:  # part of a listing
+                meta = item["object"].get("metadata", {})
+                listing.add((meta.get("namespace", ""), meta.get("name", "")))
             yield item
 
     async def stream(url: str, **kwargs: Any) -> AsyncIterator[Any]:

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import kopf
 
@@ -38,7 +38,7 @@ from opsuite_common.leader_election import (
 )
 from opsuite_common.logs import configure_logging
 from opsuite_common.options import ManagerOptions, parse_options
-from opsuite_common.store import JSON, Store
+from opsuite_common.store import JSON, Store, object_key
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,11 @@ class Manager:
         self._ready = asyncio.Event()
         self._leading = False
         self._watched: list[str] = []
+        self._stores: dict[str, tuple[Store | None, EventHandler | None]] = {}
+        # Objects of each listing not yet applied by a handler: caches are synced when empty.
+        self._unapplied: dict[tuple[str, str | None], set[tuple[str, str]]] = {}
+        self._synced = asyncio.Event()
+        self.activity.on_listed(self._listed)
         kopf.on.login(registry=self.registry)(self._login)
 
     def _login(self, **_kwargs: Any) -> kopf.ConnectionInfo:
@@ -113,8 +118,10 @@ class Manager:
             previous = store.apply(event_type, obj) if store is not None else None
             if on_event is not None:
                 on_event(event_type, obj, previous)
+            self._applied(plural, obj)
 
         self._watched.append(plural)
+        self._stores[plural] = (store, on_event)
         kopf.on.event(
             group,
             version,
@@ -124,14 +131,56 @@ class Manager:
             id=f"watch-{plural}",
         )(handler)
 
+    def _watch_namespaces(self) -> list[str | None]:
+        """The namespace of each watch stream kopf runs per resource (None: cluster-wide)."""
+        return list(self.options.namespaces) or [None]
+
+    def _listed(self, plural: str, namespace: str | None, keys: set[tuple[str, str]]) -> None:
+        """A (re)listing ended: drop cached objects it no longer holds; maybe open the gate."""
+        if plural not in self._stores:
+            return
+        store, on_event = self._stores[plural]
+        if store is not None:
+            cached = store.cached_keys()
+            out_of_scope = {k for k in cached if namespace is not None and k[0] != namespace}
+            for obj in store.prune(keep=keys | out_of_scope):
+                log.info("%s %s/%s vanished while the watch was down", plural, *object_key(obj))
+                if on_event is not None:
+                    on_event("DELETED", obj, obj)
+        if not self._synced.is_set():
+            self._unapplied[(plural, namespace)] = set(keys)
+            self._check_synced()
+
+    def _applied(self, plural: str, obj: JSON) -> None:
+        if self._synced.is_set():
+            return
+        key = object_key(obj)
+        for (resource, namespace), pending in self._unapplied.items():
+            if resource == plural and (namespace is None or namespace == key[0]):
+                pending.discard(key)
+        self._check_synced()
+
+    def _check_synced(self) -> None:
+        listed = all(
+            self.activity.has_listed(plural, ns)
+            for plural in self._watched
+            for ns in self._watch_namespaces()
+        )
+        if listed and not any(self._unapplied.values()):
+            self._synced.set()
+            log.info("caches synced: %s", ", ".join(self._watched))
+
     def readiness(self) -> str | None:
         """None when ready: a standby always is; the leader once its watches are up and fresh."""
         if not self._leading:
             return None
-        listed = self.activity.seen()
-        missing = [plural for plural in self._watched if plural not in listed]
-        if not self._ready.is_set() or missing:
-            return f"watches not established yet: {', '.join(missing) or 'kopf starting'}"
+        if not self._ready.is_set() or not self._synced.is_set():
+            missing = [
+                plural
+                for plural in self._watched
+                if not all(self.activity.has_listed(plural, ns) for ns in self._watch_namespaces())
+            ]
+            return f"caches not synced yet: {', '.join(missing) or 'applying the listings'}"
         stale = self.activity.stale(2 * self.options.watch_timeout)
         if stale:
             return (
@@ -150,10 +199,10 @@ class Manager:
         async def mark_ready() -> None:
             await ready_flag.wait()
             self._ready.set()
-            log.info("kopf started; reconciling as the watches deliver")
+            log.info("kopf started")
 
         # Workers first: kopf waits on shutdown for tasks created after it starts.
-        workers = [task for c in self.controllers for task in c.start()]
+        workers = [task for c in self.controllers for task in c.start(self._synced)]
         ready = asyncio.create_task(mark_ready(), name="ready")
         kopf_task = asyncio.create_task(
             kopf.operator(
@@ -232,8 +281,8 @@ def run_operator(
     description: str,
     setup: Callable[[Manager], Awaitable[None] | None],
     argv: Sequence[str] | None = None,
-) -> int:
-    """Parse flags, build the manager, let ``setup`` wire the operator, run until stopped."""
+) -> NoReturn:
+    """Parse flags, build the manager, let ``setup`` wire the operator, run, exit the process."""
     options = parse_options(name, description, argv)
     configure_logging(options.log_format, options.log_level)
 
@@ -252,6 +301,13 @@ def run_operator(
         )
         return await _serve(manager)
 
+    code = 0
     with contextlib.suppress(KeyboardInterrupt):
-        return asyncio.run(main())
-    return 0
+        code = asyncio.run(main())
+    # The watches are closed and the Lease is released. A request thread still blocked on an
+    # unreachable API server would hold the interpreter's exit (it joins pool threads) past the
+    # pod's grace period, so leave at once, as controller-runtime's manager does.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

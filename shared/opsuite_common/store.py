@@ -52,6 +52,21 @@ class Store:
             self._index(key, obj)
         return old
 
+    def cached_keys(self) -> set[ObjectKey]:
+        """The keys of every cached object."""
+        return set(self._objects)
+
+    def prune(self, keep: set[ObjectKey]) -> list[JSON]:
+        """Drop every object whose key is not in ``keep``; return the dropped objects."""
+        gone = [key for key in self._objects if key not in keep]
+        return [obj for key in gone if (obj := self._remove(key)) is not None]
+
+    def _remove(self, key: ObjectKey) -> JSON | None:
+        obj = self._objects.pop(key, None)
+        if obj is not None:
+            self._unindex(key, obj)
+        return obj
+
     def get(self, namespace: str, name: str) -> JSON | None:
         """The cached object, or None."""
         return self._objects.get((namespace, name))

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from opsuite_common.conditions import (
     MAX_MESSAGE_LENGTH,
     get_condition,

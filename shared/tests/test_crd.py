@@ -12,6 +12,8 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import AnyUrl, ConfigDict, Field
+
 from opsuite_common.crd import (
     CrdDescriptor,
     PrinterColumn,
@@ -32,7 +34,6 @@ from opsuite_common.kube_model import (
     list_map,
     validations,
 )
-from pydantic import AnyUrl, ConfigDict, Field
 
 # --------------------------------------------------------------------------------------------
 # A small structural-schema checker and validator for the subset of OpenAPI v3 we emit.

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+
 from opsuite_common.health import (
     EventLoopMonitor,
     HealthServer,

@@ -7,6 +7,8 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ConfigDict, Field, ValidationError
+
 from opsuite_common.kube_model import (
     Condition,
     KubeModel,
@@ -17,7 +19,6 @@ from opsuite_common.kube_model import (
     list_map,
     validations,
 )
-from pydantic import ConfigDict, Field, ValidationError
 
 
 class Sample(KubeModel):

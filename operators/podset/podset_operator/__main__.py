@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-
 from opsuite_common.manager import run_operator
-
 from podset_operator.handlers import setup
 
 
 def main() -> None:
     """Console entry point."""
-    sys.exit(run_operator("podset-operator", __doc__ or "", setup))
+    run_operator("podset-operator", __doc__ or "", setup)
 
 
 if __name__ == "__main__":

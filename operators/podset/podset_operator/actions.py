@@ -4,19 +4,24 @@ Order, as the ReplicaSet controller: adopt and release (after an uncached check 
 PodSet still exists and is not being deleted), record expectations, create in slow-start
 batches (a failed batch skips the rest), delete, then write the status (with Degraded set when
 an action failed). Every pod write carries a uid precondition, so a pod replaced under the same
-name is never touched by mistake.
+name is never touched by mistake. Creates and deletes are reported as Events on the PodSet
+(SuccessfulCreate, FailedCreate, SuccessfulDelete, FailedDelete), as the ReplicaSet controller
+reports them; creates and deletes that failed or were never attempted are un-expected, also
+when the failure is not an API error (a timeout), so expectations never wait for pods that will
+not come.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from opsuite_common.events import EventRecorder
 from opsuite_common.kube import ApiException, KubeApi, resource_path
-
 from podset_operator.expectations import Expectations
 from podset_operator.models import GROUP, PLURAL, VERSION
 from podset_operator.reconcile import Plan
@@ -29,8 +34,33 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 
 
-def _api_error(exc: ApiException) -> str:
-    return f"{exc.status} {exc.reason}: {(exc.body or '')[:500]}"
+SUCCESSFUL_CREATE = "SuccessfulCreate"
+SUCCESSFUL_DELETE = "SuccessfulDelete"
+MAX_ERROR_LENGTH = 1000
+
+
+def api_error(exc: ApiException, generate_name: str | None = None) -> str:
+    """The API server's message of a failed request (its Status ``message``), else the body.
+
+    With ``generate_name``, the name the server generated for a rejected create is put back
+    as the prefix ("Pod "web-" is invalid: ..."), so that retries give the same message: the
+    Degraded condition is not rewritten and the Event is counted, not repeated, per attempt.
+    """
+    body = exc.body or ""
+    if isinstance(body, bytes):
+        body = body.decode(errors="replace")
+    try:
+        status = json.loads(body)
+    except ValueError:
+        status = None
+    if not isinstance(status, dict) or not isinstance(status.get("message"), str):
+        return f"{exc.status} {exc.reason}: {body}".strip()[:MAX_ERROR_LENGTH]
+    message: str = status["message"]
+    details = status.get("details")
+    generated = details.get("name") if isinstance(details, dict) else None
+    if generate_name and isinstance(generated, str) and generated.startswith(generate_name):
+        message = message.replace(f'"{generated}"', f'"{generate_name}"')
+    return message[:MAX_ERROR_LENGTH]
 
 
 async def _adopt_and_release(
@@ -69,29 +99,56 @@ async def _patch_pod(kube: KubeApi, namespace: str, name: str, patch: JSON) -> N
 
 
 async def _create(
-    kube: KubeApi, namespace: str, manifest: Mapping[str, Any], count: int
-) -> tuple[int, Failure | None]:
-    """Create ``count`` pods in slow-start batches; (created, failure of the failed batch)."""
+    kube: KubeApi,
+    recorder: EventRecorder,
+    podset: JSON,
+    manifest: Mapping[str, Any],
+    count: int,
+) -> tuple[int, Failure | None, BaseException | None]:
+    """Create ``count`` pods in slow-start batches.
+
+    Returns how many were created, the failure of the failed batch and, when that failure was
+    not an API error (a timeout, a dropped connection), the exception to re-raise once the
+    un-attempted creates are un-expected.
+    """
     created = 0
-    path = resource_path("v1", "pods", namespace)
+    path = resource_path("v1", "pods", podset["metadata"]["namespace"])
+    prefix = manifest.get("metadata", {}).get("generateName")
     for batch in slow_start_batches(count):
         results = await asyncio.gather(
             *(kube.create(path, manifest) for _ in range(batch)), return_exceptions=True
         )
-        errors = [r for r in results if isinstance(r, BaseException)]
-        created += batch - len(errors)
+        errors: list[BaseException] = []
+        for result in results:
+            if isinstance(result, BaseException):
+                errors.append(result)
+                if isinstance(result, ApiException):
+                    message = api_error(result, prefix)
+                    recorder.warning(podset, FAILED_CREATE, f"Error creating: {message}")
+            else:
+                created += 1
+                name = result.get("metadata", {}).get("name", "")
+                recorder.normal(podset, SUCCESSFUL_CREATE, f"Created pod: {name}")
         if errors:
+            unexpected = next((e for e in errors if not isinstance(e, ApiException)), None)
             first = errors[0]
-            if not isinstance(first, ApiException):
-                raise first
-            return created, Failure(FAILED_CREATE, _api_error(first))
-    return created, None
+            message = api_error(first, prefix) if isinstance(first, ApiException) else repr(first)
+            return created, Failure(FAILED_CREATE, message), unexpected
+    return created, None, None
 
 
 async def _delete(
-    kube: KubeApi, namespace: str, pods: Mapping[str, JSON], names: tuple[str, ...]
-) -> list[tuple[str, Failure | None]]:
-    """Delete pods by name with uid preconditions; a failure per name (None when fine)."""
+    kube: KubeApi,
+    recorder: EventRecorder,
+    podset: JSON,
+    pods: Mapping[str, JSON],
+    names: tuple[str, ...],
+) -> tuple[list[tuple[str, Failure | None]], BaseException | None]:
+    """Delete pods by name with uid preconditions.
+
+    Returns a failure per name (None when fine) and the first error that was not an API error.
+    """
+    namespace = podset["metadata"]["namespace"]
     results = await asyncio.gather(
         *(
             kube.delete(
@@ -103,32 +160,43 @@ async def _delete(
         return_exceptions=True,
     )
     outcome: list[tuple[str, Failure | None]] = []
+    unexpected: BaseException | None = None
     for name, result in zip(names, results, strict=True):
         if not isinstance(result, BaseException):
             outcome.append((name, None))
+            recorder.normal(podset, SUCCESSFUL_DELETE, f"Deleted pod: {name}")
         elif not isinstance(result, ApiException):
-            raise result
+            unexpected = unexpected or result
+            outcome.append((name, Failure(FAILED_DELETE, repr(result))))
         elif result.status in (404, 409):  # gone already, or replaced under the same name
             outcome.append((name, None))
         else:
-            outcome.append((name, Failure(FAILED_DELETE, _api_error(result))))
-    return outcome
+            message = api_error(result)
+            recorder.warning(podset, FAILED_DELETE, f"Error deleting: {message}")
+            outcome.append((name, Failure(FAILED_DELETE, message)))
+    return outcome, unexpected
 
 
 async def apply_plan(
     kube: KubeApi,
+    recorder: EventRecorder,
     expectations: Expectations,
     key: str,
     podset: JSON,
     pods: list[JSON],
     plan: Plan,
 ) -> Failure | None:
-    """Execute ``plan`` for ``podset``; return the failure that stopped it, if any."""
+    """Execute ``plan`` for ``podset``; return the failure that stopped it, if any.
+
+    Errors that are not API errors (timeouts, connection failures) are raised, after the
+    bookkeeping, so that the controller retries with backoff.
+    """
     meta = podset["metadata"]
     ns = meta["namespace"]
     by_name = {p["metadata"]["name"]: p for p in pods}
     await _adopt_and_release(kube, podset, by_name, plan)
     failure: Failure | None = None
+    unexpected: BaseException | None = None
     if plan.pods_to_create or plan.pods_to_delete:
         expectations.expect(
             key,
@@ -137,7 +205,13 @@ async def apply_plan(
             now=datetime.now(UTC),
         )
     if plan.pods_to_create and plan.pod_manifest is not None:
-        created, failure = await _create(kube, ns, plan.pod_manifest, plan.pods_to_create)
+        try:
+            created, failure, unexpected = await _create(
+                kube, recorder, podset, plan.pod_manifest, plan.pods_to_create
+            )
+        except BaseException:
+            expectations.creation_observed(key, plan.pods_to_create)  # cancelled: start over
+            raise
         skipped = plan.pods_to_create - created
         if skipped:
             expectations.creation_observed(key, skipped)
@@ -148,10 +222,22 @@ async def apply_plan(
                 plan.pods_to_create,
                 failure.message if failure else "",
             )
-    for name, delete_failure in await _delete(kube, ns, by_name, plan.pods_to_delete):
-        if delete_failure is not None:
-            expectations.deletion_observed(key, name)
-            failure = failure or delete_failure
+    if plan.pods_to_delete:
+        try:
+            deleted, delete_error = await _delete(
+                kube, recorder, podset, by_name, plan.pods_to_delete
+            )
+        except BaseException:
+            for name in plan.pods_to_delete:
+                expectations.deletion_observed(key, name)
+            raise
+        unexpected = unexpected or delete_error
+        for name, delete_failure in deleted:
+            if delete_failure is not None:
+                expectations.deletion_observed(key, name)
+                failure = failure or delete_failure
+    if unexpected is not None:
+        raise unexpected
     patch = plan.status_patch
     if failure is not None:
         patch = status_patch(podset.get("status") or {}, plan.status, failure, datetime.now(UTC))

@@ -1,18 +1,29 @@
-"""PodSet wiring: watches feed caches and enqueue PodSets; one controller reconciles them."""
+"""PodSet wiring: watches feed caches and enqueue PodSets; one controller reconciles them.
+
+Creating is the one action that cannot be taken back cheaply, so the cache is not trusted for
+it: when a plan made from the cache would create pods, the PodSet's pods are listed from the
+API server (a consistent read) and the plan is made again from that list. A cache that is not
+yet filled (the first seconds after a start, when kopf's listing events are still being
+processed) or that lags behind therefore never leads to more pods than ``replicas``.
+Expectations still keep a PodSet from acting again before its earlier creates and deletes are
+observed, so the extra read happens once per scale-up, not once per event.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from opsuite_common.controller import Result
+from opsuite_common.events import EventRecorder
+from opsuite_common.kube import resource_path
 from opsuite_common.manager import Manager
 from opsuite_common.store import JSON, ObjectKey, Store, by_controller_uid, by_namespace
-
+from podset_operator import metrics
 from podset_operator.actions import apply_plan
 from podset_operator.expectations import Expectations
 from podset_operator.models import GROUP, KIND, PLURAL, VERSION
-from podset_operator.reconcile import plan
-from podset_operator.spec import InvalidSpecError, parse_spec
+from podset_operator.reconcile import Plan, plan
+from podset_operator.spec import SelectorCache
 
 CONTROLLER = "podset"
 
@@ -38,24 +49,55 @@ def setup(manager: Manager) -> None:
     podsets = Store("podsets", {"namespace": by_namespace})
     pods = Store("pods", {"controller": by_controller_uid, "namespace": by_namespace})
     expectations = Expectations()
+    selectors = SelectorCache()
+    recorder = EventRecorder(manager.kube, manager.name, manager.identity)
+
+    async def live_plan(
+        podset: JSON, cached: Plan, cached_pods: list[JSON], now: datetime, satisfied: bool
+    ) -> tuple[Plan, list[JSON]]:
+        """The plan made again from the PodSet's pods as the API server lists them now.
+
+        The listing holds the pods matching the selector, so the plan can adopt and delete
+        but not release (pods that stopped matching); the next reconcile, from the cache,
+        releases them.
+        """
+        selector = selectors.selector(podset)
+        if selector is None:  # invalid spec: the cached plan creates nothing anyway
+            return cached, cached_pods
+        path = resource_path("v1", "pods", podset["metadata"]["namespace"])
+        live = await manager.kube.list(path, label_selector=selector.selector_string())
+        return plan(podset, live, now, satisfied), live
 
     async def reconcile(key: ObjectKey) -> Result | None:
         podset = podsets.get(*key)
+        exp_key = _expectation_key(key)
         if podset is None:
-            expectations.forget(_expectation_key(key))
+            expectations.forget(exp_key)
+            metrics.forget(key)
             return None
         now = datetime.now(UTC)
-        exp_key = _expectation_key(key)
+        satisfied = expectations.satisfied(exp_key, now)
         namespace_pods = pods.by_index("namespace", key[0])
-        actions = plan(podset, namespace_pods, now, expectations.satisfied(exp_key, now))
+        actions = plan(podset, namespace_pods, now, satisfied)
+        if actions.pods_to_create:
+            actions, namespace_pods = await live_plan(
+                podset, actions, namespace_pods, now, satisfied
+            )
+        metrics.observe(key, actions.status)
         if actions.is_empty:
             return None
-        await apply_plan(manager.kube, expectations, exp_key, podset, namespace_pods, actions)
+        failure = await apply_plan(
+            manager.kube, recorder, expectations, exp_key, podset, namespace_pods, actions
+        )
+        if failure is not None:
+            return Result(requeue=True)  # retried with the work queue's backoff
         return Result(requeue_after=actions.requeue_after)
 
     controller = manager.add_controller(CONTROLLER, reconcile)
 
     def on_podset(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
+        if event_type == "DELETED":
+            selectors.forget(obj["metadata"].get("uid", ""))
         controller.enqueue((obj["metadata"]["namespace"], obj["metadata"]["name"]))
 
     def matching_podsets(pod: JSON) -> list[ObjectKey]:
@@ -63,11 +105,8 @@ def setup(manager: Manager) -> None:
         labels = pod.get("metadata", {}).get("labels") or {}
         keys = []
         for podset in podsets.by_index("namespace", pod["metadata"]["namespace"]):
-            try:
-                selector = parse_spec(podset).selector
-            except InvalidSpecError:
-                continue
-            if selector.matches(labels):
+            selector = selectors.selector(podset)
+            if selector is not None and selector.matches(labels):
                 keys.append((podset["metadata"]["namespace"], podset["metadata"]["name"]))
         return keys
 
@@ -76,9 +115,12 @@ def setup(manager: Manager) -> None:
         previous_owner = _controller_podset(old) if old is not None else None
         if owner is not None:
             exp_key = _expectation_key(owner)
-            if event_type == "ADDED":
+            if old is None:
+                # First sight: ADDED, a (re)listing after a watch gap, or a DELETED that kopf's
+                # batching folded the ADDED into. Counting a pod too many is harmless: creates
+                # are checked against a live listing.
                 expectations.creation_observed(exp_key)
-            elif event_type == "DELETED" or pod["metadata"].get("deletionTimestamp"):
+            if event_type == "DELETED" or pod["metadata"].get("deletionTimestamp"):
                 expectations.deletion_observed(exp_key, pod["metadata"]["name"])
             controller.enqueue(owner)
         else:

@@ -6,7 +6,6 @@ from typing import Any
 
 from opsuite_common.crd import CrdDescriptor, PrinterColumn, ScaleSubresource
 from opsuite_common.kube_model import PodTemplateSpec, TemplateMetadata
-
 from podset_operator.models import (
     GROUP,
     KIND,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import ConfigDict, Field
+
 from opsuite_common.kube_model import (
     ConditionList,
     KubeModel,
@@ -12,7 +14,6 @@ from opsuite_common.kube_model import (
     cel,
     validations,
 )
-from pydantic import ConfigDict, Field
 
 GROUP = "apps.opsuite.dev"
 VERSION = "v1alpha1"

@@ -6,7 +6,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from opsuite_common.kube_model import LabelSelector
-
 from podset_operator.pod_state import Pod, controller_ref, is_active, pod_labels
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 from opsuite_common.conditions import set_condition
 from opsuite_common.kube_model import ConditionStatus
-
 from podset_operator import models
 from podset_operator.pod_state import Pod, is_available, is_ready, is_updated, pod_name
 

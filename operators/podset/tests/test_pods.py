@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
 from opsuite_common.kube_model import LabelSelector
 from podset_operator.models import NAME_LABEL
 from podset_operator.ownership import claim_pods

@@ -12,6 +12,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from podset_operator.models import NAME_LABEL
 from podset_operator.pod_ranking import rank_for_deletion
 from podset_operator.pod_state import (

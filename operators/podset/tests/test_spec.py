@@ -4,6 +4,7 @@ import re
 from typing import Any
 
 import pytest
+
 from podset_operator.models import NAME_LABEL
 from podset_operator.pod_state import TEMPLATE_HASH_LABEL
 from podset_operator.rollout import resolve_fenceposts

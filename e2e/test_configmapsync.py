@@ -1,0 +1,723 @@
+"""ConfigMapSync behaviour on a real API server: copies, drift, namespaces, ownership, policy.
+
+One operator process serves the run's namespaces for the whole module (see
+configmapsync_support); each test uses its own ConfigMap names, and deletes its ConfigMapSyncs
+(waiting for the finalizer) when it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from configmapsync_operator.models import ConfigMapSyncSpec
+from e2e.cluster import Cluster, wait_until
+from e2e.configmapsync_support import (
+    FINALIZER,
+    GROUP,
+    OWNER_ANNOTATION,
+    OWNER_LABEL,
+    PLURAL,
+    POLICY_FILE,
+    SOURCE_ANNOTATION,
+    VERSION,
+    Pool,
+    Syncs,
+    condition,
+    describe,
+    has_data,
+    install_crd,
+    metric_value,
+    owned_by,
+    start_operator,
+    sync_manifest,
+    writes_by,
+)
+from e2e.operators import OperatorProcess
+from opsuite_common.kube_model import LabelSelector, LabelSelectorRequirement
+
+
+class Operator:
+    """The module's operator process, restartable."""
+
+    def __init__(self, cluster: Cluster, pool: Pool, log_dir: Path) -> None:
+        self.cluster, self.pool, self.log_dir = cluster, pool, log_dir
+        self.process = self._start()
+
+    def _start(self) -> OperatorProcess:
+        proc = start_operator(self.cluster, self.pool, self.log_dir)
+        proc.wait_ready()
+        return proc
+
+    def restart(self) -> None:
+        self.stop()
+        self.process = self._start()
+
+    def stop(self) -> None:
+        code = self.process.stop()
+        assert code == 0, f"operator exited {code} on SIGTERM; log:\n{self.process.log_tail()}"
+
+    def metrics(self) -> str:
+        return self.process.metrics()
+
+
+@pytest.fixture(scope="module")
+def pool(cluster: Cluster, api: client.ApiClient) -> Iterator[Pool]:
+    """The run's namespaces (those created later by tests are removed too)."""
+    install_crd(cluster)
+    pool = Pool()
+    core = client.CoreV1Api(api)
+    for suffix in pool.CREATED_UP_FRONT:
+        core.create_namespace({"metadata": {"name": pool.name(suffix)}})
+    yield pool
+    for name in pool.all():
+        try:
+            core.delete_namespace(name, propagation_policy="Background")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+@pytest.fixture(scope="module")
+def operator(
+    cluster: Cluster, pool: Pool, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    handle = Operator(cluster, pool, tmp_path_factory.mktemp("configmapsync"))
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def syncs(api: client.ApiClient, operator: Operator) -> Iterator[Syncs]:
+    access = Syncs(api)
+    yield access
+    access.cleanup()
+
+
+def uid_of(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["uid"])
+
+
+# --- copying ---------------------------------------------------------------------------------
+
+
+def test_copies_data_labels_annotations_but_no_bookkeeping(
+    cluster: Cluster, pool: Pool, syncs: Syncs, operator: Operator
+) -> None:
+    src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
+    source = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "basic",
+            "labels": {"app": "basic", "tier": "config"},
+            "annotations": {"note": "hello"},
+        },
+        "data": {"settings.ini": "[main]\nkey = value\n", "empty": ""},
+        "binaryData": {"blob.bin": "AAECAwQ="},
+    }
+    # kubectl apply leaves its last-applied annotation on the source: it is not copied.
+    cluster.kubectl("apply", "-n", src, "-f", "-", stdin=json.dumps(source))
+    before = syncs.configmap(src, "basic")
+    assert before is not None
+    created = syncs.create(src, sync_manifest("basic", "basic", destinationNamespaces=[a, b]))
+    uid = uid_of(created)
+    cms = syncs.wait_ready(src, "basic", 2)
+
+    for ns in (a, b):
+        copy = syncs.configmap(ns, "basic")
+        assert copy is not None
+        assert copy.data == source["data"]
+        assert copy.binary_data == source["binaryData"]
+        assert copy.metadata.labels == {"app": "basic", "tier": "config", OWNER_LABEL: uid}
+        assert copy.metadata.annotations == {
+            "note": "hello",
+            OWNER_ANNOTATION: f"{src}/basic/{uid}",
+            SOURCE_ANNOTATION: f"{src}/basic",
+        }
+        assert not copy.metadata.owner_references
+        assert not copy.immutable
+    status = cms["status"]
+    assert status["source"] == f"{src}/basic"
+    assert (status["targetNamespaces"], status["syncedNamespaces"]) == (2, 2)
+    assert (status["failedNamespaces"], status["failedTargets"]) == (0, [])
+    assert status["lastSyncTime"]
+    assert condition(cms, "Degraded")["status"] == "False"
+    assert condition(cms, "Ready")["reason"] == "Synced"
+    assert FINALIZER in cms["metadata"]["finalizers"]
+
+    table = cluster.kubectl("get", "cms", "basic", "-n", src).splitlines()
+    assert table[0].split() == ["NAME", "SOURCE", "TARGETS", "SYNCED", "READY", "AGE"]
+    assert table[1].split()[:5] == ["basic", f"{src}/basic", "2", "2", "True"]
+    assert "configmapsync.sync.opsuite.dev/basic" in cluster.kubectl(
+        "get", "opsuite", "-n", src, "-o", "name"
+    )
+    after = syncs.configmap(src, "basic")
+    assert after is not None
+    assert after.metadata.resource_version == before.metadata.resource_version
+    text = operator.metrics()
+    labels = {"namespace": src, "configmapsync": "basic"}
+    assert metric_value(text, "opsuite_configmapsync_synced_targets", labels) == 2
+    assert metric_value(text, "opsuite_configmapsync_failed_targets", labels) == 0
+    success = {"controller": "configmapsync", "result": "success"}
+    assert metric_value(text, "controller_runtime_reconcile_total", success) > 0
+
+
+def test_source_changes_reach_every_copy_and_edited_or_deleted_copies_are_restored(
+    cluster: Cluster, pool: Pool, syncs: Syncs, operator: Operator
+) -> None:
+    src = pool.name("src")
+    targets = [pool.name(s) for s in ("a", "b", "c")]
+    syncs.put_configmap(src, "drift", {"k": "v1"})
+    syncs.create(src, sync_manifest("drift", "drift", destinationNamespaces=targets))
+    syncs.wait_ready(src, "drift", 3)
+    propagated = metric_value(operator.metrics(), "opsuite_configmapsync_propagation_seconds_count")
+
+    started = time.time()
+    syncs.core.patch_namespaced_config_map(
+        "drift", src, {"data": {"k": "v2", "new": "x"}, "metadata": {"labels": {"v": "2"}}}
+    )
+    copies = syncs.wait_copies(targets, "drift", has_data({"k": "v2", "new": "x"}), "v2", 30)
+    assert all(c is not None and c.metadata.labels.get("v") == "2" for c in copies.values())
+    seconds = time.time() - started
+    after = metric_value(operator.metrics(), "opsuite_configmapsync_propagation_seconds_count")
+    assert after - propagated == 3, "one propagation observed per copy written"
+    source_version = syncs.configmap(src, "drift").metadata.resource_version
+
+    a, b, c = targets
+    syncs.core.patch_namespaced_config_map("drift", a, {"data": {"k": "edited"}})
+    syncs.core.patch_namespaced_config_map(
+        "drift", c, {"metadata": {"labels": {"extra": "label"}, "annotations": {"x": "y"}}}
+    )
+    old_uid = syncs.configmap(b, "drift").metadata.uid
+    syncs.core.delete_namespaced_config_map("drift", b)
+
+    def restored(cm: client.V1ConfigMap | None) -> bool:
+        return (
+            has_data({"k": "v2", "new": "x"})(cm)
+            and "extra" not in (cm.metadata.labels or {})
+            and "x" not in (cm.metadata.annotations or {})
+        )
+
+    copies = syncs.wait_copies(targets, "drift", restored, "restored", 30)
+    assert copies[b].metadata.uid != old_uid
+    # No polling: the 3 copies followed the source through the watches.
+    assert seconds < 15
+    assert syncs.configmap(src, "drift").metadata.resource_version == source_version
+    if cluster.audit_log is not None:
+        time.sleep(2)
+        writes = writes_by(cluster.audit_log, pool.identity, started - 1, time.time())
+        on_source = [e for e in writes if f"/namespaces/{src}/configmaps/drift" in e["requestURI"]]
+        assert not on_source, describe(on_source)
+        namespaces = [e for e in writes if e["objectRef"].get("resource") == "namespaces"]
+        assert not namespaces, describe(namespaces)
+
+
+def test_namespace_selector_follows_namespaces_and_skips_the_source_namespace(
+    api: client.ApiClient, pool: Pool, syncs: Syncs
+) -> None:
+    core = client.CoreV1Api(api)
+    src, sel1, sel2, sel3 = (pool.name(s) for s in ("src", "sel-1", "sel-2", "sel-3"))
+    selected = {pool.label: "selected"}
+    for ns in (src, sel1):
+        core.patch_namespace(ns, {"metadata": {"labels": selected}})
+    syncs.put_configmap(src, "selected", {"k": "v"})
+    cms = syncs.create(
+        src, sync_manifest("selected", "selected", namespaceSelector={"matchLabels": selected})
+    )
+    uid = uid_of(cms)
+    status = syncs.wait_ready(src, "selected", 1)["status"]
+    assert status["targetNamespaces"] == 1
+    assert owned_by(uid)(syncs.configmap(sel1, "selected"))
+    assert syncs.configmap(sel2, "selected") is None
+    source = syncs.configmap(src, "selected")
+    assert OWNER_LABEL not in (source.metadata.labels or {})
+
+    # A namespace created later with a matching label gets its copy.
+    core.create_namespace({"metadata": {"name": sel3, "labels": selected}})
+    syncs.wait_copies([sel3], "selected", owned_by(uid), "copy in the new namespace", 30)
+    # A namespace that stops matching loses the copy; one that starts matching gets one.
+    core.patch_namespace(sel1, {"metadata": {"labels": {pool.label: None}}})
+    core.patch_namespace(sel2, {"metadata": {"labels": selected}})
+    syncs.wait_copies([sel1], "selected", lambda c: c is None, "copy removed", 30)
+    syncs.wait_copies([sel2, sel3], "selected", owned_by(uid), "copies", 30)
+    status = syncs.wait_ready(src, "selected", 2)["status"]
+    assert status["targetNamespaces"] == 2
+    core.patch_namespace(src, {"metadata": {"labels": {pool.label: None}}})
+
+
+def test_missing_namespace_is_reported_then_filled_when_it_appears(
+    api: client.ApiClient, pool: Pool, syncs: Syncs
+) -> None:
+    src, a, late = pool.name("src"), pool.name("a"), pool.name("late")
+    syncs.put_configmap(src, "later", {"k": "v"})
+    syncs.create(src, sync_manifest("later", "later", destinationNamespaces=[a, late]))
+    cms = syncs.wait(
+        src,
+        "later",
+        lambda o: condition(o, "Ready").get("reason") == "NamespaceMissing",
+        "NamespaceMissing",
+    )
+    status = cms["status"]
+    assert (status["syncedNamespaces"], status["targetNamespaces"]) == (1, 2)
+    assert [(t["namespace"], t["reason"]) for t in status["failedTargets"]] == [
+        (late, "NamespaceMissing")
+    ]
+    assert late in condition(cms, "Ready")["message"]
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": late}})
+    syncs.wait_copies([late], "later", has_data({"k": "v"}), "copy in the late namespace", 30)
+    assert syncs.wait_ready(src, "later", 2)["status"]["failedTargets"] == []
+
+
+def test_source_deleted_keeps_copies_and_syncing_resumes_when_it_returns(
+    pool: Pool, syncs: Syncs
+) -> None:
+    src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
+    syncs.put_configmap(src, "phoenix", {"k": "v1"})
+    syncs.create(src, sync_manifest("phoenix", "phoenix", destinationNamespaces=[a, b]))
+    syncs.wait_ready(src, "phoenix", 2)
+    syncs.core.delete_namespaced_config_map("phoenix", src)
+    cms = syncs.wait(
+        src,
+        "phoenix",
+        lambda o: condition(o, "Ready").get("reason") == "SourceNotFound",
+        "SourceNotFound",
+    )
+    assert condition(cms, "Degraded")["reason"] == "SourceNotFound"
+    time.sleep(2)
+    syncs.wait_copies([a, b], "phoenix", has_data({"k": "v1"}), "copies kept", 5)
+    syncs.put_configmap(src, "phoenix", {"k": "v2"})
+    syncs.wait_copies([a, b], "phoenix", has_data({"k": "v2"}), "copies of the new source", 30)
+    syncs.wait_ready(src, "phoenix", 2)
+
+
+def test_source_namespace_listed_as_destination_is_reported_and_left_alone(
+    pool: Pool, syncs: Syncs
+) -> None:
+    src, a = pool.name("src"), pool.name("a")
+    syncs.put_configmap(src, "itself", {"k": "v"})
+    before = syncs.configmap(src, "itself").metadata.resource_version
+    # The CRD rejects an explicit sourceNamespace among the destinations; the default (the
+    # sync's own namespace) is caught by the operator (and by the admission policy).
+    syncs.create(src, sync_manifest("itself", "itself", destinationNamespaces=[src, a]))
+    cms = syncs.wait(
+        src,
+        "itself",
+        lambda o: bool(o["status"].get("failedTargets")) and o["status"]["syncedNamespaces"] == 1,
+        "the source namespace reported",
+    )
+    assert [(t["namespace"], t["reason"]) for t in cms["status"]["failedTargets"]] == [
+        (src, "SourceNamespace")
+    ]
+    assert syncs.configmap(src, "itself").metadata.resource_version == before
+
+
+# --- ownership ----------------------------------------------------------------------------
+
+
+def test_unmanaged_destination_is_skipped_as_conflict_then_taken_over_with_overwrite(
+    pool: Pool, syncs: Syncs
+) -> None:
+    src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
+    syncs.put_configmap(src, "theirs", {"k": "from-source"})
+    theirs = syncs.put_configmap(a, "theirs", {"owner": "team-a"}, labels={"team": "a"})
+    cms = syncs.create(src, sync_manifest("theirs", "theirs", destinationNamespaces=[a, b]))
+    cms = syncs.wait(
+        src, "theirs", lambda o: condition(o, "Ready").get("reason") == "Conflict", "Conflict"
+    )
+    assert condition(cms, "Degraded")["reason"] == "Conflict"
+    assert cms["status"]["syncedNamespaces"] == 1
+    ((target,),) = [[(t["namespace"], t["reason"]) for t in cms["status"]["failedTargets"]]]
+    assert target == (a, "Conflict")
+    time.sleep(2)
+    events = syncs.core.list_namespaced_event(
+        src, field_selector="involvedObject.kind=ConfigMapSync,involvedObject.name=theirs"
+    ).items
+    warnings = [e for e in events if e.type == "Warning"]
+    assert [e.reason for e in warnings] == ["Conflict"], events
+    assert a in warnings[0].message
+    untouched = syncs.configmap(a, "theirs")
+    assert untouched.metadata.resource_version == theirs.metadata.resource_version
+
+    syncs.patch(src, "theirs", {"spec": {"conflictPolicy": "Overwrite"}})
+    syncs.wait_copies([a], "theirs", owned_by(uid_of(cms)), "taken over", 30)
+    taken = syncs.configmap(a, "theirs")
+    assert taken.data == {"k": "from-source"}
+    assert taken.metadata.uid == theirs.metadata.uid
+    syncs.wait_ready(src, "theirs", 2)
+    events = syncs.core.list_namespaced_event(
+        src, field_selector="involvedObject.kind=ConfigMapSync,involvedObject.name=theirs"
+    ).items
+    assert ("Normal", "Synced") in {(e.type, e.reason) for e in events}
+
+
+def test_two_syncs_on_one_destination_the_first_owner_keeps_it(pool: Pool, syncs: Syncs) -> None:
+    src, a, c = pool.name("src"), pool.name("a"), pool.name("c")
+    syncs.put_configmap(src, "contested", {"from": "src"})
+    syncs.put_configmap(c, "contested", {"from": "c"})
+    first = syncs.create(src, sync_manifest("first", "contested", destinationNamespaces=[a]))
+    syncs.wait_ready(src, "first", 1)
+    second = syncs.create(
+        c,
+        sync_manifest("second", "contested", destinationNamespaces=[a], conflictPolicy="Overwrite"),
+    )
+    cms = syncs.wait(
+        c, "second", lambda o: condition(o, "Ready").get("reason") == "Conflict", "Conflict"
+    )
+    assert f"{src}/first" in cms["status"]["failedTargets"][0]["message"]
+    copy = syncs.configmap(a, "contested")
+    assert owned_by(uid_of(first))(copy)
+    assert copy.data == {"from": "src"}
+    time.sleep(5)  # no flip-flop: the copy does not change hands or content
+    assert syncs.configmap(a, "contested").metadata.resource_version == (
+        copy.metadata.resource_version
+    )
+    assert condition(syncs.get(src, "first"), "Ready")["status"] == "True"
+    # Once the first owner is gone (and its copy with it), the second one fills the place.
+    syncs.delete(src, "first")
+    syncs.wait_copies([a], "contested", owned_by(uid_of(second)), "second owner", 30)
+    assert syncs.configmap(a, "contested").data == {"from": "c"}
+    syncs.wait_ready(c, "second", 1)
+
+
+def test_immutable_source_is_copied_immutable_and_replaced_copies_are_recreated(
+    pool: Pool, syncs: Syncs
+) -> None:
+    src, a = pool.name("src"), pool.name("a")
+    syncs.put_configmap(src, "frozen", {"v": "1"}, immutable=True)
+    syncs.create(src, sync_manifest("frozen", "frozen", destinationNamespaces=[a]))
+    syncs.wait_ready(src, "frozen", 1)
+    first = syncs.configmap(a, "frozen")
+    assert first.immutable is True
+    syncs.core.delete_namespaced_config_map("frozen", src)
+    syncs.put_configmap(src, "frozen", {"v": "2"}, immutable=True)
+    copies = syncs.wait_copies([a], "frozen", has_data({"v": "2"}), "replaced copy", 30)
+    assert copies[a].immutable is True
+    assert copies[a].metadata.uid != first.metadata.uid
+    syncs.wait_ready(src, "frozen", 1)
+
+
+def test_deleting_a_sync_removes_exactly_its_copies(pool: Pool, syncs: Syncs) -> None:
+    src, a, b, c = (pool.name(s) for s in ("src", "a", "b", "c"))
+    syncs.put_configmap(src, "doomed", {"k": "v"})
+    syncs.put_configmap(c, "doomed", {"k": "not a copy"})
+    syncs.put_configmap(b, "doomed-neighbour", {"k": "unrelated"})
+    syncs.create(src, sync_manifest("doomed", "doomed", destinationNamespaces=[a, b, c]))
+    syncs.wait(src, "doomed", lambda o: o["status"].get("syncedNamespaces") == 2, "2 synced")
+    syncs.delete(src, "doomed")
+    assert syncs.configmap(a, "doomed") is None
+    assert syncs.configmap(b, "doomed") is None
+    assert syncs.configmap(c, "doomed").data == {"k": "not a copy"}
+    assert syncs.configmap(b, "doomed-neighbour") is not None
+    assert syncs.configmap(src, "doomed") is not None
+
+
+def test_orphan_policy_leaves_unmarked_copies(pool: Pool, syncs: Syncs) -> None:
+    src, a = pool.name("src"), pool.name("a")
+    syncs.put_configmap(src, "orphaned", {"k": "v"}, labels={"app": "x"})
+    syncs.create(
+        src,
+        sync_manifest("orphaned", "orphaned", destinationNamespaces=[a], deletionPolicy="Orphan"),
+    )
+    syncs.wait_ready(src, "orphaned", 1)
+    syncs.delete(src, "orphaned")
+    kept = syncs.configmap(a, "orphaned")
+    assert kept is not None
+    assert kept.data == {"k": "v"}
+    assert kept.metadata.labels == {"app": "x"}
+    assert not kept.metadata.annotations
+
+
+def test_configmap_near_the_size_limit_syncs(pool: Pool, syncs: Syncs) -> None:
+    src, a, big = pool.name("src"), pool.name("a"), pool.name("big")
+    size = 1024 * 1024 - 4096  # the API server's limit is 1 MiB of data
+    syncs.put_configmap(src, "large", {"blob": "x" * size})
+    syncs.create(src, sync_manifest("large", "large", destinationNamespaces=[a, big]))
+    syncs.wait_ready(src, "large", 2, timeout=90)
+    syncs.put_configmap(src, "large", {"blob": "y" * size})
+    syncs.wait_copies(
+        [a, big],
+        "large",
+        lambda cm: cm is not None and (cm.data or {}).get("blob", "")[:1] == "y",
+        "large copies updated",
+        60,
+    )
+
+
+# --- validation and admission -------------------------------------------------------------
+
+INVALID_SPECS = [
+    ("no destinations", {}, "set destinationNamespaces, namespaceSelector or both"),
+    ("empty destination list", {"destinationNamespaces": []}, "set destinationNamespaces"),
+    (
+        "source namespace among destinations",
+        {"sourceNamespace": "here", "destinationNamespaces": ["here", "there"]},
+        "the source namespace cannot be a destination",
+    ),
+    (
+        "unknown conflict policy",
+        {"destinationNamespaces": ["a"], "conflictPolicy": "Merge"},
+        "Unsupported value",
+    ),
+    (
+        "invalid namespace name",
+        {"destinationNamespaces": ["Not_A_Namespace"]},
+        "spec.destinationNamespaces[0]",
+    ),
+    ("duplicate destinations", {"destinationNamespaces": ["a", "a"]}, "Duplicate value"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "spec", "message"), INVALID_SPECS, ids=[c[0] for c in INVALID_SPECS]
+)
+def test_invalid_specs_are_rejected_by_the_api_server(
+    api: client.ApiClient, pool: Pool, case: str, spec: dict[str, Any], message: str
+) -> None:
+    body = sync_manifest("invalid", "cfg", **spec)
+    with pytest.raises(ApiException) as rejected:
+        Syncs(api).create(pool.name("src"), body)
+    assert rejected.value.status == 422, case
+    assert message in (rejected.value.body or ""), rejected.value.body
+
+
+_dns = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
+_label_values = st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,6}[A-Za-z0-9])?", fullmatch=True)
+
+
+@st.composite
+def sync_specs(draw: st.DrawFn) -> ConfigMapSyncSpec:
+    """Valid ConfigMapSync specs, CEL rules included."""
+    source_namespace = draw(st.none() | _dns)
+    listed = draw(st.lists(_dns.filter(lambda n: n != source_namespace), max_size=5, unique=True))
+    selector = draw(
+        st.none()
+        | st.builds(
+            LabelSelector,
+            match_labels=st.none() | st.dictionaries(_dns, _label_values, max_size=3),
+            match_expressions=st.none()
+            | st.lists(
+                st.builds(
+                    LabelSelectorRequirement,
+                    key=_dns,
+                    operator=st.just("Exists") | st.just("DoesNotExist"),
+                ),
+                max_size=2,
+            ),
+        )
+    )
+    if not listed and selector is None:
+        listed = [draw(_dns.filter(lambda n: n != source_namespace))]
+    return ConfigMapSyncSpec(
+        source_namespace=source_namespace,
+        config_map_name=draw(st.from_regex(r"[a-z0-9]([a-z0-9.-]{0,20}[a-z0-9])?", fullmatch=True)),
+        destination_namespaces=listed or None,
+        namespace_selector=selector,
+        conflict_policy=draw(st.sampled_from(["Skip", "Overwrite"])),
+        deletion_policy=draw(st.sampled_from(["Delete", "Orphan"])),
+    )
+
+
+def test_valid_specs_are_accepted_unchanged(api: client.ApiClient, pool: Pool) -> None:
+    """Model and CRD agree: every valid spec is stored as sent (server-side dry run)."""
+    custom = client.CustomObjectsApi(api)
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(sync_specs())
+    def check(spec: ConfigMapSyncSpec) -> None:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ConfigMapSync",
+            "metadata": {"name": "roundtrip"},
+            "spec": spec.to_kube(),
+        }
+        stored = custom.create_namespaced_custom_object(
+            GROUP, VERSION, pool.name("src"), PLURAL, body, dry_run="All"
+        )
+        assert stored["spec"] == spec.to_kube()
+        assert ConfigMapSyncSpec.model_validate(stored["spec"], strict=True) == spec
+
+    check()
+
+
+def _token_client(api: client.ApiClient, namespace: str, sa: str) -> client.ApiClient:
+    """An API client authenticating as a ServiceAccount (TokenRequest)."""
+    core = client.CoreV1Api(api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": sa}})
+    token = core.create_namespaced_service_account_token(
+        sa, namespace, {"spec": {"expirationSeconds": 600}}
+    ).status.token
+    conf = client.Configuration()
+    conf.host = api.configuration.host
+    conf.ssl_ca_cert = api.configuration.ssl_ca_cert
+    conf.api_key = {"authorization": f"Bearer {token}"}
+    return client.ApiClient(conf)
+
+
+def _bind(
+    rbac: client.RbacAuthorizationV1Api, namespace: str | None, name: str, sa_ns: str, role: str
+) -> None:
+    subject = {"kind": "ServiceAccount", "name": name, "namespace": sa_ns}
+    ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}
+    body = {"metadata": {"name": f"{name}-{role}"}, "roleRef": ref, "subjects": [subject]}
+    if namespace is None:
+        rbac.create_cluster_role_binding(body)
+    else:
+        rbac.create_namespaced_role_binding(namespace, body)
+
+
+def test_admission_policy_requires_the_rights_a_copy_by_hand_would_need(
+    api: client.ApiClient, pool: Pool, syncs: Syncs
+) -> None:
+    """The shipped ValidatingAdmissionPolicy, bound to this run's namespaces only."""
+    src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
+    rbac = client.RbacAuthorizationV1Api(api)
+    adm = client.AdmissionregistrationV1Api(api)
+    syncs.put_configmap(src, "guarded", {"secret-ish": "v"})
+    policy, binding = yaml.safe_load_all(POLICY_FILE.read_text())
+    name = f"cms-e2e-{pool.run}"
+    policy["metadata"]["name"] = binding["metadata"]["name"] = binding["spec"]["policyName"] = name
+    binding["spec"]["matchResources"] = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": a}}
+    }
+    roles = {
+        f"{name}-cms-creator": [
+            {"apiGroups": ["sync.opsuite.dev"], "resources": ["configmapsyncs"], "verbs": ["*"]}
+        ],
+        f"{name}-cm-reader": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+        f"{name}-cm-writer": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]}
+        ],
+    }
+    for role, rules in roles.items():
+        rbac.create_cluster_role({"metadata": {"name": role}, "rules": rules})
+    adm.create_validating_admission_policy(policy)
+    adm.create_validating_admission_policy_binding(binding)
+    try:
+        # limited: may create ConfigMapSyncs in a, may not read the source namespace.
+        limited = _token_client(api, a, "limited")
+        _bind(rbac, a, "limited", a, f"{name}-cms-creator")
+        # privileged: ConfigMaps everywhere.
+        privileged = _token_client(api, a, "privileged")
+        _bind(rbac, a, "privileged", a, f"{name}-cms-creator")
+        _bind(rbac, None, "privileged", a, f"{name}-cm-writer")
+        body = sync_manifest("guarded", "guarded", sourceNamespace=src, destinationNamespaces=[b])
+        limited_syncs = client.CustomObjectsApi(limited)
+
+        def try_create() -> tuple[int, str]:
+            try:
+                limited_syncs.create_namespaced_custom_object(
+                    "sync.opsuite.dev", "v1alpha1", a, "configmapsyncs", body
+                )
+            except ApiException as exc:
+                return exc.status, exc.body or ""
+            # Admitted before the API server loaded the policy: undo, and try again.
+            syncs.delete(a, "guarded")
+            return 201, ""
+
+        status, text = wait_until(try_create, lambda r: r[0] != 201, timeout=30, what="denial")
+        assert status == 403, text
+        assert json.loads(text)["reason"] == "Forbidden"
+        assert f"you may not get ConfigMap {src}/guarded" in text
+
+        # Allowed to read the source but not to write in the destination: still denied.
+        _bind(rbac, src, "limited", a, f"{name}-cm-reader")
+        status, text = wait_until(
+            try_create, lambda r: "destination" in r[1], timeout=30, what="destination denial"
+        )
+        assert status == 403, text
+        assert "may not create and update ConfigMaps in every destination" in text
+        # A selector can reach any namespace: it needs cluster-wide rights.
+        body["spec"] = {"configMapName": "guarded", "sourceNamespace": src}
+        body["spec"]["namespaceSelector"] = {"matchLabels": {pool.label: "guarded"}}
+        status, text = try_create()
+        assert status == 403, text
+        assert "namespaceSelector can select any namespace" in text
+
+        # The privileged account passes, with a list and with a selector.
+        accepted = client.CustomObjectsApi(privileged).create_namespaced_custom_object(
+            "sync.opsuite.dev", "v1alpha1", a, "configmapsyncs", body
+        )
+        syncs.created.append((a, accepted["metadata"]["name"]))
+        # Whoever asks: the sync's own namespace (the default source) is no destination.
+        with pytest.raises(ApiException) as onto_itself:
+            syncs.create(a, sync_manifest("itself", "guarded", destinationNamespaces=[a, b]))
+        assert onto_itself.value.status == 422
+        assert "the source namespace cannot be a destination" in (onto_itself.value.body or "")
+        limited.close()
+        privileged.close()
+    finally:
+        adm.delete_validating_admission_policy_binding(name)
+        adm.delete_validating_admission_policy(name)
+        for role in roles:
+            rbac.delete_cluster_role(role)
+        try:
+            rbac.delete_cluster_role_binding(f"privileged-{name}-cm-writer")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+# --- steady state -------------------------------------------------------------------------
+
+QUIET_SYNCS = 50
+QUIET_SECONDS = 60
+
+
+def test_steady_state_is_quiet_even_across_a_restart(
+    cluster: Cluster, pool: Pool, syncs: Syncs, operator: Operator
+) -> None:
+    if cluster.audit_log is None:
+        pytest.skip(f"audit log not readable on a {cluster.kind} cluster")
+    quiet, a, b = pool.name("quiet"), pool.name("a"), pool.name("b")
+    setup_started = time.time()
+    for i in range(QUIET_SYNCS):
+        syncs.put_configmap(quiet, f"q-{i}", {"i": str(i)})
+        syncs.create(quiet, sync_manifest(f"q-{i}", f"q-{i}", destinationNamespaces=[a, b]))
+
+    def ready() -> list[str]:
+        items = syncs.custom.list_namespaced_custom_object(
+            "sync.opsuite.dev", "v1alpha1", quiet, "configmapsyncs"
+        )["items"]
+        return [
+            o["metadata"]["name"]
+            for o in items
+            if condition(o, "Ready").get("status") == "True"
+            and o["status"].get("syncedNamespaces") == 2
+        ]
+
+    wait_until(ready, lambda r: len(r) == QUIET_SYNCS, timeout=120, what="50 syncs Ready")
+    # The audit filter does see this operator's writes: the copies, finalizers and statuses.
+    setup_writes = wait_until(
+        lambda: writes_by(cluster.audit_log, pool.identity, setup_started, time.time()),
+        lambda found: len(found) >= 3 * QUIET_SYNCS,
+        timeout=15,
+        what="the audit events of the set-up writes",
+    )
+    assert {e["verb"] for e in setup_writes} >= {"create", "patch"}
+    # A restarted operator lists everything, reconciles every sync and writes nothing.
+    operator.restart()
+    started = time.time()
+    reconciled = {"controller": "configmapsync", "result": "success"}
+    wait_until(
+        lambda: metric_value(operator.metrics(), "controller_runtime_reconcile_total", reconciled),
+        lambda n: n >= QUIET_SYNCS,
+        timeout=30,
+        what="every sync reconciled after the restart",
+    )
+    time.sleep(max(0.0, started + QUIET_SECONDS - time.time()))
+    ended = time.time()
+    time.sleep(3)  # the audit log is written asynchronously
+    writes = writes_by(cluster.audit_log, pool.identity, started, ended)
+    assert not writes, f"{len(writes)} writes in steady state:\n{describe(writes)}"
+    assert len(ready()) == QUIET_SYNCS

@@ -1,0 +1,269 @@
+"""Carry out a ConfigMapSync :class:`~configmapsync_operator.reconcile.Plan` through the API.
+
+Order: add the finalizer (resourceVersion precondition) before the first copy exists; delete
+the immutable copies to be replaced; then create, update and delete copies, all in parallel
+(API futures gathered, no tasks); then write the status with the failures of this pass. While
+the ConfigMapSync is being deleted: delete or unmark its copies in parallel, then remove the
+finalizer.
+
+Every write to a copy carries preconditions (uid and resourceVersion of the cached record), so
+a ConfigMap someone replaced or re-marked meanwhile is never touched: the write fails with 409
+and the next pass decides again from the fresher cache. Successful writes go through to the
+ConfigMap cache at once, unless the watch delivered a newer state for that key meanwhile, so a
+pass that follows right after never repeats a create its cache has not seen yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from configmapsync_operator.copies import key_of, slim
+from configmapsync_operator.models import (
+    API_VERSION,
+    FINALIZER,
+    OWNER_ANNOTATION,
+    OWNER_LABEL,
+    PLURAL,
+    SOURCE_ANNOTATION,
+)
+from configmapsync_operator.reconcile import (
+    CONFLICT,
+    WRITE_FAILED,
+    Issue,
+    Outcome,
+    Plan,
+    Write,
+    status_patch,
+)
+from opsuite_common.kube import ApiException, KubeApi, resource_path
+from opsuite_common.store import Store
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+RETRY_AFTER_CONFLICT = 1.0
+"""Seconds before a pass whose write met a newer object (409) or a vanished one (404) runs
+again: by then the watch has delivered the change."""
+
+
+@dataclass
+class Execution:
+    """What executing a plan did."""
+
+    outcome: Outcome | None = None
+    """The status outcome after the writes (None when the pass stopped early)."""
+    written: int = 0
+    """Copies created, updated or replaced."""
+    deleted: int = 0
+    requeue_after: float | None = None
+    """Run again soon: a precondition failed (the cache is about to catch up)."""
+    failed: bool = False
+    """Some write failed for another reason (retry with backoff)."""
+    errors: list[str] = field(default_factory=list)
+
+
+def _api_error(exc: ApiException) -> str:
+    return f"{exc.status} {exc.reason}: {(exc.body or '')[:300]}"
+
+
+def _configmap_path(namespace: str, name: str | None = None) -> str:
+    return resource_path("v1", "configmaps", namespace, name)
+
+
+def _write_through(
+    cache: Store, key: tuple[str, str], before: Mapping[str, Any] | None, after: JSON | None
+) -> None:
+    """Record our own write in the cache, unless the watch replaced ``before`` meanwhile."""
+    current = cache.get(*key)
+    if current is not before:
+        return
+    if after is not None:
+        cache.apply("MODIFIED", slim(after))
+    elif current is not None:
+        cache.apply("DELETED", current)
+
+
+def _delete(kube: KubeApi, record: Mapping[str, Any]) -> asyncio.Future[JSON]:
+    meta = record["metadata"]
+    return kube.delete(
+        _configmap_path(meta["namespace"], meta["name"]),
+        preconditions={"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]},
+    )
+
+
+def _unmark(kube: KubeApi, record: Mapping[str, Any]) -> asyncio.Future[JSON]:
+    meta = record["metadata"]
+    patch = {
+        "metadata": {
+            "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"],
+            "labels": {OWNER_LABEL: None},
+            "annotations": {OWNER_ANNOTATION: None, SOURCE_ANNOTATION: None},
+        }
+    }
+    return kube.patch(_configmap_path(meta["namespace"], meta["name"]), patch)
+
+
+async def _gather(futures: Sequence[asyncio.Future[JSON]]) -> list[JSON | ApiException]:
+    """Wait for API futures; API errors are returned, anything else (a bug, a dead connection)
+    is raised."""
+    if not futures:
+        return []
+    results: list[JSON | ApiException] = []
+    for result in await asyncio.gather(*futures, return_exceptions=True):
+        if isinstance(result, BaseException) and not isinstance(result, ApiException):
+            raise result
+        results.append(result)
+    return results
+
+
+async def _patch_finalizers(
+    kube: KubeApi, sync: Mapping[str, Any], finalizers: list[str]
+) -> ApiException | None:
+    meta = sync["metadata"]
+    path = resource_path(API_VERSION, PLURAL, meta["namespace"], meta["name"])
+    patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
+    try:
+        await kube.patch(path, patch)
+    except ApiException as exc:
+        if exc.status in (404, 409):
+            return exc
+        raise
+    return None
+
+
+async def _cleanup(kube: KubeApi, cache: Store, sync: Mapping[str, Any], plan: Plan) -> Execution:
+    records = [*plan.deletes, *plan.unmarks]
+    futures = [_delete(kube, r) for r in plan.deletes] + [_unmark(kube, r) for r in plan.unmarks]
+    results = await _gather(futures)
+    execution = Execution()
+    for record, result in zip(records, results, strict=True):
+        key = key_of(record)
+        if isinstance(result, ApiException):
+            if result.status == 404:
+                _write_through(cache, key, record, None)
+                continue
+            execution.errors.append(f"{key[0]}/{key[1]}: {_api_error(result)}")
+            if result.status == 409:
+                execution.requeue_after = RETRY_AFTER_CONFLICT
+            else:
+                execution.failed = True
+            continue
+        unmarked = record in plan.unmarks
+        _write_through(cache, key, record, result if unmarked else None)
+        execution.deleted += not unmarked
+        log.info("%s copy %s/%s", "released" if unmarked else "deleted", *key)
+    if execution.errors:
+        return execution
+    finalizers = [f for f in sync["metadata"].get("finalizers") or () if f != FINALIZER]
+    conflict = await _patch_finalizers(kube, sync, finalizers)
+    if conflict is not None and conflict.status == 409:
+        execution.requeue_after = RETRY_AFTER_CONFLICT
+    return execution
+
+
+def _write_future(kube: KubeApi, write: Write) -> asyncio.Future[JSON]:
+    if write.verb == "update":
+        name = write.manifest["metadata"]["name"]
+        return kube.request("PUT", _configmap_path(write.namespace, name), body=write.manifest)
+    return kube.create(_configmap_path(write.namespace), write.manifest)
+
+
+def _write_issue(write: Write, exc: ApiException) -> Issue:
+    name = write.manifest["metadata"]["name"]
+    if exc.status == 409 and write.verb != "update":
+        return Issue(
+            write.namespace,
+            CONFLICT,
+            f"ConfigMap {write.namespace}/{name} appeared before the copy could be created",
+        )
+    return Issue(write.namespace, WRITE_FAILED, f"{write.verb} failed: {_api_error(exc)}")
+
+
+async def execute(
+    kube: KubeApi,
+    cache: Store,
+    sync: Mapping[str, Any],
+    plan: Plan,
+    now: datetime | None = None,
+) -> Execution:
+    """Execute ``plan`` for ``sync``; writes through to the slim ConfigMap ``cache``."""
+    if plan.remove_finalizer:
+        return await _cleanup(kube, cache, sync, plan)
+    if plan.add_finalizer:
+        finalizers = [*(sync["metadata"].get("finalizers") or ()), FINALIZER]
+        conflict = await _patch_finalizers(kube, sync, finalizers)
+        if conflict is not None:
+            # 409: changed meanwhile (its event brings the new version); 404: deleted.
+            return Execution(requeue_after=RETRY_AFTER_CONFLICT if conflict.status == 409 else None)
+    execution = Execution()
+    failures: list[Issue] = []
+
+    # Immutable copies whose data must change: delete first (preconditions), create below.
+    replaces = [w for w in plan.writes if w.replace]
+    removed = await _gather([_delete(kube, w.observed) for w in replaces if w.observed])
+    blocked: set[str] = set()
+    for write, result in zip(replaces, removed, strict=True):
+        if isinstance(result, ApiException) and result.status != 404:
+            blocked.add(write.namespace)
+            failures.append(_write_issue(write, result))
+            if result.status == 409:
+                execution.requeue_after = RETRY_AFTER_CONFLICT
+            continue
+        _write_through(
+            cache, (write.namespace, write.manifest["metadata"]["name"]), write.observed, None
+        )
+
+    writes = [w for w in plan.writes if w.namespace not in blocked]
+    futures = [_write_future(kube, w) for w in writes] + [_delete(kube, r) for r in plan.deletes]
+    results = await _gather(futures)
+    for write, result in zip(writes, results[: len(writes)], strict=True):
+        key = (write.namespace, write.manifest["metadata"]["name"])
+        if isinstance(result, ApiException):
+            failures.append(_write_issue(write, result))
+            if result.status in (404, 409):
+                execution.requeue_after = RETRY_AFTER_CONFLICT
+            else:
+                execution.failed = True
+            log.warning("%s of copy %s/%s failed: %s", write.verb, *key, _api_error(result))
+            continue
+        _write_through(cache, key, None if write.replace else write.observed, result)
+        execution.written += 1
+        log.info(
+            "%s copy %s/%s",
+            {"create": "created", "update": "updated"}.get(write.verb, "replaced"),
+            *key,
+        )
+    for record, result in zip(plan.deletes, results[len(writes) :], strict=True):
+        key = key_of(record)
+        if isinstance(result, ApiException) and result.status != 404:
+            execution.errors.append(f"delete {key[0]}/{key[1]}: {_api_error(result)}")
+            if result.status == 409:
+                execution.requeue_after = RETRY_AFTER_CONFLICT
+            else:
+                execution.failed = True
+            continue
+        _write_through(cache, key, record, None)
+        execution.deleted += 1
+        log.info("deleted copy %s/%s (no longer a destination)", *key)
+
+    execution.outcome = plan.outcome.with_failures(failures)
+    if execution.requeue_after is not None:
+        return execution  # the next pass, with a fresher cache, writes the status
+    patch = status_patch(
+        sync, execution.outcome, now or datetime.now(UTC), wrote=execution.written > 0
+    )
+    if patch is not None:
+        meta = sync["metadata"]
+        path = resource_path(API_VERSION, PLURAL, meta["namespace"], meta["name"], "status")
+        try:
+            await kube.patch(path, {"status": patch})
+        except ApiException as exc:
+            if exc.status != 404:  # deleted meanwhile
+                raise
+    return execution

@@ -1,0 +1,207 @@
+"""ConfigMapSync wiring: three watches feed caches and enqueue ConfigMapSyncs; one controller.
+
+* configmapsyncs: the full objects, indexed by source key, uid, copy name, listed namespaces
+  and whether they select namespaces by label;
+* configmaps: one watch; every ConfigMap as a slim record (indexed by owner uid and by name),
+  sources in full (:class:`~configmapsync_operator.sources.SourceCache`);
+* namespaces: name, labels and deletionTimestamp.
+
+Events map to ConfigMapSync keys through those indexes: a source change to the syncs reading
+it, a copy change to its owner, any ConfigMap appearing or vanishing to the syncs copying that
+name, a namespace appearing, vanishing or relabelled to the syncs listing it and to every
+selector-based sync. Nothing is polled. Handlers run only once every watch has listed (a kopf
+index handler on each resource holds them), so a pass never mistakes a cache still filling for
+missing copies or namespaces.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+
+from configmapsync_operator import metrics
+from configmapsync_operator.actions import Execution, execute
+from configmapsync_operator.copies import is_terminating, key_of, owner_uid, slim
+from configmapsync_operator.models import GROUP, PLURAL, VERSION
+from configmapsync_operator.reconcile import plan
+from configmapsync_operator.sources import SourceCache
+from configmapsync_operator.spec import (
+    config_map_name,
+    has_selector,
+    listed_namespaces,
+    source_index,
+    source_key,
+    uid_index,
+)
+from opsuite_common.controller import Result
+from opsuite_common.events import EventRecorder
+from opsuite_common.kube import resource_path
+from opsuite_common.manager import Manager
+from opsuite_common.store import JSON, ObjectKey, Store, object_key
+
+CONTROLLER = "configmapsync"
+
+
+def _owner_index(record: JSON) -> list[Hashable]:
+    owner = owner_uid(record)
+    return [owner] if owner is not None else []
+
+
+def _name_index(record: JSON) -> list[Hashable]:
+    return [record["metadata"]["name"]]
+
+
+def _slim_namespace(obj: JSON) -> JSON:
+    meta = obj.get("metadata") or {}
+    record = {k: meta[k] for k in ("name", "uid", "labels", "deletionTimestamp") if k in meta}
+    return {"metadata": record}
+
+
+def _no_index(**_: Any) -> None:
+    """Indexes nothing: its presence makes kopf hold event handlers until every watch listed."""
+    return
+
+
+def setup(manager: Manager) -> None:
+    """Register the watches and the ConfigMapSync controller on ``manager``."""
+    syncs = Store(
+        "configmapsyncs",
+        {
+            "source": source_index,
+            "uid": uid_index,
+            "name": config_map_name,
+            "listed": listed_namespaces,
+            "selector": has_selector,
+        },
+    )
+    configmaps = Store("configmaps", {"owner": _owner_index, "name": _name_index})
+    namespaces = Store("namespaces")
+    sources = SourceCache()
+    pending: dict[ObjectKey, float] = {}
+    """ConfigMapSyncs whose source changed: when the change was seen (monotonic seconds)."""
+    served = frozenset(manager.options.namespaces)
+    recorder = EventRecorder(manager.kube, manager.name, manager.identity)
+
+    async def reconcile(key: ObjectKey) -> Result | None:
+        sync = syncs.get(*key)
+        if sync is None:
+            metrics.forget(key)
+            pending.pop(key, None)
+            return None
+        src = source_key(sync)
+        if src is not None and not sources.known(src) and (not served or src[0] in served):
+            epoch = sources.epoch(src)
+            fetched = await manager.kube.get(resource_path("v1", "configmaps", *src))
+            if syncs.by_index("source", src):
+                sources.fill(src, fetched, epoch)
+        source = sources.get(src) if src is not None else None
+        name = src[1] if src is not None else ""
+        occupants = {r["metadata"]["namespace"]: r for r in configmaps.by_index("name", name)}
+        in_use = {k for k in ((ns, name) for ns in occupants) if syncs.by_index("source", k)}
+        actions = plan(
+            sync,
+            source,
+            namespaces.items(),
+            occupants,
+            configmaps.by_index("owner", sync["metadata"]["uid"]),
+            datetime.now(UTC),
+            served=served,
+            sources_in_use=in_use,
+        )
+        outcome = actions.outcome
+        if actions.is_empty:
+            pending.pop(key, None)
+            if not sync["metadata"].get("deletionTimestamp"):
+                metrics.observe_targets(key, len(outcome.synced), len(outcome.issues))
+            return None
+        done = await execute(manager.kube, configmaps, sync, actions)
+        record_events(sync, done)
+        if done.written and key in pending:
+            metrics.observe_propagation(time.monotonic() - pending[key], done.written)
+        if done.outcome is not None:
+            metrics.observe_targets(key, len(done.outcome.synced), len(done.outcome.issues))
+        if done.requeue_after is None and not done.failed:
+            pending.pop(key, None)  # every copy that could be written was
+        if done.requeue_after is not None:
+            return Result(requeue_after=done.requeue_after)
+        if done.failed:
+            return Result(requeue=True)
+        return None
+
+    controller = manager.add_controller(CONTROLLER, reconcile)
+
+    def record_events(sync: JSON, done: Execution) -> None:
+        """Events for writes, and for destinations that newly fail (the status has them all)."""
+        if sync["metadata"].get("deletionTimestamp") or done.outcome is None:
+            return
+        source = done.outcome.source
+        if done.written:
+            recorder.normal(sync, "Synced", f"wrote {done.written} copies of {source}")
+        if done.deleted:
+            recorder.normal(
+                sync, "CopiesDeleted", f"deleted {done.deleted} copies no longer wanted"
+            )
+        known = {
+            (t.get("namespace"), t.get("reason"))
+            for t in (sync.get("status") or {}).get("failedTargets") or ()
+        }
+        for issue in done.outcome.issues:
+            if (issue.namespace, issue.reason) not in known:
+                recorder.warning(sync, issue.reason, f"{issue.namespace}: {issue.message}")
+
+    def enqueue_all(items: list[JSON]) -> None:
+        for sync in items:
+            controller.enqueue(object_key(sync))
+
+    def on_sync(event_type: str | None, obj: JSON, old: JSON | None) -> None:
+        controller.enqueue(object_key(obj))
+        previous = source_key(old)
+        current = None if event_type == "DELETED" else source_key(obj)
+        if previous is not None and previous != current and not syncs.by_index("source", previous):
+            sources.forget(previous)
+
+    def on_configmap(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
+        key = key_of(obj)
+        record = slim(obj)
+        old = configmaps.apply(event_type, record)
+        readers = syncs.by_index("source", key)
+        if readers and sources.observe(event_type, obj):
+            seen = time.monotonic()
+            for sync in readers:
+                pending.setdefault(object_key(sync), seen)
+            enqueue_all(readers)
+        owners = {owner_uid(record), owner_uid(old)} - {None}
+        for uid in owners:
+            enqueue_all(syncs.by_index("uid", uid))
+        appeared_or_vanished = old is None or event_type == "DELETED"
+        if (
+            appeared_or_vanished
+            or owner_uid(old) != owner_uid(record)
+            or (is_terminating(record) != is_terminating(old or {}))
+        ):
+            enqueue_all(syncs.by_index("name", key[1]))
+
+    def on_namespace(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
+        record = _slim_namespace(obj)
+        old = namespaces.apply(event_type, record)
+        if old is not None and event_type != "DELETED" and old == record:
+            return
+        name = record["metadata"]["name"]
+        enqueue_all(syncs.by_index("listed", name))
+        enqueue_all(syncs.by_index("selector", True))
+
+    for group, version, plural in (
+        (GROUP, VERSION, PLURAL),
+        ("", "v1", "configmaps"),
+        ("", "v1", "namespaces"),
+    ):
+        kopf.on.index(group, version, plural, registry=manager.registry, id=f"listed-{plural}")(
+            _no_index
+        )
+    manager.watch(GROUP, VERSION, PLURAL, store=syncs, on_event=on_sync)
+    manager.watch("", "v1", "configmaps", on_event=on_configmap)
+    manager.watch("", "v1", "namespaces", on_event=on_namespace)

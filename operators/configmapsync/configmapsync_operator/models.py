@@ -1,0 +1,133 @@
+"""ConfigMapSync API (sync.opsuite.dev/v1alpha1): the single source of truth for the CRD schema."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field
+
+from opsuite_common.kube_model import (
+    REASON_PATTERN,
+    RFC3339_PATTERN,
+    ConditionList,
+    KubeModel,
+    LabelSelector,
+    cel,
+    list_map,
+    validations,
+)
+
+GROUP = "sync.opsuite.dev"
+VERSION = "v1alpha1"
+KIND = "ConfigMapSync"
+PLURAL = "configmapsyncs"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+FINALIZER = "sync.opsuite.dev/copies"
+"""On every ConfigMapSync the operator manages: its copies are cleaned up before it goes."""
+OWNER_LABEL = "sync.opsuite.dev/owner-uid"
+"""On every copy: the uid of the ConfigMapSync that owns it. The operator only ever updates or
+deletes ConfigMaps carrying the uid of one of its ConfigMapSyncs here."""
+OWNER_ANNOTATION = "sync.opsuite.dev/owner"
+"""On every copy: ``<namespace>/<name>/<uid>`` of the owning ConfigMapSync (for people)."""
+SOURCE_ANNOTATION = "sync.opsuite.dev/source"
+"""On every copy: ``<namespace>/<name>`` of the ConfigMap it copies."""
+BOOKKEEPING_PREFIX = "sync.opsuite.dev/"
+"""Labels and annotations under this prefix are the operator's own and never copied."""
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+"""kubectl's client-side apply record of the source: never copied (it names the source)."""
+
+MAX_DESTINATIONS = 256
+MAX_FAILED_TARGETS = 20
+
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+NamespaceName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
+ConfigMapName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
+
+_HAS_TARGETS = cel(
+    "(has(self.destinationNamespaces) && size(self.destinationNamespaces) > 0) "
+    "|| has(self.namespaceSelector)",
+    "set destinationNamespaces, namespaceSelector or both",
+    reason="FieldValueRequired",
+)
+_NOT_ONTO_ITSELF = cel(
+    "!has(self.sourceNamespace) || !has(self.destinationNamespaces) "
+    "|| !(self.sourceNamespace in self.destinationNamespaces)",
+    "the source namespace cannot be a destination: a ConfigMap cannot be synced onto itself",
+    field_path=".destinationNamespaces",
+    reason="FieldValueInvalid",
+)
+
+ConflictPolicy = Literal["Skip", "Overwrite"]
+DeletionPolicy = Literal["Delete", "Orphan"]
+
+
+class ConfigMapSyncSpec(KubeModel):
+    """Which ConfigMap to copy, and into which namespaces."""
+
+    model_config = ConfigDict(json_schema_extra=validations(_HAS_TARGETS, _NOT_ONTO_ITSELF))
+
+    source_namespace: NamespaceName | None = None
+    """Namespace of the source ConfigMap. Default: the ConfigMapSync's own namespace. The
+    source is only ever read."""
+    config_map_name: ConfigMapName
+    """Name of the source ConfigMap; every copy has the same name."""
+    destination_namespaces: list[NamespaceName] | None = Field(
+        default=None,
+        max_length=MAX_DESTINATIONS,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    """Namespaces that get a copy. A namespace that does not exist yet is reported
+    (NamespaceMissing) and filled once it appears. The source namespace is never a
+    destination."""
+    namespace_selector: LabelSelector | None = None
+    """Namespaces whose labels match get a copy; a namespace that stops matching loses the
+    copy. {} selects every namespace. Combined with destinationNamespaces, the union is used."""
+    conflict_policy: ConflictPolicy = "Skip"
+    """What to do with a ConfigMap of the same name in a destination that this ConfigMapSync
+    does not own: Skip (default) leaves it untouched and reports a Conflict; Overwrite takes
+    it over. A ConfigMap owned by another ConfigMapSync is never taken over."""
+    deletion_policy: DeletionPolicy = "Delete"
+    """What happens to the copies when this ConfigMapSync is deleted: Delete (default) removes
+    them; Orphan keeps them without the operator's ownership label and annotations."""
+
+
+class FailedTarget(KubeModel):
+    """A destination namespace that does not hold a current copy, and why."""
+
+    namespace: str = Field(max_length=63)
+    """The destination namespace."""
+    reason: str = Field(min_length=1, max_length=128, pattern=REASON_PATTERN)
+    """Why: Conflict, NamespaceMissing, WriteFailed, SourceNamespace, NamespaceNotWatched or
+    Terminating."""
+    message: str = Field(max_length=1024)
+    """Details for people."""
+
+
+class ConfigMapSyncStatus(KubeModel):
+    """Observed state of a ConfigMapSync."""
+
+    source: str | None = Field(default=None, max_length=320)
+    """The source ConfigMap as namespace/name."""
+    target_namespaces: int | None = Field(default=None, ge=0)
+    """Destination namespaces: those listed plus those selected, without the source's."""
+    synced_namespaces: int | None = Field(default=None, ge=0)
+    """Destination namespaces holding a copy of the current source (the copies kept when the
+    source is gone)."""
+    failed_namespaces: int | None = Field(default=None, ge=0)
+    """Destination namespaces without a current copy, for a reason listed in failedTargets."""
+    failed_targets: list[FailedTarget] | None = Field(
+        default=None, max_length=MAX_FAILED_TARGETS, json_schema_extra=list_map("namespace")
+    )
+    """The first failing destinations (by namespace), with reasons; at most 20."""
+    last_sync_time: str | None = Field(
+        default=None, pattern=RFC3339_PATTERN, json_schema_extra={"format": "date-time"}
+    )
+    """When the operator last wrote copies, or first found them all current."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The .metadata.generation this status describes."""
+    conditions: ConditionList | None = None
+    """Ready (every destination holds a current copy) and Degraded (something needs a
+    person: SourceNotFound, Conflict, WriteFailed, InvalidSpec...)."""

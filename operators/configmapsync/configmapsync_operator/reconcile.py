@@ -1,0 +1,463 @@
+"""Pure ConfigMapSync planning: spec + cached state -> the writes that make copies current.
+
+Inputs are what the caches hold: the ConfigMapSync, its source ConfigMap (full, or None when it
+does not exist), the namespaces, and slim records (:mod:`configmapsync_operator.copies`) of the
+ConfigMaps named like the source (``occupants``, by namespace) and of the copies this
+ConfigMapSync owns anywhere (``owned``). Rules:
+
+* the source and every ConfigMap not marked with this ConfigMapSync's uid are never updated or
+  deleted; the only exception is taking over an *unmarked* ConfigMap under
+  ``conflictPolicy: Overwrite`` (never one marked by another ConfigMapSync, never a ConfigMap
+  that some ConfigMapSync reads as its source);
+* the source namespace is never a destination;
+* a copy is updated with its cached resourceVersion as precondition, replaced (delete + create)
+  when it is immutable and its data must change, and deleted (uid + resourceVersion
+  preconditions) when its namespace is no longer a destination;
+* when the source is gone, nothing is created or updated and the copies are kept;
+* while the ConfigMapSync is being deleted, its copies are deleted (Delete) or unmarked
+  (Orphan), then its finalizer is removed.
+
+Executing a Plan is :mod:`configmapsync_operator.actions`' job; :func:`status_patch` turns the
+outcome (after the writes, with their failures) into the status to write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from configmapsync_operator.copies import (
+    content_is_current,
+    is_current,
+    is_terminating,
+    key_of,
+    owner_description,
+    owner_uid,
+    render_copy,
+)
+from configmapsync_operator.models import (
+    FINALIZER,
+    MAX_FAILED_TARGETS,
+    ConfigMapSyncSpec,
+    ConfigMapSyncStatus,
+    FailedTarget,
+)
+from configmapsync_operator.spec import InvalidSpecError, ObjectKey, parse_spec, source_key
+from opsuite_common.conditions import set_condition, timestamp
+from opsuite_common.kube_model import ConditionStatus
+
+JSON = dict[str, Any]
+
+READY = "Ready"
+DEGRADED = "Degraded"
+
+SYNCED = "Synced"
+SYNCING = "Syncing"
+AS_EXPECTED = "AsExpected"
+INVALID_SPEC = "InvalidSpec"
+SOURCE_NOT_FOUND = "SourceNotFound"
+SOURCE_NOT_WATCHED = "SourceNotWatched"
+CONFLICT = "Conflict"
+WRITE_FAILED = "WriteFailed"
+SOURCE_NAMESPACE = "SourceNamespace"
+NAMESPACE_NOT_WATCHED = "NamespaceNotWatched"
+TERMINATING = "Terminating"
+NAMESPACE_MISSING = "NamespaceMissing"
+
+SEVERITY = (
+    CONFLICT,
+    WRITE_FAILED,
+    SOURCE_NAMESPACE,
+    NAMESPACE_NOT_WATCHED,
+    TERMINATING,
+    NAMESPACE_MISSING,
+)
+"""Target issue reasons, worst first: the Ready condition names the worst present."""
+DEGRADING = frozenset({CONFLICT, WRITE_FAILED, SOURCE_NAMESPACE, NAMESPACE_NOT_WATCHED})
+"""Issues that need a person (Degraded=True); the others resolve by themselves."""
+MAX_ISSUE_MESSAGE = 1024
+
+
+@dataclass(frozen=True)
+class Issue:
+    """A destination without a current copy, and why."""
+
+    namespace: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Write:
+    """Create, update or replace the copy in one namespace."""
+
+    namespace: str
+    manifest: JSON
+    """The desired copy; for an update it carries the observed uid and resourceVersion."""
+    observed: Mapping[str, Any] | None = None
+    """The cached slim record the decision rests on (the cache's own object, so that the
+    executor can tell whether the watch replaced it meanwhile); None when nothing is there."""
+    replace: bool = False
+    """Delete ``observed`` (immutable, data changed) first, then create ``manifest``."""
+
+    @property
+    def verb(self) -> str:
+        """create, update or replace."""
+        if self.replace:
+            return "replace"
+        return "create" if self.observed is None else "update"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the status reports: targets, which hold a current copy, which failed and why."""
+
+    source: str = ""
+    """namespace/name of the source; "" when the spec is invalid."""
+    source_found: bool = False
+    blocked: tuple[str, str] | None = None
+    """(reason, message) when nothing can be synced at all (InvalidSpec, SourceNotWatched)."""
+    targets: tuple[str, ...] = ()
+    """Every destination namespace, failing ones included, sorted."""
+    synced: frozenset[str] = frozenset()
+    issues: tuple[Issue, ...] = ()
+
+    def with_failures(self, failures: Iterable[Issue]) -> Outcome:
+        """The outcome once some planned writes failed."""
+        failed = list(failures)
+        if not failed:
+            return self
+        names = {i.namespace for i in failed}
+        return replace(self, synced=self.synced - names, issues=(*self.issues, *failed))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Actions for one reconcile of one ConfigMapSync; ``is_empty`` in steady state."""
+
+    outcome: Outcome
+    writes: tuple[Write, ...] = ()
+    deletes: tuple[Mapping[str, Any], ...] = ()
+    """Slim records of owned copies to delete."""
+    unmarks: tuple[Mapping[str, Any], ...] = ()
+    """Slim records of owned copies to release (deletionPolicy Orphan)."""
+    add_finalizer: bool = False
+    remove_finalizer: bool = False
+    """After the deletes/unmarks succeed (the ConfigMapSync is being deleted)."""
+    status_patch: JSON | None = None
+    """Status fields to write if every write succeeds; None when unchanged."""
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing to write, delete, unmark, finalize or report."""
+        return not (
+            self.writes
+            or self.deletes
+            or self.unmarks
+            or self.add_finalizer
+            or self.remove_finalizer
+            or self.status_patch is not None
+        )
+
+
+def _as_utc(now: datetime) -> datetime:
+    return now if now.tzinfo else now.replace(tzinfo=UTC)
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = (obj.get("metadata") or {}).get("labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def _targets(
+    spec: ConfigMapSyncSpec,
+    source_namespace: str,
+    namespaces: Mapping[str, Mapping[str, Any]],
+    served: Collection[str],
+) -> tuple[list[str], list[Issue]]:
+    """Writable destination namespaces, and issues for listed ones that are not writable."""
+    writable: set[str] = set()
+    issues: list[Issue] = []
+    for ns in sorted(set(spec.destination_namespaces or ())):
+        record = namespaces.get(ns)
+        if ns == source_namespace:
+            issues.append(
+                Issue(ns, SOURCE_NAMESPACE, "the source namespace is never a destination")
+            )
+        elif served and ns not in served:
+            issues.append(
+                Issue(ns, NAMESPACE_NOT_WATCHED, "the operator does not watch this namespace")
+            )
+        elif record is None:
+            issues.append(
+                Issue(
+                    ns,
+                    NAMESPACE_MISSING,
+                    "the namespace does not exist; the copy is made when it appears",
+                )
+            )
+        elif is_terminating(record):
+            issues.append(Issue(ns, NAMESPACE_MISSING, "the namespace is being deleted"))
+        else:
+            writable.add(ns)
+    selector = spec.namespace_selector
+    if selector is not None:
+        for ns, record in namespaces.items():
+            if (
+                ns != source_namespace
+                and not is_terminating(record)
+                and (not served or ns in served)
+                and selector.matches(_labels(record))
+            ):
+                writable.add(ns)
+    return sorted(writable), issues
+
+
+def _overwrite(namespace: str, desired: JSON, observed: Mapping[str, Any]) -> Write:
+    """Update ``observed`` to ``desired``, or replace it when it is immutable and must change."""
+    if observed.get("immutable") is True and not content_is_current(observed, desired):
+        return Write(namespace, desired, observed, replace=True)
+    meta = observed["metadata"]
+    manifest = {
+        **desired,
+        "metadata": {
+            **desired["metadata"],
+            "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"],
+        },
+    }
+    return Write(namespace, manifest, observed)
+
+
+def _cleanup(
+    sync: Mapping[str, Any], owned: Sequence[Mapping[str, Any]], source: ObjectKey | None
+) -> Plan:
+    meta = sync["metadata"]
+    if FINALIZER not in (meta.get("finalizers") or ()):
+        return Plan(Outcome())
+    spec = sync.get("spec") or {}
+    copies = tuple(c for c in owned if key_of(c) != source)
+    orphan = isinstance(spec, Mapping) and spec.get("deletionPolicy") == "Orphan"
+    return Plan(
+        Outcome(),
+        deletes=() if orphan else copies,
+        unmarks=copies if orphan else (),
+        remove_finalizer=True,
+    )
+
+
+def plan(
+    sync: Mapping[str, Any],
+    source: Mapping[str, Any] | None,
+    namespaces: Iterable[Mapping[str, Any]],
+    occupants: Mapping[str, Mapping[str, Any]],
+    owned: Iterable[Mapping[str, Any]],
+    now: datetime,
+    *,
+    served: Collection[str] = (),
+    sources_in_use: Collection[ObjectKey] = (),
+) -> Plan:
+    """Plan one reconcile of ``sync``.
+
+    ``occupants`` maps a namespace to the slim record of the ConfigMap there named like the
+    source; ``owned`` are slim records of ConfigMaps marked with the sync's uid; ``served``
+    are the namespaces the operator watches (empty: all); ``sources_in_use`` are the keys of
+    ConfigMaps some ConfigMapSync reads (never taken over).
+    """
+    now = _as_utc(now)
+    meta = sync["metadata"]
+    uid = meta["uid"]
+    src_key = source_key(sync)
+    live_owned = [c for c in owned if owner_uid(c) == uid and not is_terminating(c)]
+    if meta.get("deletionTimestamp"):
+        return _cleanup(sync, live_owned, src_key)
+    try:
+        spec = parse_spec(sync)
+    except InvalidSpecError as error:
+        outcome = Outcome(blocked=(INVALID_SPEC, str(error)))
+        return Plan(outcome, status_patch=status_patch(sync, outcome, now, wrote=False))
+    source_namespace = spec.source_namespace or meta["namespace"]
+    name = spec.config_map_name
+    reference = f"{source_namespace}/{name}"
+    add_finalizer = FINALIZER not in (meta.get("finalizers") or ())
+    if served and source_namespace not in served:
+        outcome = Outcome(
+            source=reference,
+            blocked=(
+                SOURCE_NOT_WATCHED,
+                f"the operator does not watch namespace {source_namespace}, so it cannot "
+                "follow the source",
+            ),
+        )
+        return Plan(outcome, status_patch=status_patch(sync, outcome, now, wrote=False))
+    if source is not None and key_of(source) != (source_namespace, name):
+        source = None
+    by_name = {str((ns.get("metadata") or {}).get("name")): ns for ns in namespaces}
+    writable, issues = _targets(spec, source_namespace, by_name, served)
+    writes: list[Write] = []
+    synced: set[str] = set()
+    for ns in writable:
+        occupant = occupants.get(ns)
+        if occupant is not None and key_of(occupant) != (ns, name):
+            occupant = None
+        if occupant is None:
+            if source is not None:
+                writes.append(Write(ns, render_copy(sync, source, ns)))
+            continue
+        where = f"ConfigMap {ns}/{name}"
+        owner = owner_uid(occupant)
+        if is_terminating(occupant):
+            issues.append(Issue(ns, TERMINATING, f"{where} is being deleted; a copy follows"))
+        elif owner == uid:
+            if source is None:
+                synced.add(ns)  # the copy is kept while the source is gone
+                continue
+            desired = render_copy(sync, source, ns)
+            if is_current(occupant, desired):
+                synced.add(ns)
+            else:
+                writes.append(_overwrite(ns, desired, occupant))
+        elif owner is not None:
+            issues.append(
+                Issue(
+                    ns, CONFLICT, f"{where} belongs to ConfigMapSync {owner_description(occupant)}"
+                )
+            )
+        elif spec.conflict_policy == "Skip":
+            issues.append(
+                Issue(
+                    ns,
+                    CONFLICT,
+                    f"{where} exists and is not managed by this ConfigMapSync; "
+                    "conflictPolicy Skip leaves it untouched",
+                )
+            )
+        elif (ns, name) in sources_in_use:
+            issues.append(
+                Issue(ns, CONFLICT, f"{where} is the source of a ConfigMapSync; not overwritten")
+            )
+        elif source is not None:
+            writes.append(_overwrite(ns, render_copy(sync, source, ns), occupant))
+    wanted = {(ns, name) for ns in writable}
+    deletes = tuple(
+        c
+        for c in live_owned
+        if key_of(c) not in wanted
+        and key_of(c) != src_key
+        and key_of(c)[0] in by_name
+        and not is_terminating(by_name[key_of(c)[0]])
+    )
+    synced.update(w.namespace for w in writes)
+    outcome = Outcome(
+        source=reference,
+        source_found=source is not None,
+        targets=tuple(sorted({*writable, *(i.namespace for i in issues)})),
+        synced=frozenset(synced),
+        issues=tuple(issues),
+    )
+    return Plan(
+        outcome,
+        writes=tuple(writes),
+        deletes=deletes,
+        add_finalizer=add_finalizer,
+        status_patch=status_patch(sync, outcome, now, wrote=bool(writes)),
+    )
+
+
+_Condition = tuple[str, ConditionStatus, str, str]
+
+
+def _summary(outcome: Outcome, issues: Sequence[Issue]) -> str:
+    shown = ", ".join(f"{i.namespace} ({i.reason})" for i in issues[:5])
+    more = f" and {len(issues) - 5} more" if len(issues) > 5 else ""
+    return (
+        f"{len(outcome.synced)} of {len(outcome.targets)} destinations in sync; "
+        f"not in sync: {shown}{more}"
+    )
+
+
+def _conditions(outcome: Outcome, issues: Sequence[Issue]) -> list[_Condition]:
+    """(type, status, reason, message) of Ready and Degraded."""
+    if outcome.blocked is not None:
+        reason, message = outcome.blocked
+        return [(READY, "False", reason, message), (DEGRADED, "True", reason, message)]
+    if not outcome.source_found:
+        message = (
+            f"ConfigMap {outcome.source} not found; "
+            f"the {len(outcome.synced)} existing copies are kept"
+        )
+        return [
+            (READY, "False", SOURCE_NOT_FOUND, message),
+            (DEGRADED, "True", SOURCE_NOT_FOUND, message),
+        ]
+    if issues:
+        worst = min(issues, key=lambda i: SEVERITY.index(i.reason))
+        summary = _summary(outcome, issues)
+        degrading = [i for i in issues if i.reason in DEGRADING]
+        degraded: _Condition = (DEGRADED, "False", AS_EXPECTED, "")
+        if degrading:
+            cause = min(degrading, key=lambda i: SEVERITY.index(i.reason))
+            degraded = (DEGRADED, "True", cause.reason, summary)
+        return [(READY, "False", worst.reason, summary), degraded]
+    count = f"{len(outcome.synced)} of {len(outcome.targets)} destinations in sync"
+    if len(outcome.synced) < len(outcome.targets):
+        return [(READY, "False", SYNCING, count), (DEGRADED, "False", AS_EXPECTED, "")]
+    return [(READY, "True", SYNCED, count), (DEGRADED, "False", AS_EXPECTED, "")]
+
+
+def _failed(issues: Iterable[Issue]) -> list[Issue]:
+    """One issue per namespace (the first reported), sorted by namespace."""
+    first: dict[str, Issue] = {}
+    for issue in issues:
+        first.setdefault(issue.namespace, issue)
+    return [first[ns] for ns in sorted(first)]
+
+
+def status_patch(
+    sync: Mapping[str, Any], outcome: Outcome, now: datetime, *, wrote: bool
+) -> JSON | None:
+    """The status fields to write, or None when the current status already says the same.
+
+    ``wrote``: copies were created or updated, so lastSyncTime moves to ``now`` (it is also
+    set the first time every destination is found current). Conditions follow metav1
+    semantics: lastTransitionTime is kept while a condition's status holds.
+    """
+    now = _as_utc(now)
+    current = sync.get("status") or {}
+    generation = int(sync["metadata"].get("generation") or 0)
+    issues = _failed(outcome.issues)
+    previous = current.get("conditions")
+    conditions: list[dict[str, Any]] = (
+        [dict(c) for c in previous if isinstance(c, Mapping)] if isinstance(previous, list) else []
+    )
+    for type_, value, reason, message in _conditions(outcome, issues):
+        conditions, _ = set_condition(conditions, type_, value, reason, message, generation, now)
+    last_sync = current.get("lastSyncTime")
+    complete = (
+        outcome.blocked is None
+        and outcome.source_found
+        and not issues
+        and len(outcome.synced) == len(outcome.targets)
+    )
+    if wrote or (last_sync is None and complete):
+        last_sync = timestamp(now)
+    desired = ConfigMapSyncStatus(
+        source=outcome.source or None,
+        target_namespaces=len(outcome.targets),
+        synced_namespaces=len(outcome.synced),
+        failed_namespaces=len(issues),
+        failed_targets=[
+            FailedTarget(
+                namespace=i.namespace, reason=i.reason, message=i.message[:MAX_ISSUE_MESSAGE]
+            )
+            for i in issues[:MAX_FAILED_TARGETS]
+        ],
+        last_sync_time=last_sync,
+        observed_generation=generation,
+        conditions=conditions,
+    ).to_kube()
+    if all(current.get(k) == v for k, v in desired.items()):
+        return None
+    return desired

@@ -1,0 +1,162 @@
+"""An in-memory cluster for exercising the pure planner (unit and property tests).
+
+Namespaces and full ConfigMaps as the API server returns them, one ConfigMapSync, and
+:meth:`World.apply`, which does what the API server would do with a plan whose writes all
+succeed (checking their preconditions), so that re-planning shows whether the plan converged.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from configmapsync_operator.copies import key_of, owner_uid, slim
+from configmapsync_operator.models import (
+    FINALIZER,
+    OWNER_ANNOTATION,
+    OWNER_LABEL,
+    SOURCE_ANNOTATION,
+)
+from configmapsync_operator.reconcile import Plan, plan
+
+T0 = datetime(2025, 1, 1, 12, tzinfo=UTC)
+UID = "uid-mine"
+OTHER_UID = "uid-other"
+NAME = "cfg"
+
+JSON = dict[str, Any]
+_versions = itertools.count(100)
+
+
+def configmap(
+    namespace: str,
+    name: str = NAME,
+    *,
+    data: dict[str, str] | None = None,
+    owner: str | None = None,
+    immutable: bool = False,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    binary: dict[str, str] | None = None,
+) -> JSON:
+    """A ConfigMap as the API server returns it."""
+    meta: JSON = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"cm-{namespace}-{name}-{next(_versions)}",
+        "resourceVersion": str(next(_versions)),
+        "labels": dict(labels or {}),
+        "annotations": dict(annotations or {}),
+    }
+    if owner is not None:
+        meta["labels"][OWNER_LABEL] = owner
+        meta["annotations"][OWNER_ANNOTATION] = f"src/other/{owner}"
+    obj: JSON = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
+    if data is not None:
+        obj["data"] = dict(data)
+    if binary:
+        obj["binaryData"] = dict(binary)
+    if immutable:
+        obj["immutable"] = True
+    return obj
+
+
+def namespace(name: str, labels: dict[str, str] | None = None, terminating: bool = False) -> JSON:
+    meta: JSON = {"name": name, "uid": f"ns-{name}", "labels": dict(labels or {})}
+    if terminating:
+        meta["deletionTimestamp"] = "2025-01-01T11:00:00Z"
+    return {"metadata": meta}
+
+
+def sync_object(spec: JSON, *, finalizer: bool = True, deleting: bool = False) -> JSON:
+    meta: JSON = {
+        "name": "sync",
+        "namespace": "src",
+        "uid": UID,
+        "generation": 1,
+        "resourceVersion": "1",
+        "finalizers": [FINALIZER] if finalizer else [],
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2025-01-01T12:00:00Z"
+    return {"metadata": meta, "spec": spec}
+
+
+@dataclass
+class World:
+    """Namespaces by name and ConfigMaps by key; ``sync`` is the ConfigMapSync under test."""
+
+    sync: JSON
+    namespaces: dict[str, JSON] = field(default_factory=dict)
+    configmaps: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    served: tuple[str, ...] = ()
+    sources_in_use: frozenset[tuple[str, str]] = frozenset()
+
+    def add(self, obj: JSON) -> JSON:
+        self.configmaps[key_of(obj)] = obj
+        return obj
+
+    @property
+    def source_key(self) -> tuple[str, str]:
+        spec = self.sync["spec"]
+        return spec.get("sourceNamespace") or self.sync["metadata"]["namespace"], spec[
+            "configMapName"
+        ]
+
+    def plan(self, now: datetime = T0) -> Plan:
+        name = self.source_key[1]
+        occupants = {ns: slim(obj) for (ns, n), obj in sorted(self.configmaps.items()) if n == name}
+        owned = [slim(o) for o in self.configmaps.values() if owner_uid(o) == UID]
+        return plan(
+            self.sync,
+            self.configmaps.get(self.source_key),
+            list(self.namespaces.values()),
+            occupants,
+            owned,
+            now,
+            served=self.served,
+            sources_in_use=self.sources_in_use,
+        )
+
+    def apply(self, actions: Plan) -> None:
+        """What the API server would do with the plan's writes (all succeeding)."""
+        meta = self.sync["metadata"]
+        if actions.add_finalizer:
+            meta["finalizers"] = [*meta.get("finalizers", []), FINALIZER]
+        for write in actions.writes:
+            obj = copy.deepcopy(write.manifest)
+            key = key_of(obj)
+            existing = self.configmaps.get(key)
+            if write.verb == "update":
+                assert existing is not None
+                assert obj["metadata"]["resourceVersion"] == existing["metadata"]["resourceVersion"]
+                assert obj["metadata"]["uid"] == existing["metadata"]["uid"]
+                if existing.get("immutable"):  # the API server's rule for immutable ConfigMaps
+                    assert obj.get("immutable") is True, f"{key}: immutable cannot be unset"
+                    for field_ in ("data", "binaryData"):
+                        # nil and empty maps are the same once stored
+                        same = (obj.get(field_) or {}) == (existing.get(field_) or {})
+                        assert same, f"{key}: data of an immutable ConfigMap changed"
+            elif write.verb == "create":
+                assert existing is None, f"create over an existing {key}"
+            obj["metadata"]["uid"] = (
+                existing["metadata"]["uid"]
+                if existing is not None and write.verb == "update"
+                else f"cm-new-{next(_versions)}"
+            )
+            obj["metadata"]["resourceVersion"] = str(next(_versions))
+            self.configmaps[key] = obj
+        for record in actions.deletes:
+            del self.configmaps[key_of(record)]
+        for record in actions.unmarks:
+            obj = self.configmaps[key_of(record)]
+            obj["metadata"]["labels"].pop(OWNER_LABEL, None)
+            obj["metadata"]["annotations"].pop(OWNER_ANNOTATION, None)
+            obj["metadata"]["annotations"].pop(SOURCE_ANNOTATION, None)
+        if actions.remove_finalizer:
+            meta["finalizers"] = [f for f in meta.get("finalizers", []) if f != FINALIZER]
+        if actions.status_patch is not None:
+            self.sync["status"] = {**self.sync.get("status", {}), **actions.status_patch}

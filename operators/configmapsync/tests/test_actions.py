@@ -1,0 +1,202 @@
+"""Executing plans against a fake API: order, preconditions, write-through, failures, sources."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from configmapsync_operator.actions import Execution, execute
+from configmapsync_operator.copies import owner_uid, slim
+from configmapsync_operator.models import FINALIZER
+from configmapsync_operator.reconcile import Plan, plan
+from configmapsync_operator.simulation import NAME, World, configmap, namespace, sync_object
+from configmapsync_operator.sources import SourceCache
+from opsuite_common.kube import ApiException
+from opsuite_common.store import Store
+
+JSON = dict[str, Any]
+
+
+class FakeKube:
+    """Records requests; answers with the body (or the exception queued for a path+verb)."""
+
+    def __init__(self, failures: Mapping[tuple[str, str], int] | None = None) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+        self.failures = dict(failures or {})
+
+    def request(self, method: str, path: str, *, body: object = None, **_: Any) -> Any:
+        self.calls.append((method, path, body))
+        future: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
+        status = self.failures.get((method, path))
+        if status is not None:
+            future.set_exception(ApiException(status=status, reason="Injected"))
+        elif isinstance(body, dict) and body.get("kind") == "ConfigMap":
+            answer = {**body, "metadata": {**body["metadata"], "resourceVersion": "999"}}
+            answer["metadata"].setdefault("uid", "new-uid")
+            future.set_result(answer)
+        else:
+            future.set_result({})
+        return future
+
+    def create(self, path: str, body: Mapping[str, Any]) -> Any:
+        return self.request("POST", path, body=dict(body))
+
+    def patch(self, path: str, patch: object, **_: Any) -> Any:
+        return self.request("PATCH", path, body=patch)
+
+    def delete(self, path: str, **kwargs: Any) -> Any:
+        return self.request("DELETE", path, body=kwargs)
+
+
+def cache_of(world: World) -> Store:
+    cache = Store("configmaps", {"name": lambda r: [r["metadata"]["name"]]})
+    for obj in world.configmaps.values():
+        cache.apply("ADDED", slim(obj))
+    return cache
+
+
+def world_with(*dest: str, **spec: Any) -> World:
+    world = World(sync_object({"configMapName": NAME, "destinationNamespaces": list(dest), **spec}))
+    for ns in ("src", *dest):
+        world.namespaces[ns] = namespace(ns)
+    world.add(configmap("src", data={"k": "v"}))
+    return world
+
+
+async def run(world: World, kube: FakeKube, cache: Store) -> tuple[Plan, Execution]:
+    occupants = {r["metadata"]["namespace"]: r for r in cache.by_index("name", NAME)}
+    owned = [r for r in cache.items() if owner_uid(r) == world.sync["metadata"]["uid"]]
+    actions = plan(
+        world.sync,
+        world.configmaps.get(world.source_key),
+        list(world.namespaces.values()),
+        occupants,
+        owned,
+        datetime.now(UTC),
+    )
+    return actions, await execute(kube, cache, world.sync, actions)  # type: ignore[arg-type]
+
+
+async def test_creates_in_parallel_write_through_and_status() -> None:
+    world = world_with("a", "b")
+    world.sync["metadata"]["finalizers"] = []
+    kube, cache = FakeKube(), cache_of(world)
+    _, done = await run(world, kube, cache)
+    verbs = [(m, p) for m, p, _ in kube.calls]
+    assert verbs[0] == (
+        "PATCH",
+        "/apis/sync.opsuite.dev/v1alpha1/namespaces/src/configmapsyncs/sync",
+    )
+    assert kube.calls[0][2]["metadata"]["finalizers"] == [FINALIZER]
+    assert kube.calls[0][2]["metadata"]["resourceVersion"] == "1"
+    assert ("POST", "/api/v1/namespaces/a/configmaps") in verbs
+    assert ("POST", "/api/v1/namespaces/b/configmaps") in verbs
+    assert verbs[-1][1].endswith("/configmapsyncs/sync/status")
+    assert done.written == 2
+    # The copies are in the cache at once: the next plan creates nothing.
+    assert owner_uid(cache.get("a", NAME)) == world.sync["metadata"]["uid"]
+    world.sync["metadata"]["finalizers"] = [FINALIZER]
+    world.sync["status"] = kube.calls[-1][2]["status"]
+    again, _ = await run(world, FakeKube(), cache)
+    assert again.is_empty
+
+
+async def test_conflicting_create_requeues_without_a_status_write() -> None:
+    world = world_with("a")
+    kube = FakeKube({("POST", "/api/v1/namespaces/a/configmaps"): 409})
+    _, done = await run(world, kube, cache_of(world))
+    assert done.requeue_after is not None
+    assert not [c for c in kube.calls if c[1].endswith("/status")]
+
+
+async def test_failed_write_is_reported_in_the_status() -> None:
+    world = world_with("a", "b")
+    kube = FakeKube({("POST", "/api/v1/namespaces/a/configmaps"): 422})
+    _, done = await run(world, kube, cache_of(world))
+    assert done.failed
+    status = kube.calls[-1][2]["status"]
+    assert status["failedTargets"][0]["namespace"] == "a"
+    assert status["failedTargets"][0]["reason"] == "WriteFailed"
+    assert status["syncedNamespaces"] == 1
+
+
+async def test_replace_deletes_with_preconditions_then_creates() -> None:
+    world = world_with("a")
+    world.add(configmap("src", data={"k": "v2"}, immutable=True))
+    old = world.add(
+        configmap("a", data={"k": "v1"}, owner=world.sync["metadata"]["uid"], immutable=True)
+    )
+    kube = FakeKube()
+    _, done = await run(world, kube, cache_of(world))
+    method, path, options = kube.calls[0]
+    assert (method, path) == ("DELETE", "/api/v1/namespaces/a/configmaps/cfg")
+    assert options["preconditions"] == {
+        "uid": old["metadata"]["uid"],
+        "resourceVersion": old["metadata"]["resourceVersion"],
+    }
+    assert kube.calls[1][:2] == ("POST", "/api/v1/namespaces/a/configmaps")
+    assert done.written == 1
+
+
+async def test_cleanup_removes_the_finalizer_only_after_the_copies() -> None:
+    world = world_with("a")
+    world.add(configmap("a", data={"k": "v"}, owner=world.sync["metadata"]["uid"]))
+    world.sync["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
+    kube = FakeKube({("DELETE", "/api/v1/namespaces/a/configmaps/cfg"): 500})
+    _, done = await run(world, kube, cache_of(world))
+    assert done.failed
+    assert [c[0] for c in kube.calls] == ["DELETE"]
+    kube = FakeKube()
+    await run(world, kube, cache_of(world))
+    assert [c[0] for c in kube.calls] == ["DELETE", "PATCH"]
+    assert kube.calls[1][2]["metadata"]["finalizers"] == []
+
+
+def test_source_cache_prefers_the_watch_over_a_racing_get() -> None:
+    sources = SourceCache()
+    key = ("src", NAME)
+    epoch = sources.epoch(key)
+    newer = configmap("src", data={"k": "watch"})
+    assert sources.observe("MODIFIED", newer)
+    sources.fill(key, configmap("src", data={"k": "get"}), epoch)
+    assert sources.get(key) == newer
+    sources.forget(key)
+    assert not sources.known(key)
+    sources.fill(key, None, sources.epoch(key))
+    assert sources.known(key)
+    assert sources.get(key) is None
+    assert not sources.observe("DELETED", newer)  # absent before and after: nothing changed
+    managed = configmap("src", data={"k": "v"})
+    managed["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    sources.observe("ADDED", managed)
+    assert "managedFields" not in (sources.get(key) or {})["metadata"]
+
+
+class GatedKube(FakeKube):
+    """Answers nothing until ``gate`` requests are in flight: sequential writes would hang."""
+
+    def __init__(self, gate: int) -> None:
+        super().__init__()
+        self.gate = gate
+        self.held: list[tuple[asyncio.Future[JSON], Any]] = []
+
+    def request(self, method: str, path: str, *, body: object = None, **kwargs: Any) -> Any:
+        answered = super().request(method, path, body=body, **kwargs)
+        if method == "PATCH":  # finalizer and status: not part of the copy writes
+            return answered
+        future: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
+        self.held.append((future, answered.result()))
+        if len(self.held) >= self.gate:
+            for waiting, result in self.held:
+                waiting.set_result(result)
+        return future
+
+
+async def test_copies_are_written_in_parallel() -> None:
+    targets = [f"ns{i}" for i in range(5)]
+    world = world_with(*targets)
+    kube = GatedKube(gate=len(targets))
+    _, done = await asyncio.wait_for(run(world, kube, cache_of(world)), timeout=5)
+    assert done.written == len(targets)

@@ -1,0 +1,56 @@
+"""Generated files: the admission policy is fresh; the CRD carries the API's names and rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from configmapsync_operator.manifests import (
+    ADMISSION_POLICY_FILE,
+    CRD,
+    MAX_CHECKED_DESTINATIONS,
+    SAMPLES,
+    admission_policy_yaml,
+)
+from configmapsync_operator.spec import parse_spec
+from opsuite_common.crd import build_crd
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_admission_policy_file_is_fresh() -> None:
+    path = ROOT / ADMISSION_POLICY_FILE
+    assert path.read_text() == admission_policy_yaml(), (
+        "run `.venv/bin/python -m configmapsync_operator.manifests`"
+    )
+    policy, binding = yaml.safe_load_all(path.read_text())
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    names = [v["name"] for v in policy["spec"]["variables"]]
+    assert names.count("writesEverywhere") == 1
+    assert sum(n.startswith("mayWrite") for n in names) == MAX_CHECKED_DESTINATIONS
+    assert all(v.get("reason") in ("Forbidden", "Invalid") for v in policy["spec"]["validations"])
+
+
+def test_crd_names_columns_and_rules() -> None:
+    crd = build_crd(CRD)
+    names = crd["spec"]["names"]
+    assert (names["plural"], names["shortNames"], names["categories"]) == (
+        "configmapsyncs",
+        ["cms"],
+        ["opsuite"],
+    )
+    version = crd["spec"]["versions"][0]
+    columns = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert columns == ["Source", "Targets", "Synced", "Ready", "Age"]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["required"] == ["configMapName"]
+    assert len(spec["x-kubernetes-validations"]) == 2
+
+
+def test_samples_are_a_source_and_a_valid_sync_reading_it() -> None:
+    source, sync = SAMPLES
+    assert source["kind"] == "ConfigMap"
+    spec = parse_spec(sync)
+    assert spec.config_map_name == source["metadata"]["name"]
+    assert spec.source_namespace is None  # applied together, into one namespace
