@@ -4,7 +4,8 @@
     python hack/manifests.py check   # make verify: exit 1 listing stale or missing files
 
 Each operator package has a ``manifests`` module with ``CHART`` (chart directory name),
-``CRD`` (a CrdDescriptor) and ``SAMPLES`` (custom resources built from the models). The CRD
+``CRD`` (a CrdDescriptor), ``SAMPLES`` (custom resources built from the models) and, where it
+has more, ``EXTRA_FILES`` (repository path: content, e.g. an admission policy). The CRD
 goes to ``charts/<chart>/crds/`` (the one canonical copy) and the samples to
 ``operators/<operator>/samples/``.
 """
@@ -42,6 +43,8 @@ def expected_files() -> dict[Path, str]:
         crd = build_crd(module.CRD)
         name = crd["metadata"]["name"]
         files[ROOT / "charts" / module.CHART / "crds" / f"{name}.yaml"] = HEADER + crd_yaml(crd)
+        for relative, content in getattr(module, "EXTRA_FILES", {}).items():
+            files[ROOT / relative] = content
         for sample in module.SAMPLES:
             sample_name = sample["metadata"]["name"]
             path = ROOT / "operators" / directory / "samples" / f"{sample_name}.yaml"

@@ -122,6 +122,9 @@ def main() -> int:
         f"  kubectl get opsuite -n {DEMO_NAMESPACE}          # every opsuite resource\n"
         f"  kubectl get pods -n {DEMO_NAMESPACE} -o wide\n"
         f"  kubectl scale pset/busybox-sleepers -n {DEMO_NAMESPACE} --replicas=5\n"
+        "  kubectl create namespace team-a && "
+        "kubectl label namespace team-a opsuite.dev/shared-settings=true\n"
+        "  kubectl get configmap shared-settings -n team-a   # copied by ConfigMapSync\n"
         + "".join(
             f"  curl -s 127.0.0.1:{op.metrics_port}/metrics | grep reconcile_total  # {op.name}\n"
             f"  curl -s '127.0.0.1:{op.health_port}/readyz?verbose'\n"

