@@ -71,7 +71,9 @@ class Manager:
         self._leading = False
         self._watched: list[str] = []
         self._stores: dict[str, tuple[Store | None, EventHandler | None]] = {}
-        # Objects of each listing not yet applied by a handler: caches are synced when empty.
+        # Until the caches are synced: objects each handler has applied, and objects of each
+        # initial listing not applied yet (handlers may run before or after the listing ends).
+        self._applied_keys: dict[str, set[tuple[str, str]]] = {}
         self._unapplied: dict[tuple[str, str | None], set[tuple[str, str]]] = {}
         self._synced = asyncio.Event()
         self.activity.on_listed(self._listed)
@@ -131,9 +133,13 @@ class Manager:
             id=f"watch-{plural}",
         )(handler)
 
-    def _watch_namespaces(self) -> list[str | None]:
-        """The namespace of each watch stream kopf runs per resource (None: cluster-wide)."""
-        return list(self.options.namespaces) or [None]
+    def _has_listed(self, plural: str) -> bool:
+        """Whether every watch stream of ``plural`` has listed: one cluster-wide stream, or
+        one per served namespace (kopf watches cluster-scoped resources once either way)."""
+        return self.activity.has_listed(plural, None) or (
+            bool(self.options.namespaces)
+            and all(self.activity.has_listed(plural, ns) for ns in self.options.namespaces)
+        )
 
     def _listed(self, plural: str, namespace: str | None, keys: set[tuple[str, str]]) -> None:
         """A (re)listing ended: drop cached objects it no longer holds; maybe open the gate."""
@@ -148,26 +154,25 @@ class Manager:
                 if on_event is not None:
                     on_event("DELETED", obj, obj)
         if not self._synced.is_set():
-            self._unapplied[(plural, namespace)] = set(keys)
+            self._unapplied[(plural, namespace)] = keys - self._applied_keys.get(plural, set())
             self._check_synced()
 
     def _applied(self, plural: str, obj: JSON) -> None:
         if self._synced.is_set():
             return
         key = object_key(obj)
+        self._applied_keys.setdefault(plural, set()).add(key)
         for (resource, namespace), pending in self._unapplied.items():
             if resource == plural and (namespace is None or namespace == key[0]):
                 pending.discard(key)
         self._check_synced()
 
     def _check_synced(self) -> None:
-        listed = all(
-            self.activity.has_listed(plural, ns)
-            for plural in self._watched
-            for ns in self._watch_namespaces()
-        )
+        listed = all(self._has_listed(plural) for plural in self._watched)
         if listed and not any(self._unapplied.values()):
             self._synced.set()
+            self._applied_keys.clear()
+            self._unapplied.clear()
             log.info("caches synced: %s", ", ".join(self._watched))
 
     def readiness(self) -> str | None:
@@ -175,11 +180,7 @@ class Manager:
         if not self._leading:
             return None
         if not self._ready.is_set() or not self._synced.is_set():
-            missing = [
-                plural
-                for plural in self._watched
-                if not all(self.activity.has_listed(plural, ns) for ns in self._watch_namespaces())
-            ]
+            missing = [plural for plural in self._watched if not self._has_listed(plural)]
             return f"caches not synced yet: {', '.join(missing) or 'applying the listings'}"
         stale = self.activity.stale(2 * self.options.watch_timeout)
         if stale:
