@@ -26,7 +26,8 @@ from typing import IO, Any
 
 from kubernetes import client
 
-from bench.plane import object_path, read, request
+from bench.plane import read, request
+from opsuite_common.kube import resource_path
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class AuditTail:
 
     def flush(self, api: client.ApiClient, namespace: str, timeout: float = 30.0) -> None:
         """Make a request in ``namespace`` and read the log until it appears there."""
-        response = request(api, "GET", object_path("v1", "namespaces", None, namespace))
+        response = request(api, "GET", resource_path("v1", "namespaces", None, namespace))
         read(response)
         marker = response.headers.get("Audit-Id")
         if not marker:

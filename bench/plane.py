@@ -15,6 +15,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.client.rest import RESTResponse
 
+from opsuite_common.kube import resource_path
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ROOT / ".local"
 KUBECONFIG = LOCAL / "kubeconfig"
@@ -87,25 +89,6 @@ def request_json(
     return parsed
 
 
-def object_path(
-    api_version: str,
-    plural: str,
-    namespace: str | None = None,
-    name: str | None = None,
-    subresource: str | None = None,
-) -> str:
-    """The REST path of a collection, an object or one of its subresources."""
-    path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    if namespace is not None:
-        path += f"/namespaces/{namespace}"
-    path += f"/{plural}"
-    if name is not None:
-        path += f"/{name}"
-    if subresource is not None:
-        path += f"/{subresource}"
-    return path
-
-
 def _exists(api: client.ApiClient, path: str) -> bool:
     try:
         read(request(api, "GET", path))
@@ -141,9 +124,9 @@ def create_namespace(
 ) -> None:
     """Create a namespace and wait for its default ServiceAccount (pod admission needs it)."""
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
-    request_json(api, "POST", object_path("v1", "namespaces"), body=body)
+    request_json(api, "POST", resource_path("v1", "namespaces"), body=body)
     deadline = time.monotonic() + timeout
-    while not _exists(api, object_path("v1", "serviceaccounts", name, "default")):
+    while not _exists(api, resource_path("v1", "serviceaccounts", name, "default")):
         if time.monotonic() > deadline:
             raise TimeoutError(f"no default ServiceAccount in namespace {name}")
         time.sleep(0.2)
@@ -154,11 +137,15 @@ def delete_namespaces(api: client.ApiClient, names: list[str], timeout: float = 
     options = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
     for name in names:
         with contextlib.suppress(ApiException):
-            read(request(api, "DELETE", object_path("v1", "namespaces", None, name), body=options))
+            read(
+                request(api, "DELETE", resource_path("v1", "namespaces", None, name), body=options)
+            )
     deadline = time.monotonic() + timeout
     remaining = list(names)
     while remaining and time.monotonic() < deadline:
-        remaining = [n for n in remaining if _exists(api, object_path("v1", "namespaces", None, n))]
+        remaining = [
+            n for n in remaining if _exists(api, resource_path("v1", "namespaces", None, n))
+        ]
         if remaining:
             time.sleep(1.0)
     return remaining

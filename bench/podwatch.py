@@ -21,7 +21,8 @@ from typing import Any
 
 from kubernetes import client
 
-from bench.plane import object_path, read, request
+from bench.plane import read, request
+from opsuite_common.kube import resource_path
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class PodTracker:
 
     def __init__(self, api: client.ApiClient, namespace: str) -> None:
         self._api = api
-        self._path = object_path("v1", "pods", namespace)
+        self._path = resource_path("v1", "pods", namespace)
         self.namespace = namespace
         self._lock = threading.Lock()
         self._phase: dict[str, str] = {}

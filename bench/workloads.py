@@ -13,7 +13,8 @@ from typing import Any
 from kubernetes import client
 
 from bench.audit import Actor, by_user, by_user_agent
-from bench.plane import object_path, read, request, request_json
+from bench.plane import read, request, request_json
+from opsuite_common.kube import resource_path
 
 REPLICASET_CONTROLLER = "system:serviceaccount:kube-system:replicaset-controller"
 """kube-controller-manager's ReplicaSet controller (it runs with its own service accounts)."""
@@ -59,7 +60,7 @@ class Workload:
 
     def path(self, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
         """REST path of the collection, an object or its subresource."""
-        return object_path(
+        return resource_path(
             f"{self.group}/{self.version}", self.plural, namespace, name, subresource
         )
 
