@@ -10,7 +10,7 @@ PY := $(VENV)/python
 PYTEST := $(VENV)/pytest
 export PATH := $(CURDIR)/.local/bin:$(PATH)
 
-PY_SOURCES := shared operators e2e hack
+PY_SOURCES := shared operators e2e hack bench
 
 .PHONY: help
 help: ## List the targets
@@ -50,7 +50,7 @@ lint: deps ## ruff (lint + format check), actionlint on the GitHub workflows
 	actionlint
 
 typecheck: deps ## mypy --strict
-	$(VENV)/mypy shared operators e2e hack/localplane.py hack/run.py hack/manifests.py
+	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/run.py hack/manifests.py
 
 unit: deps ## Unit and property tests (no cluster)
 	@echo "==================== unit tests ===================="
