@@ -91,7 +91,11 @@ class OperatorProcess:
                 raise AssertionError(f"{self.command} exited; log:\n{self.log_tail()}")
             return self.readyz()
 
-        wait_until(probe, lambda r: r[0] == 200, timeout=timeout, what=f"{self.command} ready")
+        try:
+            wait_until(probe, lambda r: r[0] == 200, timeout=timeout, what=f"{self.command} ready")
+        except BaseException:
+            self.stop(timeout=5)  # a failed fixture must not leave the process running
+            raise
 
     def signal(self, sig: int) -> None:
         assert self.process is not None
