@@ -69,6 +69,27 @@ def start_local_plane() -> Cluster:
     return Cluster("local", LOCAL_KUBECONFIG, LOCAL_AUDIT_LOG)
 
 
+def service_account_client(
+    api: client.ApiClient, namespace: str, name: str, *, user_agent: str | None = None
+) -> client.ApiClient:
+    """An API client authenticating as an existing ServiceAccount, through a TokenRequest."""
+    token = (
+        client.CoreV1Api(api)
+        .create_namespaced_service_account_token(
+            name, namespace, {"spec": {"expirationSeconds": 600}}
+        )
+        .status.token
+    )
+    conf = client.Configuration()
+    conf.host = api.configuration.host
+    conf.ssl_ca_cert = api.configuration.ssl_ca_cert
+    conf.api_key = {"authorization": f"Bearer {token}"}
+    sa_client = client.ApiClient(conf)
+    if user_agent is not None:
+        sa_client.user_agent = user_agent
+    return sa_client
+
+
 class WaitTimeout(AssertionError):
     """A wait ran out of time; the message says what was last seen."""
 

@@ -21,7 +21,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from configmapsync_operator.models import ConfigMapSyncSpec
-from e2e.cluster import Cluster, wait_until
+from e2e.cluster import Cluster, service_account_client, wait_until
 from e2e.configmapsync_support import (
     FINALIZER,
     GROUP,
@@ -551,17 +551,9 @@ def test_valid_specs_are_accepted_unchanged(api: client.ApiClient, pool: Pool) -
 
 
 def _token_client(api: client.ApiClient, namespace: str, sa: str) -> client.ApiClient:
-    """An API client authenticating as a ServiceAccount (TokenRequest)."""
-    core = client.CoreV1Api(api)
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": sa}})
-    token = core.create_namespaced_service_account_token(
-        sa, namespace, {"spec": {"expirationSeconds": 600}}
-    ).status.token
-    conf = client.Configuration()
-    conf.host = api.configuration.host
-    conf.ssl_ca_cert = api.configuration.ssl_ca_cert
-    conf.api_key = {"authorization": f"Bearer {token}"}
-    return client.ApiClient(conf)
+    """A new ServiceAccount, and an API client authenticating as it."""
+    client.CoreV1Api(api).create_namespaced_service_account(namespace, {"metadata": {"name": sa}})
+    return service_account_client(api, namespace, sa)
 
 
 def _bind(

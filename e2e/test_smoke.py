@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from e2e.cluster import Cluster, audit_events, wait_until
+from e2e.cluster import Cluster, audit_events, service_account_client, wait_until
 
 POD_TEMPLATE = {
     "metadata": {"labels": {"app": "smoke"}},
@@ -95,21 +95,6 @@ def test_ephemeral_container_through_subresource(api: client.ApiClient, namespac
     assert refused.value.status == 422
 
 
-def _token_client(api: client.ApiClient, namespace: str, sa: str) -> client.ApiClient:
-    """An API client that authenticates as a ServiceAccount through a TokenRequest."""
-    core = client.CoreV1Api(api)
-    token = core.create_namespaced_service_account_token(
-        sa, namespace, {"spec": {"expirationSeconds": 600}}
-    ).status.token
-    conf = client.Configuration()
-    conf.host = api.configuration.host
-    conf.ssl_ca_cert = api.configuration.ssl_ca_cert
-    conf.api_key = {"authorization": f"Bearer {token}"}
-    sa_client = client.ApiClient(conf)
-    sa_client.user_agent = f"opsuite-e2e-smoke/{uuid.uuid4().hex[:8]}"
-    return sa_client
-
-
 def test_admission_policy_with_authorizer_and_audit_log(
     cluster: Cluster, api: client.ApiClient, namespace: str
 ) -> None:
@@ -176,7 +161,9 @@ def test_admission_policy_with_authorizer_and_audit_log(
         }
     )
     try:
-        sa_api = _token_client(api, namespace, "writer")
+        sa_api = service_account_client(
+            api, namespace, "writer", user_agent=f"opsuite-e2e-smoke/{uuid.uuid4().hex[:8]}"
+        )
         sa_core = client.CoreV1Api(sa_api)
         cm = {"metadata": {"name": "from-writer"}, "data": {"k": "v"}}
 

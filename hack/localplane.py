@@ -459,6 +459,7 @@ def up() -> None:
             [
                 f"--kubeconfig={PKI / 'kwok.kubeconfig'}",
                 f"--config={stages}",
+                f"--config={ROOT / 'hack' / 'kwok' / 'ephemeral-containers-running.yaml'}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 f"--node-ip={HOST}",

@@ -39,6 +39,7 @@ class Operator:
 OPERATORS = (
     Operator("podset-operator", "podset", "podset-operator", 18080, 18081),
     Operator("configmapsync-operator", "configmapsync", "configmapsync-operator", 18082, 18083),
+    Operator("pod-debugger-operator", "poddebugger", "pod-debugger-operator", 18084, 18085),
 )
 
 

@@ -1,0 +1,142 @@
+"""PodDebugger wiring: two watches feed caches and enqueue PodDebuggers; one controller.
+
+* poddebuggers: the full objects, indexed by namespace;
+* pods: slim records (:func:`~poddebugger_operator.actions.slim_pod`), indexed by namespace.
+
+A pod that appears, vanishes, or changes labels, phase or ephemeral containers enqueues the
+PodDebuggers of its namespace. Nothing is polled. Handlers run only once every watch has
+listed (a kopf index handler on each resource holds them), so a pass never mistakes a cache
+still filling for a pod without its debug container.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+
+from opsuite_common.controller import Result
+from opsuite_common.events import EventRecorder
+from opsuite_common.manager import Manager
+from opsuite_common.store import JSON, ObjectKey, Store, by_namespace, object_key
+from poddebugger_operator import metrics
+from poddebugger_operator.actions import Execution, execute, slim_pod
+from poddebugger_operator.models import GROUP, KIND, PLURAL, VERSION
+from poddebugger_operator.reconcile import plan
+
+CONTROLLER = "poddebugger"
+MAX_PENDING = 10_000
+
+
+def _no_index(**_: Any) -> None:
+    """Indexes nothing: its presence makes kopf hold event handlers until every watch listed."""
+    return
+
+
+def _namespace_index(obj: JSON) -> list[Hashable]:
+    return list(by_namespace(obj))
+
+
+def _pod_ref(pod: JSON) -> JSON:
+    """A pod as an Event's involvedObject needs it (slim records have no kind)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod["metadata"]}
+
+
+def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
+    """Register the watches and the PodDebugger controller on ``manager``.
+
+    ``allowed_prefixes``: only images starting with one of them are injected (none: any).
+    """
+    prefixes = tuple(allowed_prefixes)
+    debuggers = Store("poddebuggers", {"namespace": _namespace_index})
+    pods = Store("pods", {"namespace": _namespace_index})
+    recorder = EventRecorder(manager.kube, manager.name, manager.identity)
+    seen: dict[tuple[ObjectKey, str], float] = {}
+    """(PodDebugger, pod uid) planned for injection: when first planned (monotonic seconds)."""
+
+    async def reconcile(key: ObjectKey) -> Result | None:
+        debugger = debuggers.get(*key)
+        if debugger is None:
+            for entry in [k for k in seen if k[0] == key]:
+                seen.pop(entry, None)
+            return None
+        actions = plan(debugger, pods.items(key[0]), datetime.now(UTC), allowed_prefixes=prefixes)
+        if actions.is_empty:
+            return None
+        started = time.monotonic()
+        if len(seen) > MAX_PENDING:
+            seen.clear()
+        for uid in actions.new_matches:
+            seen.setdefault((key, uid), started)
+        done = await execute(manager.kube, pods, debugger, actions)
+        finished = time.monotonic()
+        for injection in done.injected:
+            metrics.observe_injection(finished - seen.pop((key, injection.pod_uid), started))
+        metrics.observe_failures(len(done.refused) + (1 if done.failed else 0))
+        for failure in done.refused:
+            seen.pop((key, failure.uid), None)
+        record_events(debugger, done)
+        if done.requeue_after is not None:
+            return Result(requeue_after=done.requeue_after)
+        if done.failed:
+            return Result(requeue=True)
+        return None
+
+    controller = manager.add_controller(CONTROLLER, reconcile)
+
+    def record_events(debugger: JSON, done: Execution) -> None:
+        name = f"{KIND} {debugger['metadata']['name']}"
+        for injection in done.injected:
+            container = injection.container
+            message = (
+                f"{name} added ephemeral container {container['name']} (image {container['image']})"
+            )
+            recorder.normal(_pod_ref(dict(injection.pod)), "DebugContainerAdded", message)
+            recorder.normal(
+                debugger,
+                "DebugContainerAdded",
+                f"added {container['name']} to pod {injection.pod_name}",
+            )
+        for failure in done.refused:
+            recorder.warning(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": failure.pod,
+                        "namespace": debugger["metadata"]["namespace"],
+                        "uid": failure.uid,
+                    },
+                },
+                "DebugContainerRefused",
+                f"{name} could not add ephemeral container {failure.container}: {failure.message}",
+            )
+            recorder.warning(
+                debugger,
+                "InjectionFailed",
+                f"pod {failure.pod} refused {failure.container}: {failure.message}",
+            )
+
+    def enqueue_namespace(namespace: str) -> None:
+        for debugger in debuggers.by_index("namespace", namespace):
+            controller.enqueue(object_key(debugger))
+
+    def on_debugger(_event_type: str | None, obj: JSON, _old: JSON | None) -> None:
+        controller.enqueue(object_key(obj))
+
+    def on_pod(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
+        record = slim_pod(obj)
+        old = pods.apply(event_type, record)
+        if event_type != "DELETED" and old == record:
+            return  # nothing the planner reads changed
+        enqueue_namespace(record["metadata"].get("namespace", ""))
+
+    for group, version, plural in ((GROUP, VERSION, PLURAL), ("", "v1", "pods")):
+        kopf.on.index(group, version, plural, registry=manager.registry, id=f"listed-{plural}")(
+            _no_index
+        )
+    manager.watch(GROUP, VERSION, PLURAL, store=debuggers, on_event=on_debugger)
+    manager.watch("", "v1", "pods", on_event=on_pod)

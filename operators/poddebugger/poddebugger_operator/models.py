@@ -1,0 +1,142 @@
+"""PodDebugger API (debug.opsuite.dev/v1alpha1): the single source of truth for the CRD schema."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from opsuite_common.kube_model import (
+    REASON_PATTERN,
+    ConditionList,
+    KubeModel,
+    LabelSelector,
+    cel,
+    list_map,
+    validations,
+)
+
+GROUP = "debug.opsuite.dev"
+VERSION = "v1alpha1"
+KIND = "PodDebugger"
+PLURAL = "poddebuggers"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+MAX_PODS_LIMIT = 100
+"""Upper bound of spec.maxPods (and so of status.debuggedPods)."""
+MAX_FAILED_PODS = 20
+CONTAINER_PREFIX = "pdbg-"
+"""Every ephemeral container a PodDebugger adds is named ``pdbg-<debugger>-<spec hash>``."""
+
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+
+Profile = Literal["general", "baseline", "restricted", "netadmin", "sysadmin"]
+ContainerState = Literal["Running", "Waiting", "Terminated", "Unknown"]
+
+_SELECTOR_NOT_EMPTY = cel(
+    "(has(self.matchLabels) && size(self.matchLabels) > 0) || "
+    "(has(self.matchExpressions) && size(self.matchExpressions) > 0)",
+    "selector must not be empty: an empty selector would debug every pod of the namespace",
+    reason="FieldValueRequired",
+)
+
+Argument = Annotated[str, Field(max_length=4096)]
+
+
+class EnvVar(KubeModel):
+    """An environment variable of the debug container (a literal value)."""
+
+    name: str = Field(min_length=1, max_length=256, pattern=ENV_NAME_PATTERN)
+    """Variable name."""
+    value: str = Field(default="", max_length=4096)
+    """Variable value."""
+
+
+class PodDebuggerSpec(KubeModel):
+    """Which pods get a debug container, and what that container is."""
+
+    selector: LabelSelector = Field(json_schema_extra=validations(_SELECTOR_NOT_EMPTY))
+    """Pods of the PodDebugger's namespace whose labels match get the debug container. Must
+    not be empty."""
+    image: str = Field(min_length=1, max_length=512)
+    """Image of the debug container (kubectl debug --image)."""
+    command: list[Argument] | None = Field(default=None, max_length=64)
+    """Entrypoint of the debug container; the image's when omitted."""
+    args: list[Argument] | None = Field(default=None, max_length=64)
+    """Arguments to the entrypoint."""
+    env: list[EnvVar] | None = Field(
+        default=None, max_length=64, json_schema_extra=list_map("name")
+    )
+    """Environment variables of the debug container (kubectl debug --env)."""
+    stdin: bool = False
+    """Keep stdin open (kubectl debug -i); attach with kubectl attach."""
+    tty: bool = False
+    """Allocate a TTY (kubectl debug -t)."""
+    target_container: str | None = Field(
+        default=None, min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN
+    )
+    """Share the process namespace of this container of the pod (kubectl debug --target)."""
+    profile: Profile = "restricted"
+    """Security profile, as kubectl debug --profile sets the container's securityContext:
+    restricted (default: non-root, no capabilities, no privilege escalation, RuntimeDefault
+    seccomp), baseline (none), general (SYS_PTRACE), netadmin (NET_ADMIN, NET_RAW) or sysadmin
+    (privileged)."""
+    max_pods: int = Field(default=10, ge=1, le=MAX_PODS_LIMIT)
+    """At most this many pods get a debug container from this PodDebugger; further matching
+    pods are reported (skippedPods)."""
+
+
+class DebuggedPod(KubeModel):
+    """A debug container this PodDebugger added to a pod."""
+
+    pod: str = Field(max_length=253)
+    """Pod name."""
+    container: str = Field(max_length=63)
+    """Ephemeral container name."""
+    image: str = Field(max_length=512)
+    """Its image."""
+    state: ContainerState
+    """From the pod's ephemeralContainerStatuses: Running, Waiting, Terminated, or Unknown
+    while the kubelet has not reported it."""
+
+
+class FailedPod(KubeModel):
+    """A pod that matches but could not be given the debug container."""
+
+    pod: str = Field(max_length=253)
+    """Pod name."""
+    uid: str = Field(max_length=64)
+    """Pod uid (a recreated pod of the same name is tried again)."""
+    container: str = Field(max_length=63)
+    """The ephemeral container that was refused."""
+    reason: str = Field(min_length=1, max_length=128, pattern=REASON_PATTERN)
+    """Rejected (the API server refused: not retried until the spec or pod changes)."""
+    message: str = Field(max_length=1024)
+    """The API server's message."""
+
+
+class PodDebuggerStatus(KubeModel):
+    """Observed state of a PodDebugger."""
+
+    matched_pods: int | None = Field(default=None, ge=0)
+    """Pods of the namespace matching the selector (terminated ones excluded)."""
+    debugged_count: int | None = Field(default=None, ge=0)
+    """Matching pods holding the debug container of the current spec."""
+    skipped_pods: int | None = Field(default=None, ge=0)
+    """Matching pods left without a debug container because of maxPods."""
+    debugged_pods: list[DebuggedPod] | None = Field(
+        default=None,
+        max_length=2 * MAX_PODS_LIMIT,
+        json_schema_extra=list_map("pod", "container"),
+    )
+    """Debug containers of this PodDebugger in matching pods, with their state."""
+    failed_pods: list[FailedPod] | None = Field(
+        default=None, max_length=MAX_FAILED_PODS, json_schema_extra=list_map("pod")
+    )
+    """Pods the API server refused the debug container for, with its message; at most 20."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The .metadata.generation this status describes."""
+    conditions: ConditionList | None = None
+    """Ready (every selected pod holds the debug container) and Degraded (the API server
+    refused some: InjectionFailed; or the spec is invalid: InvalidSpec)."""

@@ -1,0 +1,420 @@
+"""Pure PodDebugger planning: the PodDebugger + cached pods -> ephemeral containers to add.
+
+Rules:
+
+* only pods of the PodDebugger's own namespace whose labels match its selector are considered;
+  pods that are terminated (Succeeded, Failed) or being deleted are skipped;
+* a pod is written only by adding one ephemeral container (pods/ephemeralcontainers); nothing
+  else of a pod is ever changed, and nothing is ever removed;
+* the container name is ``pdbg-<debugger name>-<hash of the container spec>``: whether a pod
+  already has it is read from its spec.ephemeralContainers, so restarts, resyncs and repeated
+  events never add a second one, and a new spec (image...) yields a new name;
+* at most ``maxPods`` pods hold the current container: those holding it first, then the
+  oldest matching pods; the others are counted as skipped;
+* a pod the API server refused the current container for (status.failedPods, same uid and
+  container) is not tried again until the spec or the pod changes.
+
+Executing a Plan is :mod:`poddebugger_operator.actions`' job; :func:`status_patch` turns the
+outcome (after the injections, with their failures) into the status to write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from opsuite_common.conditions import set_condition
+from opsuite_common.kube_model import ConditionStatus
+from poddebugger_operator.models import (
+    CONTAINER_PREFIX,
+    MAX_FAILED_PODS,
+    ContainerState,
+    DebuggedPod,
+    FailedPod,
+    PodDebuggerSpec,
+    PodDebuggerStatus,
+    Profile,
+)
+
+JSON = dict[str, Any]
+
+READY = "Ready"
+DEGRADED = "Degraded"
+DEBUGGED = "Debugged"
+INJECTING = "Injecting"
+NO_MATCHING_PODS = "NoMatchingPods"
+AS_EXPECTED = "AsExpected"
+INVALID_SPEC = "InvalidSpec"
+INJECTION_FAILED = "InjectionFailed"
+IMAGE_NOT_ALLOWED = "ImageNotAllowed"
+REJECTED = "Rejected"
+HASH_LENGTH = 10
+MAX_NAME = 63
+MAX_MESSAGE = 1024
+TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class InvalidSpecError(ValueError):
+    """The spec cannot be acted upon; the message is user-facing."""
+
+
+def parse_spec(debugger: Mapping[str, Any]) -> PodDebuggerSpec:
+    """Validate ``debugger["spec"]`` strictly, as the API server's schema does."""
+    raw = debugger.get("spec")
+    if not isinstance(raw, Mapping):
+        raise InvalidSpecError("spec: Field required")
+    try:
+        spec = PodDebuggerSpec.model_validate(raw, strict=True)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        path = ".".join(str(part) for part in ("spec", *first["loc"]))
+        raise InvalidSpecError(f"{path}: {first['msg'].removeprefix('Value error, ')}") from None
+    if not spec.selector.match_labels and not spec.selector.match_expressions:
+        raise InvalidSpecError("spec.selector: must not be empty")
+    return spec
+
+
+def security_context(profile: Profile) -> JSON | None:
+    """The securityContext kubectl debug --profile gives a debug container."""
+    if profile == "restricted":
+        return {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+    if profile == "general":
+        return {"capabilities": {"add": ["SYS_PTRACE"]}}
+    if profile == "netadmin":
+        return {"capabilities": {"add": ["NET_ADMIN", "NET_RAW"]}}
+    if profile == "sysadmin":
+        return {"privileged": True}
+    return None  # baseline
+
+
+def _container_body(spec: PodDebuggerSpec) -> JSON:
+    body: JSON = {"image": spec.image}
+    if spec.command:
+        body["command"] = list(spec.command)
+    if spec.args:
+        body["args"] = list(spec.args)
+    if spec.env:
+        body["env"] = [{"name": e.name, "value": e.value} for e in spec.env]
+    if spec.stdin:
+        body["stdin"] = True
+    if spec.tty:
+        body["tty"] = True
+    if spec.target_container:
+        body["targetContainerName"] = spec.target_container
+    context = security_context(spec.profile)
+    if context is not None:
+        body["securityContext"] = context
+    return body
+
+
+def name_prefix(debugger_name: str) -> str:
+    """``pdbg-<debugger name as a DNS label, shortened>-``: every container of one debugger."""
+    room = MAX_NAME - len(CONTAINER_PREFIX) - 1 - HASH_LENGTH - 1
+    stem = re.sub(r"[^a-z0-9-]", "-", debugger_name.lower())[:room].strip("-") or "x"
+    return f"{CONTAINER_PREFIX}{stem}-"
+
+
+def container_name(debugger_name: str, spec: PodDebuggerSpec) -> str:
+    """Deterministic ephemeral container name: the debugger's name + a hash of the container."""
+    canonical = json.dumps(_container_body(spec), sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).hexdigest()[:HASH_LENGTH]
+    return f"{name_prefix(debugger_name)}{digest}"
+
+
+def ephemeral_container(debugger_name: str, spec: PodDebuggerSpec) -> JSON:
+    """The ephemeral container a pod gets from this debugger."""
+    return {"name": container_name(debugger_name, spec), **_container_body(spec)}
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = _meta(obj).get("labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def ephemeral_names(pod: Mapping[str, Any]) -> list[str]:
+    """Names of the pod's ephemeral containers."""
+    containers = (pod.get("spec") or {}).get("ephemeralContainers") or ()
+    return [str(c.get("name")) for c in containers if isinstance(c, Mapping)]
+
+
+def is_live(pod: Mapping[str, Any]) -> bool:
+    """Not terminated and not being deleted."""
+    phase = (pod.get("status") or {}).get("phase")
+    return phase not in TERMINATED_PHASES and not _meta(pod).get("deletionTimestamp")
+
+
+def _state(pod: Mapping[str, Any], name: str) -> ContainerState:
+    for status in (pod.get("status") or {}).get("ephemeralContainerStatuses") or ():
+        if isinstance(status, Mapping) and status.get("name") == name:
+            state = status.get("state") or {}
+            for key, value in (("running", "Running"), ("terminated", "Terminated")):
+                if key in state:
+                    return "Running" if value == "Running" else "Terminated"
+            if "waiting" in state:
+                return "Waiting"
+    return "Unknown"
+
+
+def _image(pod: Mapping[str, Any], name: str) -> str:
+    for c in (pod.get("spec") or {}).get("ephemeralContainers") or ():
+        if isinstance(c, Mapping) and c.get("name") == name:
+            return str(c.get("image") or "")
+    return ""
+
+
+@dataclass(frozen=True)
+class Injection:
+    """Add ``container`` to the pod ``pod`` (a cached record) through the subresource."""
+
+    pod: Mapping[str, Any]
+    container: JSON
+
+    @property
+    def pod_name(self) -> str:
+        return str(_meta(self.pod)["name"])
+
+    @property
+    def pod_uid(self) -> str:
+        return str(_meta(self.pod).get("uid") or "")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The API server refused an injection."""
+
+    pod: str
+    uid: str
+    container: str
+    message: str
+    reason: str = REJECTED
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the status reports."""
+
+    blocked: tuple[str, str] | None = None
+    """(reason, message) when nothing can be done (InvalidSpec)."""
+    container: str = ""
+    image: str = ""
+    matched: tuple[str, ...] = ()
+    """Names of matching live pods, sorted."""
+    debugged: frozenset[str] = frozenset()
+    """Pods holding (or just given) the current container."""
+    skipped: int = 0
+    failures: tuple[Failure, ...] = ()
+    containers: tuple[DebuggedPod, ...] = ()
+    """Every container of this debugger in matching pods (before this pass's injections)."""
+
+    def with_results(self, injected: Iterable[Injection], failed: Iterable[Failure]) -> Outcome:
+        """The outcome once injections were carried out (some maybe refused)."""
+        failures = list(failed)
+        refused = {f.pod for f in failures}
+        added = [
+            DebuggedPod(pod=i.pod_name, container=self.container, image=self.image, state="Unknown")
+            for i in injected
+            if i.pod_name not in refused
+        ]
+        return replace(
+            self,
+            debugged=self.debugged - refused,
+            failures=(*(f for f in self.failures if f.pod not in refused), *failures),
+            containers=(*self.containers, *added),
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Actions for one reconcile of one PodDebugger; empty in steady state."""
+
+    outcome: Outcome
+    injections: tuple[Injection, ...] = ()
+    status_patch: JSON | None = None
+    """Status to write if nothing was refused; None when unchanged."""
+    new_matches: tuple[str, ...] = field(default=())
+    """Uids of pods planned for injection (for the latency metric)."""
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.injections and self.status_patch is None
+
+
+def _known_failures(debugger: Mapping[str, Any], container: str) -> dict[str, Failure]:
+    """Refusals recorded in the status for the current container, by pod uid."""
+    found: dict[str, Failure] = {}
+    for entry in (debugger.get("status") or {}).get("failedPods") or ():
+        if isinstance(entry, Mapping) and entry.get("container") == container:
+            failure = Failure(
+                str(entry.get("pod")),
+                str(entry.get("uid")),
+                container,
+                str(entry.get("message") or ""),
+                str(entry.get("reason") or REJECTED),
+            )
+            found[failure.uid] = failure
+    return found
+
+
+def _order(pod: Mapping[str, Any]) -> tuple[str, str]:
+    meta = _meta(pod)
+    return str(meta.get("creationTimestamp") or ""), str(meta.get("name"))
+
+
+def image_allowed(image: str, allowed_prefixes: Sequence[str]) -> bool:
+    """Whether ``image`` starts with one of ``allowed_prefixes`` (no prefixes: any image)."""
+    return not allowed_prefixes or any(image.startswith(p) for p in allowed_prefixes)
+
+
+def plan(
+    debugger: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    now: datetime,
+    *,
+    allowed_prefixes: Sequence[str] = (),
+) -> Plan:
+    """Plan one reconcile of ``debugger`` over cached ``pods`` (any namespace).
+
+    ``allowed_prefixes`` (the operator's --allowed-image-prefix): when given, a debugger whose
+    image starts with none of them injects nothing and is reported (ImageNotAllowed).
+    """
+    meta = _meta(debugger)
+    namespace = meta.get("namespace")
+    try:
+        spec = parse_spec(debugger)
+    except InvalidSpecError as error:
+        outcome = Outcome(blocked=(INVALID_SPEC, str(error)))
+        return Plan(outcome, status_patch=status_patch(debugger, outcome, now))
+    if not image_allowed(spec.image, allowed_prefixes):
+        message = (
+            f"image {spec.image} is not allowed: the operator only injects images starting with "
+            + ", ".join(allowed_prefixes)
+        )
+        outcome = Outcome(blocked=(IMAGE_NOT_ALLOWED, message), image=spec.image)
+        return Plan(outcome, status_patch=status_patch(debugger, outcome, now))
+    name = container_name(str(meta["name"]), spec)
+    prefix = name_prefix(str(meta["name"]))
+    matching = sorted(
+        (
+            p
+            for p in pods
+            if _meta(p).get("namespace") == namespace
+            and is_live(p)
+            and spec.selector.matches(_labels(p))
+        ),
+        key=_order,
+    )
+    holders = [p for p in matching if name in ephemeral_names(p)]
+    known = _known_failures(debugger, name)
+    room = max(spec.max_pods - len(holders), 0)
+    candidates = [p for p in matching if name not in ephemeral_names(p)]
+    # Pods that hold an older container of this debugger come first: they were chosen before.
+    candidates.sort(key=lambda p: not any(n.startswith(prefix) for n in ephemeral_names(p)))
+    chosen = candidates[:room]
+    skipped = len(candidates) - len(chosen)
+    container = ephemeral_container(str(meta["name"]), spec)
+    injections: list[Injection] = []
+    failures: list[Failure] = []
+    for pod in chosen:
+        uid = str(_meta(pod).get("uid") or "")
+        if uid in known:
+            failures.append(known[uid])
+        else:
+            injections.append(Injection(pod, container))
+    containers = tuple(
+        DebuggedPod(pod=str(_meta(p)["name"]), container=n, image=_image(p, n), state=_state(p, n))
+        for p in matching
+        for n in ephemeral_names(p)
+        if n.startswith(prefix)
+    )
+    outcome = Outcome(
+        container=name,
+        image=spec.image,
+        matched=tuple(str(_meta(p)["name"]) for p in matching),
+        debugged=frozenset(
+            [*(str(_meta(p)["name"]) for p in holders), *(i.pod_name for i in injections)]
+        ),
+        skipped=skipped,
+        failures=tuple(failures),
+        containers=containers,
+    )
+    after = outcome.with_results(injections, ())
+    return Plan(
+        outcome,
+        injections=tuple(injections),
+        status_patch=status_patch(debugger, after, now),
+        new_matches=tuple(i.pod_uid for i in injections),
+    )
+
+
+_Condition = tuple[str, ConditionStatus, str, str]
+
+
+def _conditions(outcome: Outcome) -> list[_Condition]:
+    if outcome.blocked is not None:
+        reason, message = outcome.blocked
+        return [(READY, "False", reason, message), (DEGRADED, "True", reason, message)]
+    over = f"; {outcome.skipped} more matching pods over maxPods" if outcome.skipped else ""
+    if outcome.failures:
+        shown = "; ".join(f"{f.pod}: {f.message}" for f in outcome.failures[:3])
+        message = f"{len(outcome.failures)} pods refused the debug container: {shown}"
+        return [
+            (READY, "False", INJECTION_FAILED, message[:MAX_MESSAGE]),
+            (DEGRADED, "True", INJECTION_FAILED, message[:MAX_MESSAGE]),
+        ]
+    healthy: _Condition = (DEGRADED, "False", AS_EXPECTED, "")
+    if not outcome.matched:
+        return [(READY, "True", NO_MATCHING_PODS, "no pod matches the selector"), healthy]
+    count = f"{len(outcome.debugged)} of {len(outcome.matched)} matching pods debugged{over}"
+    return [(READY, "True", DEBUGGED, count), healthy]
+
+
+def status_patch(debugger: Mapping[str, Any], outcome: Outcome, now: datetime) -> JSON | None:
+    """The status fields to write, or None when the current status already says the same."""
+    now = now if now.tzinfo else now.replace(tzinfo=UTC)
+    current = debugger.get("status") or {}
+    generation = int(_meta(debugger).get("generation") or 0)
+    previous = current.get("conditions")
+    conditions: list[dict[str, Any]] = (
+        [dict(c) for c in previous if isinstance(c, Mapping)] if isinstance(previous, list) else []
+    )
+    for type_, value, reason, message in _conditions(outcome):
+        conditions, _ = set_condition(conditions, type_, value, reason, message, generation, now)
+    failures: Sequence[Failure] = sorted(outcome.failures, key=lambda f: f.pod)
+    desired = PodDebuggerStatus(
+        matched_pods=len(outcome.matched),
+        debugged_count=len(outcome.debugged),
+        skipped_pods=outcome.skipped,
+        debugged_pods=sorted(outcome.containers, key=lambda d: (d.pod, d.container)),
+        failed_pods=[
+            FailedPod(
+                pod=f.pod,
+                uid=f.uid,
+                container=f.container,
+                reason=f.reason,
+                message=f.message[:MAX_MESSAGE],
+            )
+            for f in failures[:MAX_FAILED_PODS]
+        ],
+        observed_generation=generation,
+        conditions=conditions,
+    ).to_kube()
+    if all(current.get(k) == v for k, v in desired.items()):
+        return None
+    return desired
