@@ -126,6 +126,8 @@ def main() -> int:
         "  kubectl create namespace team-a && "
         "kubectl label namespace team-a opsuite.dev/shared-settings=true\n"
         "  kubectl get configmap shared-settings -n team-a   # copied by ConfigMapSync\n"
+        f"  kubectl label pods -n {DEMO_NAMESPACE} -l app=busybox-sleepers opsuite.dev/debug=true\n"
+        f"  kubectl get pdbg -n {DEMO_NAMESPACE}   # PodDebugger adds its container to those pods\n"
         + "".join(
             f"  curl -s 127.0.0.1:{op.metrics_port}/metrics | grep reconcile_total  # {op.name}\n"
             f"  curl -s '127.0.0.1:{op.health_port}/readyz?verbose'\n"
