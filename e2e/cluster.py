@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,6 +21,9 @@ from typing import Any, TypeVar
 from kubernetes import client, config
 
 ROOT = Path(__file__).resolve().parent.parent
+KUBECTL_CACHE = tempfile.mkdtemp(prefix="opsuite-e2e-kubectl-cache-")
+"""kubectl's discovery cache for this run only: a cache kept from an earlier cluster on the same
+address would list resource types this one does not have."""
 LOCAL_KUBECONFIG = ROOT / ".local" / "kubeconfig"
 LOCAL_AUDIT_LOG = ROOT / ".local" / "audit.log"
 
@@ -45,7 +49,7 @@ class Cluster:
         """Run kubectl against this cluster and return stdout; raise with stderr on failure."""
         exe = shutil.which("kubectl") or str(ROOT / ".local" / "bin" / "kubectl")
         out = subprocess.run(
-            [exe, "--kubeconfig", str(self.kubeconfig), *args],
+            [exe, "--kubeconfig", str(self.kubeconfig), f"--cache-dir={KUBECTL_CACHE}", *args],
             input=stdin,
             capture_output=True,
             text=True,
