@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from configmapsync_operator.models import (
     GROUP,
     KIND,
@@ -14,6 +12,7 @@ from configmapsync_operator.models import (
     ConfigMapSyncSpec,
     ConfigMapSyncStatus,
 )
+from opsuite_common.admission import custom_resource_policy, manifest_file, policy_binding
 from opsuite_common.crd import CrdDescriptor, PrinterColumn
 from opsuite_common.kube_model import LabelSelector
 
@@ -112,103 +111,76 @@ def _may_write(index: int) -> str:
 def admission_policy() -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy and its binding (see the file header for what it does)."""
     indexes = range(MAX_CHECKED_DESTINATIONS)
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [GROUP],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": [PLURAL],
-                    }
-                ]
+    policy = custom_resource_policy(
+        POLICY_NAME,
+        GROUP,
+        PLURAL,
+        variables=[
+            {
+                "name": "sourceNamespace",
+                "expression": "has(object.spec.sourceNamespace) ? "
+                "object.spec.sourceNamespace : request.namespace",
             },
-            "matchConditions": [
-                {
-                    "name": "spec-set-or-changed",
-                    "expression": "request.operation == 'CREATE' || object.spec != oldObject.spec",
-                }
-            ],
-            "variables": [
-                {
-                    "name": "sourceNamespace",
-                    "expression": "has(object.spec.sourceNamespace) ? "
-                    "object.spec.sourceNamespace : request.namespace",
-                },
-                {
-                    "name": "destinations",
-                    "expression": "has(object.spec.destinationNamespaces) ? "
-                    "object.spec.destinationNamespaces : []",
-                },
-                {
-                    "name": "configmaps",
-                    "expression": "authorizer.group('').resource('configmaps')",
-                },
-                {
-                    "name": "writesEverywhere",
-                    "expression": "variables.configmaps.check('create').allowed() && "
-                    "variables.configmaps.check('update').allowed()",
-                },
-                *({"name": f"mayWrite{i}", "expression": _may_write(i)} for i in indexes),
-            ],
-            "validations": [
-                {
-                    "expression": "variables.configmaps.namespace(variables.sourceNamespace)"
-                    ".name(object.spec.configMapName).check('get').allowed()",
-                    "messageExpression": "'you may not get ConfigMap ' + "
-                    "variables.sourceNamespace + '/' + object.spec.configMapName + "
-                    "': a ConfigMapSync may only copy what its author can read'",
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": "!(variables.sourceNamespace in variables.destinations)",
-                    "message": "the source namespace cannot be a destination: a ConfigMap "
-                    "cannot be synced onto itself",
-                    "reason": "Invalid",
-                },
-                {
-                    "expression": "!has(object.spec.namespaceSelector) || "
-                    "variables.writesEverywhere",
-                    "message": "a namespaceSelector can select any namespace: it needs the "
-                    "right to create and update ConfigMaps in all namespaces",
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": "variables.writesEverywhere || "
-                    f"size(variables.destinations) <= {MAX_CHECKED_DESTINATIONS}",
-                    "message": f"more than {MAX_CHECKED_DESTINATIONS} destination namespaces "
-                    "need the right to create and update ConfigMaps in all namespaces",
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": "variables.writesEverywhere || ("
-                    + " && ".join(f"variables.mayWrite{i}" for i in indexes)
-                    + ")",
-                    "message": "you may not create and update ConfigMaps in every destination "
-                    "namespace: a ConfigMapSync may only write where its author can",
-                    "reason": "Forbidden",
-                },
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY_NAME},
-        "spec": {"policyName": POLICY_NAME, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
+            {
+                "name": "destinations",
+                "expression": "has(object.spec.destinationNamespaces) ? "
+                "object.spec.destinationNamespaces : []",
+            },
+            {
+                "name": "configmaps",
+                "expression": "authorizer.group('').resource('configmaps')",
+            },
+            {
+                "name": "writesEverywhere",
+                "expression": "variables.configmaps.check('create').allowed() && "
+                "variables.configmaps.check('update').allowed()",
+            },
+            *({"name": f"mayWrite{i}", "expression": _may_write(i)} for i in indexes),
+        ],
+        validations=[
+            {
+                "expression": "variables.configmaps.namespace(variables.sourceNamespace)"
+                ".name(object.spec.configMapName).check('get').allowed()",
+                "messageExpression": "'you may not get ConfigMap ' + "
+                "variables.sourceNamespace + '/' + object.spec.configMapName + "
+                "': a ConfigMapSync may only copy what its author can read'",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": "!(variables.sourceNamespace in variables.destinations)",
+                "message": "the source namespace cannot be a destination: a ConfigMap "
+                "cannot be synced onto itself",
+                "reason": "Invalid",
+            },
+            {
+                "expression": "!has(object.spec.namespaceSelector) || variables.writesEverywhere",
+                "message": "a namespaceSelector can select any namespace: it needs the "
+                "right to create and update ConfigMaps in all namespaces",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": "variables.writesEverywhere || "
+                f"size(variables.destinations) <= {MAX_CHECKED_DESTINATIONS}",
+                "message": f"more than {MAX_CHECKED_DESTINATIONS} destination namespaces "
+                "need the right to create and update ConfigMaps in all namespaces",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": "variables.writesEverywhere || ("
+                + " && ".join(f"variables.mayWrite{i}" for i in indexes)
+                + ")",
+                "message": "you may not create and update ConfigMaps in every destination "
+                "namespace: a ConfigMapSync may only write where its author can",
+                "reason": "Forbidden",
+            },
+        ],
+    )
+    return [policy, policy_binding(POLICY_NAME)]
 
 
 def admission_policy_yaml() -> str:
     """The content of ``ADMISSION_POLICY_FILE``."""
-    documents = [yaml.safe_dump(d, sort_keys=False, width=100) for d in admission_policy()]
-    return _POLICY_HEADER + "---\n".join(documents)
+    return manifest_file(_POLICY_HEADER, admission_policy())
 
 
 EXTRA_FILES = {ADMISSION_POLICY_FILE: admission_policy_yaml()}

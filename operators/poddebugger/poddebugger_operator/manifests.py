@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
+from opsuite_common.admission import custom_resource_policy, manifest_file, policy_binding
 from opsuite_common.crd import CrdDescriptor, PrinterColumn
 from opsuite_common.kube_model import LabelSelector
 from poddebugger_operator.models import (
@@ -86,54 +85,28 @@ _POLICY_HEADER = """\
 
 def admission_policy() -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy and its binding (see the file header for what it does)."""
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [GROUP],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": [PLURAL],
-                    }
-                ]
-            },
-            "matchConditions": [
-                {
-                    "name": "spec-set-or-changed",
-                    "expression": "request.operation == 'CREATE' || object.spec != oldObject.spec",
-                }
-            ],
-            "validations": [
-                {
-                    "expression": "authorizer.group('').resource('pods')"
-                    ".subresource('ephemeralcontainers').namespace(request.namespace)"
-                    ".check('update').allowed()",
-                    "messageExpression": "'you may not update pods/ephemeralcontainers in "
-                    "namespace ' + request.namespace + ': a PodDebugger may only add debug "
-                    "containers where its author could run kubectl debug'",
-                    "reason": "Forbidden",
-                }
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY_NAME},
-        "spec": {"policyName": POLICY_NAME, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
+    policy = custom_resource_policy(
+        POLICY_NAME,
+        GROUP,
+        PLURAL,
+        validations=[
+            {
+                "expression": "authorizer.group('').resource('pods')"
+                ".subresource('ephemeralcontainers').namespace(request.namespace)"
+                ".check('update').allowed()",
+                "messageExpression": "'you may not update pods/ephemeralcontainers in "
+                "namespace ' + request.namespace + ': a PodDebugger may only add debug "
+                "containers where its author could run kubectl debug'",
+                "reason": "Forbidden",
+            }
+        ],
+    )
+    return [policy, policy_binding(POLICY_NAME)]
 
 
 def admission_policy_yaml() -> str:
     """The content of ``ADMISSION_POLICY_FILE``."""
-    documents = [yaml.safe_dump(d, sort_keys=False, width=100) for d in admission_policy()]
-    return _POLICY_HEADER + "---\n".join(documents)
+    return manifest_file(_POLICY_HEADER, admission_policy())
 
 
 IMAGE_POLICY_FILE = f"charts/{CHART}/image-allowlist-policy.yaml"
@@ -161,62 +134,37 @@ _IMAGE_POLICY_HEADER = f"""\
 def image_allowlist_policy(prefixes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The allowlist ValidatingAdmissionPolicy, its binding and its parameter ConfigMap."""
     prefix_list = f"params.data.{PREFIXES_KEY}.split(',').map(p, p.trim()).filter(p, p != '')"
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": IMAGE_POLICY_NAME},
-        "spec": {
-            "failurePolicy": "Fail",
-            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [GROUP],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": [PLURAL],
-                    }
-                ]
-            },
-            "matchConditions": [
-                {
-                    "name": "spec-set-or-changed",
-                    "expression": "request.operation == 'CREATE' || object.spec != oldObject.spec",
-                }
-            ],
-            "variables": [
-                {
-                    "name": "prefixes",
-                    "expression": f"params == null || !has(params.data) || "
-                    f"!('{PREFIXES_KEY}' in params.data) ? [] : {prefix_list}",
-                }
-            ],
-            "validations": [
-                {
-                    "expression": "size(variables.prefixes) == 0 || "
-                    "variables.prefixes.exists(p, object.spec.image.startsWith(p))",
-                    "messageExpression": "'image ' + object.spec.image + ' is not allowed for "
-                    "PodDebuggers: it must start with one of ' + "
-                    "variables.prefixes.join(', ')",
-                    "reason": "Forbidden",
-                }
-            ],
+    policy = custom_resource_policy(
+        IMAGE_POLICY_NAME,
+        GROUP,
+        PLURAL,
+        param_kind={"apiVersion": "v1", "kind": "ConfigMap"},
+        variables=[
+            {
+                "name": "prefixes",
+                "expression": f"params == null || !has(params.data) || "
+                f"!('{PREFIXES_KEY}' in params.data) ? [] : {prefix_list}",
+            }
+        ],
+        validations=[
+            {
+                "expression": "size(variables.prefixes) == 0 || "
+                "variables.prefixes.exists(p, object.spec.image.startsWith(p))",
+                "messageExpression": "'image ' + object.spec.image + ' is not allowed for "
+                "PodDebuggers: it must start with one of ' + "
+                "variables.prefixes.join(', ')",
+                "reason": "Forbidden",
+            }
+        ],
+    )
+    binding = policy_binding(
+        IMAGE_POLICY_NAME,
+        param_ref={
+            "name": ALLOWED_IMAGES_CONFIGMAP,
+            "namespace": PARAM_NAMESPACE,
+            "parameterNotFoundAction": "Deny",
         },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": IMAGE_POLICY_NAME},
-        "spec": {
-            "policyName": IMAGE_POLICY_NAME,
-            "validationActions": ["Deny"],
-            "paramRef": {
-                "name": ALLOWED_IMAGES_CONFIGMAP,
-                "namespace": PARAM_NAMESPACE,
-                "parameterNotFoundAction": "Deny",
-            },
-        },
-    }
+    )
     params = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -228,8 +176,7 @@ def image_allowlist_policy(prefixes: tuple[str, ...] = ()) -> list[dict[str, Any
 
 def image_allowlist_policy_yaml() -> str:
     """The content of ``IMAGE_POLICY_FILE``."""
-    documents = [yaml.safe_dump(d, sort_keys=False, width=100) for d in image_allowlist_policy()]
-    return _IMAGE_POLICY_HEADER + "---\n".join(documents)
+    return manifest_file(_IMAGE_POLICY_HEADER, image_allowlist_policy())
 
 
 EXTRA_FILES = {

@@ -1,0 +1,72 @@
+"""ValidatingAdmissionPolicies for custom resources, as operators ship them in their charts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+JSON = dict[str, Any]
+
+
+def custom_resource_policy(
+    name: str,
+    group: str,
+    plural: str,
+    *,
+    validations: Sequence[JSON],
+    variables: Sequence[JSON] = (),
+    param_kind: JSON | None = None,
+) -> JSON:
+    """A policy checked on CREATE, and on UPDATE when the spec changes, of ``group``/``plural``.
+
+    Status updates and metadata-only changes pass unchecked; failures deny (failurePolicy Fail).
+    """
+    spec: JSON = {"failurePolicy": "Fail"}
+    if param_kind is not None:
+        spec["paramKind"] = param_kind
+    spec["matchConstraints"] = {
+        "resourceRules": [
+            {
+                "apiGroups": [group],
+                "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": [plural],
+            }
+        ]
+    }
+    spec["matchConditions"] = [
+        {
+            "name": "spec-set-or-changed",
+            "expression": "request.operation == 'CREATE' || object.spec != oldObject.spec",
+        }
+    ]
+    if variables:
+        spec["variables"] = list(variables)
+    spec["validations"] = list(validations)
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def policy_binding(name: str, *, param_ref: JSON | None = None) -> JSON:
+    """The cluster-wide Deny binding of the policy ``name`` (same name)."""
+    spec: JSON = {"policyName": name, "validationActions": ["Deny"]}
+    if param_ref is not None:
+        spec["paramRef"] = param_ref
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def manifest_file(header: str, documents: Sequence[JSON]) -> str:
+    """A multi-document YAML file under a comment ``header``."""
+    rendered = [yaml.safe_dump(d, sort_keys=False, width=100) for d in documents]
+    return header + "---\n".join(rendered)
