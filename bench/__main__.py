@@ -1,9 +1,9 @@
-"""``python -m bench [podset] [--replicas N] [--rounds N]``: run the benchmarks on the local plane.
+"""``python -m bench [podset|configmapsync|poddebugger] [flags]``: benchmarks on the local plane.
 
-Starts the local control plane when it is down, runs the PodSet-vs-ReplicaSet benchmark,
-prints a table and writes .local/measurements/bench-podset.json. Exits 0 when the run
-completed (targets missed or not, the report says), 1 with ``--strict`` when a target was
-missed, 2 on an error, 130 when interrupted.
+Starts the local control plane when it is down, runs the chosen benchmark (default: the
+PodSet-vs-ReplicaSet one), prints a table and writes .local/measurements/bench-<name>.json.
+Exits 0 when the run completed (targets missed or not, the report says), 1 with ``--strict``
+when a target was missed, 2 on an error, 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import plane
+from bench import operator_bench, plane
 from bench.podset_vs_replicaset import Config, run
 from bench.report import summarize, table, write_json
 
@@ -41,7 +41,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags."""
     defaults = Config()
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("benchmark", nargs="?", default="podset", choices=["podset"])
+    parser.add_argument(
+        "benchmark", nargs="?", default="podset", choices=["podset", "configmapsync", "poddebugger"]
+    )
+    parser.add_argument(
+        "--destinations",
+        type=_positive_int,
+        default=500,
+        help="configmapsync: destination namespaces (default 500).",
+    )
+    parser.add_argument(
+        "--pods",
+        type=_positive_int,
+        default=200,
+        help="poddebugger: pods created at once (default 200).",
+    )
+    parser.add_argument(
+        "--samples",
+        type=_positive_int,
+        default=None,
+        help="configmapsync: single-destination updates (default 30); "
+        "poddebugger: single pods (default 20).",
+    )
     parser.add_argument(
         "--replicas",
         type=_positive_int,
@@ -72,7 +93,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=defaults.retries,
         help="Repeats of a trial during which the API server stalled (default 2).",
     )
-    parser.add_argument("--output", default=str(OUTPUT), help="Where to write the JSON.")
+    parser.add_argument(
+        "--output",
+        default=None,
+        help="Where to write the JSON (default .local/measurements/bench-<benchmark>.json).",
+    )
     parser.add_argument("--strict", action="store_true", help="Exit 1 when a target is missed.")
     return parser.parse_args(argv)
 
@@ -126,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _terminate)
+    if args.benchmark != "podset":
+        return operator_bench.main(args, environment)
     config = Config(
         replicas=args.replicas,
         rounds=args.rounds,
@@ -151,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print()
     print(table(rows, trials, config))
-    output = Path(args.output)
+    output = Path(args.output or OUTPUT)
     write_json(output, rows, trials, config, env)
     print(f"\nwritten to {output}")
     met = all(r.met for r in rows)
