@@ -24,8 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from kubernetes import client
 
-from bench.plane import api_client, read, request
-from bench.podwatch import READ_TIMEOUT, WATCH_SECONDS
+from bench.plane import api_client, read, request, watch_events
 
 log = logging.getLogger(__name__)
 
@@ -193,29 +192,10 @@ class Tracker(Generic[S]):
         return version
 
     def _watch(self, resource_version: str) -> Iterator[tuple[float, dict[str, Any]]]:
-        query = {
-            **self._query(),
-            "watch": "true",
-            "resourceVersion": resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(WATCH_SECONDS),
-        }
-        stream = request(
-            self._api, "GET", self._path, query=query, timeout=(5, READ_TIMEOUT)
-        ).response
-        self._response = stream
-        buffer = b""
-        try:
-            for chunk in stream.stream(amt=None, decode_content=False):
-                at = time.monotonic()
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield at, json.loads(line)
-        finally:
-            self._response = None
-            stream.release_conn()
+        return watch_events(self._api, self._path, self._query(), resource_version, self._hold)
+
+    def _hold(self, response: Any) -> None:
+        self._response = response
 
     def _run(self) -> None:
         version: str | None = None

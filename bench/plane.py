@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +154,44 @@ def delete_namespaces(api: client.ApiClient, names: list[str], timeout: float = 
 def server_version(api: client.ApiClient) -> str:
     """The API server's gitVersion."""
     return str(request_json(api, "GET", "/version").get("gitVersion", "unknown"))
+
+
+WATCH_SECONDS = 300
+"""Server-side timeout of one watch request; the trackers re-watch from the last version."""
+READ_TIMEOUT = 40.0
+"""Client read timeout: longer than a stalled API server (e2e chaos stops it for up to 25 s)."""
+
+
+def watch_events(
+    api: client.ApiClient,
+    path: str,
+    query: dict[str, str],
+    resource_version: str,
+    hold: Callable[[Any], None],
+) -> Iterator[tuple[float, dict[str, Any]]]:
+    """Stream one watch request from ``resource_version``: (arrival time, event) per line.
+
+    ``hold`` gets the open response (so another thread can close it to stop the watch), then
+    None once it has ended.
+    """
+    params = {
+        **query,
+        "watch": "true",
+        "resourceVersion": resource_version,
+        "allowWatchBookmarks": "true",
+        "timeoutSeconds": str(WATCH_SECONDS),
+    }
+    stream = request(api, "GET", path, query=params, timeout=(5, READ_TIMEOUT)).response
+    hold(stream)
+    buffer = b""
+    try:
+        for chunk in stream.stream(amt=None, decode_content=False):
+            at = time.monotonic()
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    yield at, json.loads(line)
+    finally:
+        hold(None)
+        stream.release_conn()

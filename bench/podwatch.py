@@ -21,15 +21,10 @@ from typing import Any
 
 from kubernetes import client
 
-from bench.plane import read, request
+from bench.plane import READ_TIMEOUT, read, request, watch_events
 from opsuite_common.kube import resource_path
 
 log = logging.getLogger(__name__)
-
-WATCH_SECONDS = 300
-"""Server-side timeout of one watch request; the tracker re-watches from the last version."""
-READ_TIMEOUT = 40.0
-"""Client read timeout: longer than a stalled API server (e2e chaos stops it for up to 25 s)."""
 
 
 @dataclass(frozen=True)
@@ -183,28 +178,10 @@ class PodTracker:
         return version
 
     def _watch(self, resource_version: str) -> Iterator[tuple[float, dict[str, Any]]]:
-        query = {
-            "watch": "true",
-            "resourceVersion": resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(WATCH_SECONDS),
-        }
-        stream = request(
-            self._api, "GET", self._path, query=query, timeout=(5, READ_TIMEOUT)
-        ).response
-        self._response = stream
-        buffer = b""
-        try:
-            for chunk in stream.stream(amt=None, decode_content=False):
-                at = time.monotonic()
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield at, json.loads(line)
-        finally:
-            self._response = None
-            stream.release_conn()
+        return watch_events(self._api, self._path, {}, resource_version, self._hold)
+
+    def _hold(self, response: Any) -> None:
+        self._response = response
 
     def _run(self) -> None:
         version: str | None = None
