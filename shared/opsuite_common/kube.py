@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
@@ -20,7 +20,7 @@ from urllib.parse import quote
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["ApiException", "KubeApi", "load_api_client", "resource_path"]
+__all__ = ["ApiException", "KubeApi", "gather_results", "load_api_client", "resource_path"]
 
 JSON = dict[str, Any]
 
@@ -47,6 +47,19 @@ def load_api_client(user_agent: str, *, pool_size: int = MAX_PARALLEL_REQUESTS) 
     api_client = client.ApiClient(configuration)
     api_client.user_agent = user_agent
     return api_client
+
+
+async def gather_results(futures: Sequence[asyncio.Future[JSON]]) -> list[JSON | ApiException]:
+    """Wait for concurrent requests; API errors are returned in place, anything else (a bug, a
+    dropped connection) is raised."""
+    if not futures:
+        return []
+    results: list[JSON | ApiException] = []
+    for result in await asyncio.gather(*futures, return_exceptions=True):
+        if isinstance(result, BaseException) and not isinstance(result, ApiException):
+            raise result
+        results.append(result)
+    return results
 
 
 def resource_path(

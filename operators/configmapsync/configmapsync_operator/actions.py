@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -40,7 +40,7 @@ from configmapsync_operator.reconcile import (
     Write,
     status_patch,
 )
-from opsuite_common.kube import ApiException, KubeApi, resource_path
+from opsuite_common.kube import ApiException, KubeApi, gather_results, resource_path
 from opsuite_common.store import Store
 
 log = logging.getLogger(__name__)
@@ -109,19 +109,6 @@ def _unmark(kube: KubeApi, record: Mapping[str, Any]) -> asyncio.Future[JSON]:
     return kube.patch(_configmap_path(meta["namespace"], meta["name"]), patch)
 
 
-async def _gather(futures: Sequence[asyncio.Future[JSON]]) -> list[JSON | ApiException]:
-    """Wait for API futures; API errors are returned, anything else (a bug, a dead connection)
-    is raised."""
-    if not futures:
-        return []
-    results: list[JSON | ApiException] = []
-    for result in await asyncio.gather(*futures, return_exceptions=True):
-        if isinstance(result, BaseException) and not isinstance(result, ApiException):
-            raise result
-        results.append(result)
-    return results
-
-
 async def _patch_finalizers(
     kube: KubeApi, sync: Mapping[str, Any], finalizers: list[str]
 ) -> ApiException | None:
@@ -140,7 +127,7 @@ async def _patch_finalizers(
 async def _cleanup(kube: KubeApi, cache: Store, sync: Mapping[str, Any], plan: Plan) -> Execution:
     records = [*plan.deletes, *plan.unmarks]
     futures = [_delete(kube, r) for r in plan.deletes] + [_unmark(kube, r) for r in plan.unmarks]
-    results = await _gather(futures)
+    results = await gather_results(futures)
     execution = Execution()
     for record, result in zip(records, results, strict=True):
         key = key_of(record)
@@ -206,7 +193,7 @@ async def execute(
 
     # Immutable copies whose data must change: delete first (preconditions), create below.
     replaces = [w for w in plan.writes if w.replace]
-    removed = await _gather([_delete(kube, w.observed) for w in replaces if w.observed])
+    removed = await gather_results([_delete(kube, w.observed) for w in replaces if w.observed])
     blocked: set[str] = set()
     for write, result in zip(replaces, removed, strict=True):
         if isinstance(result, ApiException) and result.status != 404:
@@ -221,7 +208,7 @@ async def execute(
 
     writes = [w for w in plan.writes if w.namespace not in blocked]
     futures = [_write_future(kube, w) for w in writes] + [_delete(kube, r) for r in plan.deletes]
-    results = await _gather(futures)
+    results = await gather_results(futures)
     for write, result in zip(writes, results[: len(writes)], strict=True):
         key = (write.namespace, write.manifest["metadata"]["name"])
         if isinstance(result, ApiException):

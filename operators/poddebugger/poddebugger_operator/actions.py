@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from opsuite_common.kube import ApiException, KubeApi, resource_path
+from opsuite_common.kube import ApiException, KubeApi, gather_results, resource_path
 from opsuite_common.store import Store
 from poddebugger_operator.models import API_VERSION, PLURAL
 from poddebugger_operator.reconcile import Failure, Injection, Outcome, Plan, status_patch
@@ -99,17 +99,6 @@ def _inject(kube: KubeApi, injection: Injection) -> asyncio.Future[JSON]:
     return kube.patch(path, patch, patch_type="strategic")
 
 
-async def _gather(futures: Sequence[asyncio.Future[JSON]]) -> list[JSON | ApiException]:
-    if not futures:
-        return []
-    results: list[JSON | ApiException] = []
-    for result in await asyncio.gather(*futures, return_exceptions=True):
-        if isinstance(result, BaseException) and not isinstance(result, ApiException):
-            raise result
-        results.append(result)
-    return results
-
-
 async def execute(
     kube: KubeApi,
     pods: Store,
@@ -119,7 +108,7 @@ async def execute(
 ) -> Execution:
     """Execute ``plan`` for ``debugger``; writes through to the slim pod cache ``pods``."""
     execution = Execution()
-    results = await _gather([_inject(kube, i) for i in plan.injections])
+    results = await gather_results([_inject(kube, i) for i in plan.injections])
     for injection, result in zip(plan.injections, results, strict=True):
         name = f"{injection.pod['metadata']['namespace']}/{injection.pod_name}"
         container = injection.container["name"]
