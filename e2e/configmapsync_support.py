@@ -23,7 +23,6 @@ from e2e.operators import OperatorProcess, operator_env
 
 GROUP, VERSION, PLURAL = "sync.opsuite.dev", "v1alpha1", "configmapsyncs"
 CRD_DIR = ROOT / "charts" / "configmapsync-operator" / "crds"
-POLICY_FILE = ROOT / "charts" / "configmapsync-operator" / "admission-policy.yaml"
 OWNER_LABEL = "sync.opsuite.dev/owner-uid"
 OWNER_ANNOTATION = "sync.opsuite.dev/owner"
 SOURCE_ANNOTATION = "sync.opsuite.dev/source"

@@ -20,8 +20,6 @@ from e2e.operators import OperatorProcess, operator_env
 
 GROUP, VERSION, PLURAL = "debug.opsuite.dev", "v1alpha1", "poddebuggers"
 CRD_DIR = ROOT / "charts" / "pod-debugger-operator" / "crds"
-POLICY_FILE = ROOT / "charts" / "pod-debugger-operator" / "admission-policy.yaml"
-IMAGE_POLICY_FILE = ROOT / "charts" / "pod-debugger-operator" / "image-allowlist-policy.yaml"
 ALLOWED_PREFIX = "busybox"
 """The module's operator runs with --allowed-image-prefix=busybox."""
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from configmapsync_operator.manifests import admission_policy
 from configmapsync_operator.models import ConfigMapSyncSpec
 from e2e.cluster import Cluster, service_account_client, wait_until
 from e2e.configmapsync_support import (
@@ -28,7 +28,6 @@ from e2e.configmapsync_support import (
     OWNER_ANNOTATION,
     OWNER_LABEL,
     PLURAL,
-    POLICY_FILE,
     SOURCE_ANNOTATION,
     VERSION,
     Pool,
@@ -576,7 +575,7 @@ def test_admission_policy_requires_the_rights_a_copy_by_hand_would_need(
     rbac = client.RbacAuthorizationV1Api(api)
     adm = client.AdmissionregistrationV1Api(api)
     syncs.put_configmap(src, "guarded", {"secret-ish": "v"})
-    policy, binding = yaml.safe_load_all(POLICY_FILE.read_text())
+    policy, binding = admission_policy()
     name = f"cms-e2e-{pool.run}"
     policy["metadata"]["name"] = binding["metadata"]["name"] = binding["spec"]["policyName"] = name
     binding["spec"]["matchResources"] = {

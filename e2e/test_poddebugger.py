@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -25,9 +24,7 @@ from e2e.operators import OperatorProcess
 from e2e.poddebugger_support import (
     ALLOWED_PREFIX,
     GROUP,
-    IMAGE_POLICY_FILE,
     PLURAL,
-    POLICY_FILE,
     VERSION,
     Debuggers,
     Pool,
@@ -37,6 +34,7 @@ from e2e.poddebugger_support import (
     install_crd,
     start_operator,
 )
+from poddebugger_operator.manifests import admission_policy, image_allowlist_policy
 
 
 class Operator:
@@ -335,7 +333,7 @@ def test_admission_policy_requires_the_right_to_add_ephemeral_containers(
     ns = pool.name("policy")
     rbac = client.RbacAuthorizationV1Api(api)
     adm = client.AdmissionregistrationV1Api(api)
-    policy, binding = yaml.safe_load_all(POLICY_FILE.read_text())
+    policy, binding = admission_policy()
     name = f"pdbg-e2e-{pool.run}"
     policy["metadata"]["name"] = binding["metadata"]["name"] = binding["spec"]["policyName"] = name
     binding["spec"]["matchResources"] = {
@@ -430,15 +428,14 @@ def test_image_allowlist_policy_takes_its_prefixes_from_a_configmap(
     """The shipped allowlist policy, its parameter ConfigMap in the run's policy namespace."""
     ns = pool.name("policy")
     adm = client.AdmissionregistrationV1Api(api)
-    policy, binding, params = yaml.safe_load_all(IMAGE_POLICY_FILE.read_text())
+    policy, binding, params = image_allowlist_policy(
+        ns, ("registry.example.com/debug/", " busybox")
+    )
     name = f"pdbg-e2e-images-{pool.run}"
     policy["metadata"]["name"] = binding["metadata"]["name"] = binding["spec"]["policyName"] = name
     binding["spec"]["matchResources"] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
     }
-    binding["spec"]["paramRef"]["namespace"] = ns
-    params["metadata"]["namespace"] = ns
-    params["data"]["prefixes"] = "registry.example.com/debug/, busybox"
     debuggers.core.create_namespaced_config_map(ns, params)
     adm.create_validating_admission_policy(policy)
     adm.create_validating_admission_policy_binding(binding)

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import yaml
-
 from configmapsync_operator.manifests import (
     CRD,
     MAX_CHECKED_DESTINATIONS,
     SAMPLES,
-    admission_policy_yaml,
+    admission_policy,
 )
 from configmapsync_operator.spec import parse_spec
 from opsuite_common.crd import build_crd
 
 
 def test_admission_policy_pairs_a_policy_with_its_binding() -> None:
-    policy, binding = yaml.safe_load_all(admission_policy_yaml())
+    policy, binding = admission_policy()
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     names = [v["name"] for v in policy["spec"]["variables"]]
     assert names.count("writesEverywhere") == 1

@@ -6,14 +6,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import yaml
 
 from opsuite_common.crd import build_crd
 from poddebugger_operator.__main__ import ENV_PREFIXES, split_args
 from poddebugger_operator.manifests import (
     CRD,
     SAMPLES,
-    admission_policy_yaml,
+    admission_policy,
     image_allowlist_policy,
 )
 from poddebugger_operator.reconcile import (
@@ -167,7 +166,7 @@ def test_crd_and_policy() -> None:
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert sorted(spec["required"]) == ["image", "selector"]
     assert spec["properties"]["selector"]["x-kubernetes-validations"]
-    policy, binding = yaml.safe_load_all(admission_policy_yaml())
+    policy, binding = admission_policy()
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     rule = policy["spec"]["validations"][0]
     assert "subresource('ephemeralcontainers')" in rule["expression"]
@@ -198,8 +197,9 @@ def test_allowed_image_prefix_flag_is_repeatable_and_the_rest_goes_to_the_common
 
 
 def test_image_allowlist_policy_is_a_policy_binding_and_param() -> None:
-    policy, binding, params = image_allowlist_policy((" x/", "y"))
+    policy, binding, params = image_allowlist_policy("ops", (" x/", "y"))
     assert policy["spec"]["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
     assert binding["spec"]["paramRef"]["name"] == params["metadata"]["name"]
     assert binding["spec"]["paramRef"]["parameterNotFoundAction"] == "Deny"
     assert params["data"]["prefixes"] == " x/,y"
+    assert params["metadata"]["namespace"] == binding["spec"]["paramRef"]["namespace"] == "ops"

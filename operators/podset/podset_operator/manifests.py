@@ -1,9 +1,11 @@
-"""What `make manifests` generates for PodSet: the CRD and the sample resources."""
+"""What `make manifests` generates for PodSet: the CRD, the samples and the Helm chart."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from opsuite_common.chart import ChartSpec, PolicyRule
+from opsuite_common.chart_values import IMAGE_REGISTRY, ChartValues, ImageValues
 from opsuite_common.crd import CrdDescriptor, PrinterColumn, ScaleSubresource
 from opsuite_common.kube_model import PodTemplateSpec, TemplateMetadata
 from podset_operator.models import (
@@ -72,3 +74,22 @@ SAMPLES = [
         ),
     ),
 ]
+
+
+CHART_SPEC = ChartSpec(
+    name=CHART,
+    command="podset-operator",
+    description="PodSet keeps N pods from a template running, like a ReplicaSet: scale "
+    "subresource (kubectl scale, HPA), ReplicaSet's deletion order, adoption and release, and "
+    "rolling updates with maxSurge/maxUnavailable.",
+    crd_name=f"{PLURAL}.{GROUP}",
+    values=ChartValues(image=ImageValues(repository=f"{IMAGE_REGISTRY}/{CHART}")),
+    namespaced_rules=(
+        PolicyRule(("",), ("pods",), ("list", "watch", "create", "patch", "delete")),
+        PolicyRule((GROUP,), (PLURAL,), ("get", "list", "watch")),
+        PolicyRule((GROUP,), (f"{PLURAL}/status",), ("patch",)),
+        PolicyRule(("",), ("events",), ("create", "patch")),
+    ),
+    keywords=("replicaset", "scaling", "hpa"),
+)
+"""The Helm chart: RBAC as the operator's code calls the API (see docs/podset.md)."""

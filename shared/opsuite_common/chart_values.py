@@ -1,0 +1,175 @@
+"""The Helm chart values every operator chart shares, as a pydantic model.
+
+The model is the single source of the chart's ``values.yaml`` (defaults and comments),
+``values.schema.json`` (unknown keys rejected) and the values table of the chart's README; see
+:mod:`opsuite_common.chart`. An operator with more settings subclasses :class:`ChartValues`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from opsuite_common.kube_model import KubeModel
+
+NamespaceName = Annotated[str, Field(max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
+IMAGE_REGISTRY = "ghcr.io/opsuite"
+"""Where the release workflow publishes the operator images (``<registry>/<chart name>``)."""
+CHART_REPOSITORY = f"oci://{IMAGE_REGISTRY}/charts"
+"""Where the release workflow publishes the charts (OCI)."""
+RUN_AS_USER = 65532
+"""The images' numeric non-root user and group."""
+
+
+class ImageValues(KubeModel):
+    """The operator's container image."""
+
+    repository: str = Field(min_length=1)
+    """Image repository."""
+    tag: str = ""
+    """Image tag; empty means the chart's appVersion."""
+    digest: str = Field("", pattern=r"^(sha256:[a-f0-9]{64})?$")
+    """Image digest (sha256:...); when set, the image is pulled by digest and the tag is ignored."""
+    pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    """Image pull policy."""
+
+
+class NameReference(KubeModel):
+    """A reference to an object by name, in the release namespace."""
+
+    name: str = Field(min_length=1)
+    """Name of the object."""
+
+
+class ServiceAccountValues(KubeModel):
+    """The ServiceAccount the operator runs as."""
+
+    create: bool = True
+    """Create the ServiceAccount."""
+    name: str = ""
+    """Its name; empty means the release's full name. Required when create is false."""
+    annotations: dict[str, str] = Field(default_factory=dict)
+    """Annotations on the ServiceAccount (e.g. for workload identity)."""
+
+
+class RbacValues(KubeModel):
+    """RBAC objects granting the operator exactly the API calls its code makes."""
+
+    create: bool = True
+    """Create the (Cluster)Roles and bindings; when false, grant the same rules yourself."""
+
+
+class ServiceMonitorValues(KubeModel):
+    """A prometheus-operator ServiceMonitor scraping the metrics Service."""
+
+    enabled: bool = False
+    """Create the ServiceMonitor (needs the monitoring.coreos.com CRDs)."""
+    interval: str = Field("30s", pattern=r"^([0-9]+(ms|s|m|h))+$")
+    """Scrape interval."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Extra labels, e.g. the one your Prometheus selects ServiceMonitors by."""
+
+
+class MetricsValues(KubeModel):
+    """The Prometheus /metrics endpoint."""
+
+    enabled: bool = True
+    """Serve /metrics and create the metrics Service."""
+    port: int = Field(8080, ge=1024, le=65535)
+    """Container and Service port of /metrics."""
+    service_monitor: ServiceMonitorValues = Field(default_factory=ServiceMonitorValues)
+    """Optional ServiceMonitor."""
+
+
+class DashboardValues(KubeModel):
+    """The opsuite Grafana dashboard, shipped as a ConfigMap for Grafana's dashboard sidecar."""
+
+    enabled: bool = False
+    """Create the dashboard ConfigMap."""
+    labels: dict[str, str] = Field(default_factory=lambda: {"grafana_dashboard": "1"})
+    """Labels the Grafana sidecar selects dashboards by."""
+
+
+class ChartValues(KubeModel):
+    """Values of an opsuite operator chart."""
+
+    replica_count: int = Field(1, ge=1, le=10)
+    """Operator pods. One leads (Lease), the others stand by; 2 or more for HA, which also
+    creates a PodDisruptionBudget (minAvailable 1)."""
+    image: ImageValues
+    """The operator's container image."""
+    image_pull_secrets: list[NameReference] = Field(default_factory=list)
+    """Secrets for pulling the image."""
+    name_override: str = ""
+    """Replaces the chart name in object names."""
+    fullname_override: str = ""
+    """Replaces the release's full name (object names)."""
+    watch_namespaces: list[NamespaceName] = Field(
+        default_factory=list, json_schema_extra={"uniqueItems": True}
+    )
+    """Namespaces to serve; empty means all. When set, RBAC is granted by a Role in each of
+    them instead of a ClusterRole."""
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """Log level."""
+    log_format: Literal["json", "text"] = "json"
+    """Log format."""
+    max_concurrent_reconciles: int = Field(4, ge=1, le=64)
+    """Objects reconciled at the same time."""
+    extra_args: list[str] = Field(default_factory=list)
+    """More command-line flags for the operator."""
+    extra_env: list[dict[str, Any]] = Field(default_factory=list)
+    """More environment variables (Kubernetes EnvVar objects)."""
+    service_account: ServiceAccountValues = Field(default_factory=ServiceAccountValues)
+    """The ServiceAccount."""
+    rbac: RbacValues = Field(default_factory=RbacValues)
+    """RBAC."""
+    pod_annotations: dict[str, str] = Field(default_factory=dict)
+    """Annotations on the operator pods."""
+    pod_labels: dict[str, str] = Field(default_factory=dict)
+    """Labels on the operator pods."""
+    pod_security_context: dict[str, Any] = Field(
+        default_factory=lambda: {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_USER,
+            "runAsGroup": RUN_AS_USER,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+    )
+    """Pod security context (the default passes Pod Security "restricted")."""
+    security_context: dict[str, Any] = Field(
+        default_factory=lambda: {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+        }
+    )
+    """Container security context (the default passes Pod Security "restricted")."""
+    resources: dict[str, Any] = Field(
+        default_factory=lambda: {
+            "requests": {"cpu": "50m", "memory": "128Mi"},
+            "limits": {"memory": "256Mi"},
+        }
+    )
+    """Container resources."""
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    """Node selector."""
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    """Tolerations."""
+    affinity: dict[str, Any] = Field(default_factory=dict)
+    """Affinity."""
+    topology_spread_constraints: list[dict[str, Any]] = Field(default_factory=list)
+    """Topology spread constraints."""
+    priority_class_name: str = ""
+    """Priority class of the operator pods."""
+    metrics: MetricsValues = Field(default_factory=MetricsValues)
+    """Metrics."""
+    dashboard: DashboardValues = Field(default_factory=DashboardValues)
+    """Grafana dashboard."""
+
+
+class AdmissionPolicyValues(KubeModel):
+    """A ValidatingAdmissionPolicy shipped with the chart (cluster-wide, one per cluster)."""
+
+    enabled: bool = True
+    """Install the policy and its binding."""
