@@ -43,18 +43,19 @@ manifests: deps ## Generate CRDs (charts/*/crds) and samples from the pydantic m
 verify: deps ## Fail when a generated file is out of date
 	$(PY) hack/manifests.py check
 
-lint: deps ## ruff (lint + format check), actionlint on the GitHub workflows
+lint: deps ## ruff (lint + format check), hadolint on the Dockerfile, actionlint on the workflows
 	$(VENV)/ruff check $(PY_SOURCES)
 	$(VENV)/ruff format --check $(PY_SOURCES)
+	$(VENV)/hadolint Dockerfile
 	hack/build-tools.sh actionlint
 	actionlint
 
 typecheck: deps ## mypy --strict
-	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/run.py hack/manifests.py
+	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/run.py hack/manifests.py hack/tests
 
 unit: deps ## Unit and property tests (no cluster)
 	@echo "==================== unit tests ===================="
-	$(PYTEST) shared/tests operators -p no:kind
+	$(PYTEST) shared/tests operators hack/tests -p no:kind
 
 e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plane
 	@echo "==================== e2e tests ====================="

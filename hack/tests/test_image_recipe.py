@@ -1,0 +1,112 @@
+"""The images' recipe without Docker: the Dockerfile's build and install scripts, run here.
+
+hack/image/build-wheel.sh builds the wheel and locked requirements, hack/image/install-runtime.sh
+installs them into a fresh virtualenv (the very steps of the Dockerfile's builder and install
+stages); then each console script must start, write nothing, and find exactly poetry.lock's
+runtime versions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.markers import Marker
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())
+SCRIPTS = sorted(PYPROJECT["project"]["scripts"])
+# Poetry and its export plugin for build-wheel.sh, kept between runs (the image's is throwaway).
+POETRY_VENV = (
+    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "opsuite/image-poetry"
+)
+INSTALLERS = {"pip", "setuptools", "wheel"}
+
+
+def canonical(name: str) -> str:
+    """A distribution name as PEP 503 normalises it."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without anything that would point Python at another environment or stop
+    it writing bytecode (so that a missing ahead-of-time compilation shows)."""
+    drop = {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE"}
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def files(tree: Path) -> set[Path]:
+    """Every path under ``tree``."""
+    return set(tree.rglob("*"))
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The runtime virtualenv, made as the Dockerfile makes /opt/venv."""
+    dist = tmp_path_factory.mktemp("dist")
+    target = tmp_path_factory.mktemp("image") / "venv"
+    env = clean_env()
+    subprocess.run([ROOT / "hack/image/build-wheel.sh", dist, POETRY_VENV], check=True, env=env)
+    subprocess.run([ROOT / "hack/image/install-runtime.sh", dist, target], check=True, env=env)
+    return target
+
+
+@pytest.fixture(scope="module")
+def installed(venv: Path) -> dict[str, str]:
+    """Distribution versions in the virtualenv, by canonical name."""
+    code = (
+        "import json, importlib.metadata as m;"
+        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    )
+    out = subprocess.run(
+        [venv / "bin/python", "-c", code], check=True, capture_output=True, text=True
+    ).stdout
+    return {canonical(name): version for name, version in json.loads(out).items()}
+
+
+def locked_runtime() -> dict[str, str]:
+    """poetry.lock's versions of the main group that apply to this interpreter and platform."""
+    lock = tomllib.loads((ROOT / "poetry.lock").read_text())
+    versions = {}
+    for package in lock["package"]:
+        if "main" not in package["groups"]:
+            continue
+        markers = package.get("markers")
+        marker = markers.get("main") if isinstance(markers, dict) else markers
+        if marker is None or Marker(marker).evaluate():
+            versions[canonical(package["name"])] = package["version"]
+    return versions
+
+
+def test_no_installer_in_the_runtime(venv: Path, installed: dict[str, str]) -> None:
+    assert INSTALLERS.isdisjoint(installed)
+    assert not list((venv / "bin").glob("pip*"))
+
+
+def test_exactly_the_locked_runtime_versions(installed: dict[str, str]) -> None:
+    runtime = dict(installed)
+    assert runtime.pop(canonical(PYPROJECT["project"]["name"])) == PYPROJECT["project"]["version"]
+    assert runtime == locked_runtime()
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_console_script_starts_and_writes_nothing(venv: Path, script: str, tmp_path: Path) -> None:
+    before = files(venv)
+    result = subprocess.run(
+        [venv / "bin" / script, "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=clean_env(),
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: {script} "), result.stdout
+    assert files(venv) == before, "bytecode was not all compiled at install time"
+    assert not list(tmp_path.iterdir())
