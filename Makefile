@@ -33,15 +33,21 @@ cluster-down: ## Stop the local control plane and remove its data
 	python3 hack/localplane.py down
 
 ##@ Development
-.PHONY: run manifests verify lint typecheck unit e2e test bench
+.PHONY: run manifests bundle verify lint typecheck unit e2e test bench
 run: deps ## Bring up the plane (unless KUBECONFIG is set), run all operators with samples
 	$(PY) hack/run.py
 
 manifests: deps ## Generate CRDs (charts/*/crds) and samples from the pydantic models
 	$(PY) hack/manifests.py write
 
+bundle: manifests ## Generate the OLM bundles (bundle/) and the catalog (catalog/) from the charts
+	hack/build-tools.sh helm opm
+	$(PY) hack/bundle.py write
+
 verify: deps ## Fail when a generated file is out of date
 	$(PY) hack/manifests.py check
+	hack/build-tools.sh helm opm
+	$(PY) hack/bundle.py check
 
 lint: deps ## ruff (lint + format check), hadolint on the Dockerfile, actionlint on the workflows
 	$(VENV)/ruff check $(PY_SOURCES)
@@ -51,7 +57,7 @@ lint: deps ## ruff (lint + format check), hadolint on the Dockerfile, actionlint
 	actionlint
 
 typecheck: deps ## mypy --strict
-	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/run.py hack/manifests.py hack/tests
+	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/run.py hack/manifests.py hack/bundle.py hack/tests
 
 unit: deps ## Unit and property tests (no cluster)
 	@echo "==================== unit tests ===================="

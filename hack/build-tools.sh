@@ -27,6 +27,8 @@ tool_packages() {
     actionlint) echo "github.com/rhysd/actionlint/cmd/actionlint" ;;
     opm) echo "github.com/operator-framework/operator-registry/cmd/opm" ;;
     operator-verify) echo "github.com/operator-framework/api/cmd/operator-verify" ;;
+    olm) echo "github.com/operator-framework/operator-lifecycle-manager/cmd/olm" ;;
+    bundle-validate) echo "opsuite.dev/hack/tools/bundle-validate" ;;
     *) echo "unknown tool $1" >&2; return 1 ;;
   esac
 }
@@ -50,12 +52,12 @@ collect_kwok_stages() {
   done > "$out/kwok-stages.yaml"
 }
 
-# opm and the bundle validator pull in containers/image, whose GPG signing needs cgo unless
+# opm, the bundle validators and OLM pull in containers/image, whose GPG signing needs cgo unless
 # built with its pure-Go OpenPGP implementation. opm's sqlite index support needs cgo too; this
 # build leaves it out (file-based catalogs only, which is what `opm validate` checks).
 tool_tags() {
   case "$1" in
-    opm | operator-verify) echo "containers_image_openpgp" ;;
+    opm | operator-verify | olm | bundle-validate) echo "containers_image_openpgp" ;;
     *) echo "" ;;
   esac
 }
@@ -88,5 +90,5 @@ build_tool() {
 
 command -v go >/dev/null || { echo "go is required (hack/install-deps.sh installs it)" >&2; exit 1; }
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes helm actionlint opm operator-verify)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes helm actionlint opm operator-verify bundle-validate olm)
 for t in "${tools[@]}"; do build_tool "$t"; done

@@ -1,0 +1,207 @@
+"""Generate the OLM bundles (bundle/<chart>/) and the file-based catalog (catalog/), or check them.
+
+    python hack/bundle.py write   # make bundle
+    python hack/bundle.py check   # make verify: exit 1 listing stale, missing or extra files
+
+Sources: each operator's ``manifests`` module (CRD, SAMPLES, CHART_SPEC), its chart under
+charts/ rendered by ``helm template`` with the default values (Deployment, metrics Service),
+pyproject's version and docs/assets/opsuite-icon.svg. Each catalog bundle entry is what
+``opm render`` makes of the bundle directory. helm and opm come from ``make tools``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+from types import ModuleType
+
+import yaml
+
+from opsuite_common.bundle import (
+    BUNDLE_IMAGE_TEMPLATE,
+    JSON,
+    SUGGESTED_NAMESPACE,
+    BundleInputs,
+    BundleText,
+    bundle_files,
+    catalog_yaml,
+    find,
+    rendered_objects,
+)
+from opsuite_common.chart import chart_yaml
+from opsuite_common.chart_values import CHART_REPOSITORY, IMAGE_REGISTRY
+from opsuite_common.crd import build_crd
+
+ROOT = Path(__file__).resolve().parent.parent
+ICON = ROOT / "docs" / "assets" / "opsuite-icon.svg"
+BIN = ROOT / ".local" / "bin"
+KUBE_VERSION = "1.30.0"
+"""The Kubernetes version charts are rendered for (the CSV's minKubeVersion)."""
+
+TEXTS = {
+    "podset_operator.manifests": BundleText(
+        display_name="PodSet Operator",
+        kind_display_name="PodSet",
+        overview="""\
+A PodSet keeps a number of pods from a template running, like a ReplicaSet: the scale
+subresource (`kubectl scale`, HorizontalPodAutoscaler), ReplicaSet's deletion order, adoption
+and release of matching pods, and rolling updates with `maxSurge`/`maxUnavailable`.""",
+        categories=("Application Runtime",),
+    ),
+    "configmapsync_operator.manifests": BundleText(
+        display_name="ConfigMapSync Operator",
+        kind_display_name="ConfigMapSync",
+        overview="""\
+A ConfigMapSync copies a ConfigMap from a source namespace into destination namespaces (listed,
+or selected by label) and keeps the copies identical: edits and deletions of a copy are undone,
+changes to the source are propagated, and removing a destination removes its copy.""",
+        categories=("Developer Tools",),
+        policies="""\
+The `configmapsync-authorization.sync.opsuite.dev` policy lets someone create or change a
+ConfigMapSync only if they could get the source ConfigMap and create and update ConfigMaps in
+every destination namespace themselves: the operator's rights never let anyone copy more than
+they could by hand. Without it, anyone
+allowed to create ConfigMapSyncs can copy any ConfigMap the operator can read.""",
+    ),
+    "poddebugger_operator.manifests": BundleText(
+        display_name="PodDebugger Operator",
+        kind_display_name="PodDebugger",
+        overview="""\
+A PodDebugger adds an ephemeral debug container (`kubectl debug`, declared) to every pod of its
+namespace that its label selector matches, with a security profile and a limit on the number
+of pods.""",
+        categories=("Developer Tools", "Monitoring"),
+        policies="""\
+Two policies: `poddebugger-authorization.debug.opsuite.dev` lets only those who could run
+`kubectl debug` in a namespace (update `pods/ephemeralcontainers`) declare a PodDebugger there,
+and `poddebugger-images.debug.opsuite.dev` rejects debug images outside an allowlist (the
+ConfigMap `pod-debugger-allowed-images` in the operator's namespace; empty allows every image).
+Without the first, anyone allowed to create PodDebuggers can run an image of their choice inside
+the namespace's pods. Give the operator the same allowlist through `OPSUITE_ALLOWED_IMAGE_PREFIXES`
+in the Subscription's `spec.config.env`.""",
+    ),
+}
+"""The OperatorHub text of each operator, by its manifests module."""
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name) or (str(BIN / name) if (BIN / name).exists() else None)
+    if found is None:
+        sys.exit(f"{name} not found: run `make tools`")
+    return found
+
+
+def _run(*command: str) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed:\n{done.stderr}")
+    return done.stdout
+
+
+def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs, JSON | None]:
+    spec = module.CHART_SPEC
+    rendered = list(
+        rendered_objects(
+            _run(
+                _tool("helm"),
+                "template",
+                spec.name,
+                str(ROOT / "charts" / spec.name),
+                "--namespace",
+                SUGGESTED_NAMESPACE,
+                "--kube-version",
+                KUBE_VERSION,
+            )
+        )
+    )
+    (deployment,) = find(rendered, "Deployment")
+    services = find(rendered, "Service")
+    inputs = BundleInputs(
+        spec=spec,
+        text=TEXTS[module.__name__],
+        version=version,
+        chart=yaml.safe_load(chart_yaml(spec, version)),
+        crd=build_crd(module.CRD),
+        deployment=deployment,
+        samples=module.SAMPLES,
+        icon_svg=icon,
+        chart_repository=CHART_REPOSITORY,
+    )
+    return inputs, (services[0] if services else None)
+
+
+def expected_files() -> dict[Path, str]:
+    """Every generated file of bundle/ and catalog/ with its expected content."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    icon = ICON.read_bytes()
+    image_template = BUNDLE_IMAGE_TEMPLATE.format(
+        registry=IMAGE_REGISTRY, package="{{.Package}}", version="{{.Version}}"
+    )
+    files: dict[Path, str] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for module_name in TEXTS:
+            inputs, service = _inputs(importlib.import_module(module_name), version, icon)
+            package = inputs.spec.name
+            generated = bundle_files(inputs, service)
+            for relative, content in generated.items():
+                files[ROOT / "bundle" / package / relative] = content
+                path = Path(scratch) / package / relative
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(content)
+            rendered = _run(
+                _tool("opm"),
+                "render",
+                str(Path(scratch) / package),
+                "--alpha-image-ref-template",
+                image_template,
+                "--output",
+                "yaml",
+            )
+            catalog = catalog_yaml(inputs, list(rendered_objects(rendered)))
+            files[ROOT / "catalog" / package / "catalog.yaml"] = catalog
+    return files
+
+
+def _generated_on_disk() -> set[Path]:
+    present = set()
+    for directory in ("bundle", "catalog"):
+        for path in (ROOT / directory).rglob("*"):
+            if path.is_file() and path.name != "README.md":
+                present.add(path)
+    return present
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["write", "check"])
+    command = parser.parse_args().command
+    files = expected_files()
+    extra = sorted(_generated_on_disk() - set(files))
+    if command == "write":
+        for path in extra:
+            path.unlink()
+            print(f"removed {path.relative_to(ROOT)}")
+        for path, content in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists() or path.read_text() != content:
+                path.write_text(content)
+                print(f"wrote {path.relative_to(ROOT)}")
+        return 0
+    stale = [p for p, c in files.items() if not p.exists() or p.read_text() != c]
+    for path in stale:
+        print(f"out of date: {path.relative_to(ROOT)} (run `make bundle`)", file=sys.stderr)
+    for path in extra:
+        print(f"not generated: {path.relative_to(ROOT)} (run `make bundle`)", file=sys.stderr)
+    if not stale and not extra:
+        print(f"{len(files)} bundle and catalog files up to date")
+    return 1 if stale or extra else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
