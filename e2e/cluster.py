@@ -7,18 +7,21 @@ started here when it is not up.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBECTL_CACHE = tempfile.mkdtemp(prefix="opsuite-e2e-kubectl-cache-")
@@ -37,6 +40,12 @@ class Cluster:
     kind: str  # "external" | "kind" | "local"
     kubeconfig: Path
     audit_log: Path | None
+    operator_kubeconfigs: dict[str, Path] = field(default_factory=dict, compare=False)
+    """Kubeconfig of each operator (by console script) when it runs as its chart's identity."""
+
+    def operator_kubeconfig(self, command: str) -> Path:
+        """The kubeconfig an operator process uses: its chart's identity, else the admin's."""
+        return self.operator_kubeconfigs.get(command, self.kubeconfig)
 
     def api_client(self) -> client.ApiClient:
         """A fresh API client for this cluster's admin identity."""
@@ -127,13 +136,37 @@ def wait_until(
         time.sleep(interval)
 
 
-def audit_events(path: Path) -> Iterator[dict[str, Any]]:
-    """Parsed audit-log events (JSON lines), rotated files included."""
-    for f in sorted(path.parent.glob(path.stem + "*" + path.suffix)):
+def audit_events(path: Path, needle: str | None = None) -> Iterator[dict[str, Any]]:
+    """Parsed audit-log events (JSON lines), rotated files included; with ``needle``, only
+    the lines containing it are parsed (a cheap filter for a large log)."""
+    for line in _audit_lines(path):
+        if needle is not None and needle not in line:
+            continue
+        try:
+            event: dict[str, Any] = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line being written
+        yield event
+
+
+def flush_audit_log(cluster: Cluster, api: client.ApiClient) -> Path:
+    """Make a marker request and wait until the (batched) audit log holds it: every request
+    made before it is then in the log too. The log's path."""
+    assert cluster.audit_log is not None
+    audit_log = cluster.audit_log
+    marker = f"audit-marker-{uuid.uuid4().hex[:8]}"
+    with contextlib.suppress(ApiException):  # 404: the marker does not exist
+        client.CoreV1Api(api).read_namespaced_config_map(marker, "default")
+
+    def seen() -> bool:
+        return any(marker in line for line in _audit_lines(audit_log, newest_only=True))
+
+    wait_until(seen, bool, timeout=30, interval=0.5, what=f"audit event for {marker}")
+    return audit_log
+
+
+def _audit_lines(path: Path, *, newest_only: bool = False) -> Iterator[str]:
+    files = sorted(path.parent.glob(path.stem + "*" + path.suffix))
+    for f in [path] if newest_only else files:
         with f.open() as lines:
-            for line in lines:
-                try:
-                    event: dict[str, Any] = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line being written
-                yield event
+            yield from lines

@@ -63,7 +63,7 @@ def start_operator(cluster: Cluster, pool: Pool, log_dir: Path, *extra: str) -> 
         "configmapsync-operator",
         [*(f"--namespace={ns}" for ns in pool.all()), *extra],
         log,
-        operator_env(cluster, POD_NAME=pool.identity),
+        operator_env(cluster, "configmapsync-operator", POD_NAME=pool.identity),
     ).start()
 
 

@@ -6,11 +6,13 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
+from e2e.charts import install_identities
 from e2e.cluster import Cluster, docker_available, start_local_plane, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -38,6 +40,14 @@ def api(cluster: Cluster) -> Iterator[client.ApiClient]:
     """An admin API client for the cluster under test."""
     with cluster.api_client() as api_client:
         yield api_client
+
+
+@pytest.fixture(scope="session", autouse=True)
+def operator_identities(cluster: Cluster, api: client.ApiClient) -> datetime:
+    """Operators run as their charts' ServiceAccounts (e2e.charts); when the session began."""
+    started = datetime.now(UTC)
+    install_identities(cluster, api)
+    return started
 
 
 @pytest.fixture

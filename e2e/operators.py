@@ -118,11 +118,11 @@ class OperatorProcess:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def operator_env(cluster: Cluster, **extra: str) -> dict[str, str]:
-    """Environment of an operator process: the cluster's kubeconfig, nothing inherited that
-    would change its flags."""
+def operator_env(cluster: Cluster, command: str, **extra: str) -> dict[str, str]:
+    """Environment of the operator ``command``: its kubeconfig (its chart's identity, see
+    e2e.charts), nothing inherited that would change its flags."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPSUITE_")}
-    env["KUBECONFIG"] = str(cluster.kubeconfig)
+    env["KUBECONFIG"] = str(cluster.operator_kubeconfig(command))
     env.update(extra)
     return env
 

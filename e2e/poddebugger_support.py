@@ -65,7 +65,7 @@ def start_operator(cluster: Cluster, pool: Pool, log_dir: Path, *extra: str) -> 
         "pod-debugger-operator",
         [*(f"--namespace={ns}" for ns in pool.all()), *extra],
         log,
-        operator_env(cluster, POD_NAME=pool.identity),
+        operator_env(cluster, "pod-debugger-operator", POD_NAME=pool.identity),
     ).start()
 
 

@@ -33,7 +33,7 @@ def start_podset_operator(
         "podset-operator",
         [f"--namespace={namespace}", *extra],
         log,
-        operator_env(cluster),
+        operator_env(cluster, "podset-operator"),
     ).start()
 
 

@@ -8,6 +8,7 @@ ever write at the same time.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -23,9 +24,11 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from e2e.cluster import ROOT, Cluster, wait_until
+from e2e.charts import RELEASE_NAMESPACE
+from e2e.cluster import ROOT, Cluster, flush_audit_log, wait_until
 from e2e.operators import OperatorProcess, operator_env, wait_exit
 from e2e.podset_support import PodSets, install_crd, podset
+from podset_operator.manifests import CHART_SPEC as PODSET_CHART
 
 # client-go's defaults, which the manager uses (opsuite_common.leader_election).
 LEASE_DURATION = 15.0
@@ -55,15 +58,32 @@ def crd(cluster: Cluster) -> None:
 
 
 @pytest.fixture
-def lease_id() -> str:
-    return f"podset-e2e-{uuid.uuid4().hex[:8]}"
+def lease(cluster: Cluster, api: client.ApiClient, namespace: str) -> Iterator[tuple[str, str]]:
+    """(namespace, name) of the Lease: the one the chart's RBAC allows when the operator runs
+    as its chart's ServiceAccount (deleted afterwards), else a new one in the test namespace."""
+    if "podset-operator" not in cluster.operator_kubeconfigs:
+        yield namespace, f"podset-e2e-{uuid.uuid4().hex[:8]}"
+        return
+    yield RELEASE_NAMESPACE, PODSET_CHART.name
+    with contextlib.suppress(ApiException):
+        client.CoordinationV1Api(api).delete_namespaced_lease(PODSET_CHART.name, RELEASE_NAMESPACE)
+
+
+@pytest.fixture
+def lease_id(lease: tuple[str, str]) -> str:
+    return lease[1]
+
+
+@pytest.fixture
+def lease_namespace(lease: tuple[str, str]) -> str:
+    return lease[0]
 
 
 @pytest.fixture
 def fleet(
-    cluster: Cluster, crd: None, namespace: str, lease_id: str, tmp_path: Path
+    cluster: Cluster, crd: None, namespace: str, lease: tuple[str, str], tmp_path: Path
 ) -> Iterator[Fleet]:
-    fleet = Fleet(cluster, namespace, lease_id, tmp_path)
+    fleet = Fleet(cluster, namespace, lease, tmp_path)
     yield fleet
     fleet.stop_all()
 
@@ -76,12 +96,14 @@ def audit_log_or_skip(cluster: Cluster) -> Path:
 
 
 class Fleet:
-    """podset-operator processes campaigning for one Lease in the test namespace."""
+    """podset-operator processes serving the test namespace, campaigning for one Lease."""
 
-    def __init__(self, cluster: Cluster, namespace: str, lease_id: str, log_dir: Path) -> None:
+    def __init__(
+        self, cluster: Cluster, namespace: str, lease: tuple[str, str], log_dir: Path
+    ) -> None:
         self.cluster = cluster
         self.namespace = namespace
-        self.lease_id = lease_id
+        self.lease_namespace, self.lease_id = lease
         self.log_dir = log_dir
         self.procs: dict[str, OperatorProcess] = {}
 
@@ -90,12 +112,12 @@ class Fleet:
             "podset-operator",
             [
                 "--leader-elect",
-                f"--leader-election-namespace={self.namespace}",
+                f"--leader-election-namespace={self.lease_namespace}",
                 f"--leader-election-id={self.lease_id}",
                 f"--namespace={self.namespace}",
             ],
             self.log_dir / f"podset-operator-{pod_name}.log",
-            operator_env(self.cluster, POD_NAME=pod_name),
+            operator_env(self.cluster, "podset-operator", POD_NAME=pod_name),
         ).start()
         self.procs[pod_name] = proc
         return proc
@@ -206,31 +228,16 @@ def namespace_audit_events(audit_log: Path, namespace: str) -> Iterator[dict[str
                     yield event
 
 
-def audit_flush(cluster: Cluster, api: client.ApiClient, namespace: str) -> None:
-    """Make a marker request and wait until the (batched) audit log holds it: every request
-    made before it is then in the log too."""
-    assert cluster.audit_log is not None
-    audit_log = cluster.audit_log
-    marker = f"audit-marker-{uuid.uuid4().hex[:8]}"
-    with pytest.raises(ApiException):
-        client.CoreV1Api(api).read_namespaced_config_map(marker, namespace)
-
-    def seen() -> bool:
-        return any(
-            (e.get("objectRef") or {}).get("name") == marker
-            for e in namespace_audit_events(audit_log, namespace)
-        )
-
-    wait_until(seen, bool, timeout=30, interval=0.5, what=f"audit event for {marker}")
-
-
-def operator_writes(audit_log: Path, namespace: str, lease_id: str) -> list[dict[str, Any]]:
-    """Completed writes by podset-operator processes in ``namespace``, the Lease excluded.
+def operator_writes(audit_log: Path, namespaces: set[str], lease_id: str) -> list[dict[str, Any]]:
+    """Completed writes by podset-operator processes in ``namespaces``, the Lease marked.
 
     Each: identity, verb, resource, name, code, received and completed (Unix time).
     """
     writes = []
-    for event in namespace_audit_events(audit_log, namespace):
+    events = itertools.chain.from_iterable(
+        namespace_audit_events(audit_log, ns) for ns in sorted(namespaces)
+    )
+    for event in events:
         ref = event.get("objectRef") or {}
         if event.get("verb") not in WRITE_VERBS:
             continue
@@ -281,10 +288,11 @@ def test_one_leader_reconciles_and_fails_over(
     cluster: Cluster,
     api: client.ApiClient,
     namespace: str,
+    lease_namespace: str,
     lease_id: str,
     fleet: Fleet,
 ) -> None:
-    leases = Leases(api, namespace, lease_id)
+    leases = Leases(api, lease_namespace, lease_id)
     podsets = PodSets(api, namespace)
     intervals: dict[str, list[float]] = {}  # identity -> [start, end] of its leadership
 
@@ -378,8 +386,8 @@ def test_one_leader_reconciles_and_fails_over(
     assert procs["c"].stop() == 0, fleet.logs()
     intervals["c"][1] = time.time()
     audit_log = audit_log_or_skip(cluster)
-    audit_flush(cluster, api, namespace)
-    writes = [w for w in operator_writes(audit_log, namespace, lease_id) if not w["is_lease"]]
+    flush_audit_log(cluster, api)
+    writes = [w for w in operator_writes(audit_log, {namespace}, lease_id) if not w["is_lease"]]
     by_identity: dict[str, list[dict[str, Any]]] = {}
     for w in writes:
         by_identity.setdefault(w["identity"], []).append(w)
@@ -399,10 +407,11 @@ def test_leader_exits_when_its_lease_is_taken(
     cluster: Cluster,
     api: client.ApiClient,
     namespace: str,
+    lease_namespace: str,
     lease_id: str,
     fleet: Fleet,
 ) -> None:
-    leases = Leases(api, namespace, lease_id)
+    leases = Leases(api, lease_namespace, lease_id)
     podsets = PodSets(api, namespace)
     leader = fleet.start("a")
     wait_holder(leases, {"a"}, timeout=60)
@@ -414,7 +423,7 @@ def test_leader_exits_when_its_lease_is_taken(
     # Take the lease with the current resourceVersion, under a User-Agent of our own.
     with cluster.api_client() as thief_api:
         thief_api.user_agent = "e2e-lease-thief"
-        thief = Leases(thief_api, namespace, lease_id)
+        thief = Leases(thief_api, lease_namespace, lease_id)
 
         def take() -> dict[str, Any]:
             lease = thief.get()
@@ -438,10 +447,10 @@ def test_leader_exits_when_its_lease_is_taken(
     assert leases.holder() == "intruder", "the old leader must not take the lease back"
 
     audit_log = audit_log_or_skip(cluster)
-    audit_flush(cluster, api, namespace)
+    flush_audit_log(cluster, api)
     takeover = [
         e
-        for e in namespace_audit_events(audit_log, namespace)
+        for e in namespace_audit_events(audit_log, lease_namespace)
         if e.get("userAgent") == "e2e-lease-thief"
         and e.get("verb") == "update"
         and e.get("stage") == "ResponseComplete"
@@ -451,7 +460,7 @@ def test_leader_exits_when_its_lease_is_taken(
     taken = parse_time(takeover[0]["stageTimestamp"])
     after = [
         w
-        for w in operator_writes(audit_log, namespace, lease_id)
+        for w in operator_writes(audit_log, {namespace, lease_namespace}, lease_id)
         if w["identity"] == "a" and w["completed"] > taken
     ]
     # Only a renewal attempt may follow, and it must be refused (stale resourceVersion).

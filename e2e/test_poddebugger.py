@@ -475,3 +475,40 @@ def test_image_allowlist_policy_takes_its_prefixes_from_a_configmap(
     finally:
         adm.delete_validating_admission_policy_binding(name)
         adm.delete_validating_admission_policy(name)
+
+
+def test_a_pod_recreated_under_its_name_is_debugged_again_and_the_event_counts_twice(
+    pool: Pool, debuggers: Debuggers, operator: Operator
+) -> None:
+    """A StatefulSet-style pod, deleted and recreated under the same name, gets the debug
+    container again; the PodDebugger's identical Event is updated (count 2), not duplicated."""
+    ns = pool.name("b")
+    labels = {"app": "sts"}
+    debuggers.run_pod(ns, "sts-0", labels)
+    debuggers.create(ns, debugger_manifest("sts", labels))
+    debuggers.wait_debugged(ns, "sts", 1)
+    first = debuggers.pod(ns, "sts-0").metadata.uid
+    debuggers.core.delete_namespaced_pod("sts-0", ns, grace_period_seconds=0)
+
+    def gone() -> bool:
+        try:
+            return bool(debuggers.pod(ns, "sts-0").metadata.uid != first)
+        except ApiException as exc:
+            return bool(exc.status == 404)
+
+    wait_until(gone, bool, timeout=60, what="the first sts-0 gone")
+    debuggers.run_pod(ns, "sts-0", labels)
+    wait_until(
+        lambda: ephemeral(debuggers.pod(ns, "sts-0")), bool, timeout=60, what="debugged again"
+    )
+    added = wait_until(
+        lambda: [
+            e
+            for e in debuggers.events(ns, "PodDebugger", "sts")
+            if e.reason == "DebugContainerAdded"
+        ],
+        lambda events: len(events) == 1 and events[0].count == 2,
+        timeout=30,
+        what="one DebugContainerAdded Event with count 2",
+    )
+    assert "to pod sts-0" in added[0].message

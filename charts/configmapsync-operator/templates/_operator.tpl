@@ -9,6 +9,7 @@
   - list
   - watch
   - create
+  - update
   - patch
   - delete
 - apiGroups:

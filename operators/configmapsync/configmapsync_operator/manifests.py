@@ -204,7 +204,9 @@ CHART_SPEC = ChartSpec(
     crd_name=f"{PLURAL}.{GROUP}",
     values=ConfigMapSyncChartValues(image=ImageValues(repository=f"{IMAGE_REGISTRY}/{CHART}")),
     namespaced_rules=(
-        PolicyRule(("",), ("configmaps",), ("get", "list", "watch", "create", "patch", "delete")),
+        PolicyRule(
+            ("",), ("configmaps",), ("get", "list", "watch", "create", "update", "patch", "delete")
+        ),
         PolicyRule((GROUP,), (PLURAL,), ("list", "watch", "patch")),
         PolicyRule((GROUP,), (f"{PLURAL}/status",), ("patch",)),
         PolicyRule(("",), ("events",), ("create", "patch")),
