@@ -66,6 +66,7 @@ unit: deps ## Unit and property tests (no cluster)
 e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plane
 	@echo "==================== e2e tests ====================="
 	@if [[ -z "$${E2E_KUBECONFIG:-}" ]] && ! docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory cluster; fi
+	hack/build-tools.sh helm
 	$(PYTEST) e2e -m "not chaos"
 
 test: lint typecheck unit verify e2e ## Everything CI checks
