@@ -9,6 +9,7 @@ require (
 	github.com/operator-framework/operator-registry v1.73.0
 	github.com/sirupsen/logrus v1.9.4
 	k8s.io/apimachinery v0.36.2
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -142,5 +143,4 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )

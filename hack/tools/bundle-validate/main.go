@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	apimanifests "github.com/operator-framework/api/pkg/manifests"
 	apivalidation "github.com/operator-framework/api/pkg/validation"
@@ -20,6 +21,7 @@ import (
 	"github.com/sirupsen/logrus"
 	k8svalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 )
 
 // optional is what operator-sdk's suite=operatorframework selects, with the deprecated
@@ -49,6 +51,11 @@ func validate(dir, k8sVersion string) []string {
 	bundle, err := apimanifests.GetBundleFromDir(manifests)
 	if err != nil {
 		return append(findings, "ERROR loading bundle: "+err.Error())
+	}
+	// The loader only reads annotations found under the directory it is given, so the
+	// channel checks would see no channel at all (operator-sdk issue 5586); read them here.
+	if err := addMetadata(bundle, filepath.Join(dir, "metadata", "annotations.yaml")); err != nil {
+		return append(findings, "ERROR reading annotations: "+err.Error())
 	}
 	var results []apierrors.ManifestResult
 	for _, obj := range bundle.Objects {
@@ -89,6 +96,22 @@ func validate(dir, k8sVersion string) []string {
 		}
 	}
 	return findings
+}
+
+// addMetadata sets the bundle's package and channels from its annotations file.
+func addMetadata(bundle *apimanifests.Bundle, path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var file apimanifests.AnnotationsFile
+	if err := yaml.Unmarshal(raw, &file); err != nil {
+		return err
+	}
+	bundle.Package = file.Annotations.PackageName
+	bundle.Channels = strings.Split(file.Annotations.Channels, ",")
+	bundle.DefaultChannel = file.Annotations.DefaultChannelName
+	return nil
 }
 
 func main() {

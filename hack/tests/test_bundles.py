@@ -1,0 +1,138 @@
+"""The generated OLM bundles and catalog, checked by the operator-framework's own validators, and
+their RBAC compared with the charts'.
+
+``bundle-validate`` runs what ``operator-sdk bundle validate --select-optional
+suite=operatorframework`` runs (hack/tools/bundle-validate); ``opm validate`` checks the catalog.
+Both come from ``make tools``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from configmapsync_operator.manifests import CHART_SPEC as CONFIGMAPSYNC_CHART
+from opsuite_common.bundle import CHANNEL, find, rendered_objects
+from opsuite_common.chart import ChartSpec
+from poddebugger_operator.manifests import CHART_SPEC as PODDEBUGGER_CHART
+from podset_operator.manifests import CHART_SPEC as PODSET_CHART
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = ROOT / ".local" / "bin"
+SPECS = {spec.name: spec for spec in (PODSET_CHART, CONFIGMAPSYNC_CHART, PODDEBUGGER_CHART)}
+K8S_VERSION = "1.36"
+"""Kubernetes version the deprecated-API checks look at (the local plane's)."""
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name) or str(BIN / name)
+    assert Path(path).exists(), f"{name} missing: run `make tools`"
+    return path
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def _validate(bundle: Path) -> subprocess.CompletedProcess[str]:
+    return _run(_tool("bundle-validate"), "-k8s-version", K8S_VERSION, str(bundle))
+
+
+def _csv(package: str) -> dict[str, Any]:
+    path = ROOT / "bundle" / package / "manifests" / f"{package}.clusterserviceversion.yaml"
+    csv: dict[str, Any] = yaml.safe_load(path.read_text())
+    return csv
+
+
+def _rules(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [rule for obj in find(objects, kind) for rule in obj["rules"]]
+
+
+def _key(rule: dict[str, Any]) -> str:
+    return json.dumps(rule, sort_keys=True)
+
+
+def _chart(spec: ChartSpec, *set_values: str) -> list[dict[str, Any]]:
+    command = [_tool("helm"), "template", spec.name, str(ROOT / "charts" / spec.name)]
+    command += ["--namespace", "opsuite-system", "--kube-version", "1.30.0"]
+    for value in set_values:
+        command += ["--set", value]
+    done = _run(*command)
+    assert done.returncode == 0, done.stderr
+    return list(rendered_objects(done.stdout))
+
+
+@pytest.mark.parametrize("package", sorted(SPECS))
+def test_bundle_passes_the_operator_framework_validators_without_a_warning(package: str) -> None:
+    done = _validate(ROOT / "bundle" / package)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip() == f"{ROOT / 'bundle' / package}: no errors, no warnings"
+
+
+def test_a_warning_fails_validation(tmp_path: Path) -> None:
+    """An "alpha" channel only draws a good-practices warning; that alone must fail."""
+    bundle = tmp_path / "podset-operator"
+    shutil.copytree(ROOT / "bundle" / "podset-operator", bundle)
+    annotations = bundle / "metadata" / "annotations.yaml"
+    annotations.write_text(annotations.read_text().replace(f": {CHANNEL}\n", ": alpha\n"))
+    done = _validate(bundle)
+    assert done.returncode == 1
+    assert "WARNING" in done.stdout, done.stdout
+    assert '["alpha"] are not following the recommended naming convention' in done.stdout
+    assert "ERROR" not in done.stdout, done.stdout
+
+
+def test_catalog_passes_opm_validate() -> None:
+    done = _run(_tool("opm"), "validate", str(ROOT / "catalog"))
+    assert done.returncode == 0, done.stderr
+
+
+def test_opm_validate_rejects_a_bundle_in_no_channel(tmp_path: Path) -> None:
+    catalog = tmp_path / "catalog"
+    shutil.copytree(ROOT / "catalog", catalog)
+    path = catalog / "podset-operator" / "catalog.yaml"
+    path.write_text(path.read_text().replace("- name: podset-operator.v", "- name: missing.v", 1))
+    done = _run(_tool("opm"), "validate", str(catalog))
+    assert done.returncode != 0
+    assert "not found in any channel entries" in done.stderr
+
+
+@pytest.mark.parametrize("package", sorted(SPECS))
+def test_csv_rbac_is_the_charts_rbac_in_both_chart_modes(package: str) -> None:
+    """All namespaces: the chart's ClusterRole + leader-election Role hold exactly the CSV's
+    rules. Listed namespaces: each Role holds exactly the CSV's namespaced permissions but
+    leader election, and the ClusterRole exactly its clusterPermissions."""
+    strategy = _csv(package)["spec"]["install"]["spec"]
+    permissions = [r for p in strategy["permissions"] for r in p["rules"]]
+    cluster_permissions = [r for p in strategy.get("clusterPermissions", []) for r in p["rules"]]
+    every = _chart(SPECS[package])
+    csv_rules = sorted(map(_key, permissions + cluster_permissions))
+    assert sorted(map(_key, _rules(every, "ClusterRole") + _rules(every, "Role"))) == csv_rules
+
+    listed = _chart(SPECS[package], "watchNamespaces={team-a}")
+    election = [r for r in _rules(listed, "Role") if r["apiGroups"] == ["coordination.k8s.io"]]
+    served = [r for r in _rules(listed, "Role") if r not in election]
+    assert sorted(map(_key, served + election)) == sorted(map(_key, permissions))
+    assert sorted(map(_key, _rules(listed, "ClusterRole"))) == sorted(
+        map(_key, cluster_permissions)
+    )
+
+
+@pytest.mark.parametrize("package", sorted(SPECS))
+def test_csv_deployment_is_the_charts_deployment(package: str) -> None:
+    """The same pod spec but for the target-namespaces variable, the same selector."""
+    (chart,) = find(_chart(SPECS[package]), "Deployment")
+    (entry,) = _csv(package)["spec"]["install"]["spec"]["deployments"]
+    ours, theirs = entry["spec"]["template"]["spec"], chart["spec"]["template"]["spec"]
+    env = ours["containers"][0]["env"]
+    assert env[-1]["name"] == "OPSUITE_NAMESPACE"
+    ours["containers"][0]["env"] = env[:-1]
+    assert ours == theirs
+    assert entry["spec"]["selector"] == chart["spec"]["selector"]
+    assert entry["name"] == chart["metadata"]["name"]

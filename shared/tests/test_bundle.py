@@ -1,0 +1,166 @@
+"""OLM bundle building: chart objects made OLM's, RBAC split, descriptors, the namespace env."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from opsuite_common.bundle import (
+    TARGET_NAMESPACES_ENV,
+    bundle_annotations,
+    bundle_dockerfile,
+    deployment_spec,
+    descriptors,
+    olm_object,
+    strategy_permissions,
+)
+from opsuite_common.chart import ChartSpec, PolicyRule
+from opsuite_common.chart_values import ChartValues, ImageValues
+from opsuite_common.options import parse_options
+
+LABELS = {
+    "helm.sh/chart": "x-operator-0.1.0",
+    "app.kubernetes.io/name": "x-operator",
+    "app.kubernetes.io/managed-by": "Helm",
+}
+
+
+def _deployment() -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "x-operator", "namespace": "ns", "labels": dict(LABELS)},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": "x-operator"}},
+            "template": {
+                "metadata": {"labels": dict(LABELS)},
+                "spec": {
+                    "serviceAccountName": "x-sa",
+                    "containers": [
+                        {
+                            "name": "operator",
+                            "image": "x:1",
+                            "args": ["--leader-elect=true", "--leader-election-id=x-lease"],
+                            "env": [{"name": "POD_NAME", "value": "p"}],
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _spec(cluster_rules: tuple[PolicyRule, ...]) -> ChartSpec:
+    return ChartSpec(
+        name="x-operator",
+        command="x-operator",
+        description="X.",
+        crd_name="xs.example.com",
+        values=ChartValues(image=ImageValues(repository="x")),
+        namespaced_rules=(PolicyRule(("",), ("pods",), ("list", "watch")),),
+        cluster_rules=cluster_rules,
+    )
+
+
+def test_olm_object_drops_the_namespace_and_helm_labels() -> None:
+    obj = olm_object(_deployment())
+    assert "namespace" not in obj["metadata"]
+    for labels in (obj["metadata"]["labels"], obj["spec"]["template"]["metadata"]["labels"]):
+        assert labels == {
+            "app.kubernetes.io/name": "x-operator",
+            "app.kubernetes.io/managed-by": "olm",
+        }
+
+
+def test_deployment_spec_serves_olm_target_namespaces() -> None:
+    entry = deployment_spec(_deployment())
+    assert entry["name"] == "x-operator"
+    env = entry["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env == [{"name": "POD_NAME", "value": "p"}, TARGET_NAMESPACES_ENV]
+
+
+def test_deployment_spec_refuses_a_chart_already_setting_the_namespace_env() -> None:
+    deployment = _deployment()
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["env"].append({"name": TARGET_NAMESPACES_ENV["name"], "value": "a"})
+    with pytest.raises(ValueError, match="already set"):
+        deployment_spec(deployment)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "namespaces"),
+    [("", ()), ("team-a", ("team-a",)), ("team-b,team-a", ("team-a", "team-b"))],
+)
+def test_olm_target_namespaces_annotation_is_what_the_operator_serves(
+    annotation: str, namespaces: tuple[str, ...]
+) -> None:
+    """OLM writes "" for AllNamespaces and a comma-separated list otherwise."""
+    options = parse_options("x", "X", [], {TARGET_NAMESPACES_ENV["name"]: annotation})
+    assert options.namespaces == namespaces
+    assert options.clusterwide == (annotation == "")
+
+
+def test_permissions_hold_namespaced_and_election_rules_for_the_deployment_account() -> None:
+    cluster_rule = PolicyRule(("",), ("namespaces",), ("list",))
+    permissions, cluster_permissions = strategy_permissions(_spec((cluster_rule,)), _deployment())
+    assert [p["serviceAccountName"] for p in permissions + cluster_permissions] == ["x-sa"] * 2
+    rules = permissions[0]["rules"]
+    assert rules[0] == {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}
+    named = [r for r in rules if r.get("resourceNames")]
+    assert named == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "update", "watch"],
+            "resourceNames": ["x-lease"],
+        }
+    ]
+    assert cluster_permissions[0]["rules"] == [cluster_rule.to_kube()]
+
+
+def test_no_cluster_permissions_without_cluster_rules() -> None:
+    _, cluster_permissions = strategy_permissions(_spec(()), _deployment())
+    assert cluster_permissions == []
+
+
+def test_descriptors_follow_the_schema_fields() -> None:
+    schema = {
+        "properties": {
+            "replicas": {"type": "integer", "description": "How many\n  pods."},
+            "mode": {"type": "string", "enum": ["a", "b"], "description": "Mode."},
+            "paused": {"type": "boolean"},
+            "template": {"type": "object", "description": "Pod template."},
+            "conditions": {"type": "array", "description": "Conditions."},
+        }
+    }
+    ui = "urn:alm:descriptor:com.tectonic.ui:"
+    spec = {d["path"]: d for d in descriptors(schema, spec=True, scale_path="replicas")}
+    assert spec["replicas"] == {
+        "path": "replicas",
+        "displayName": "Replicas",
+        "description": "How many pods.",
+        "x-descriptors": [ui + "podCount"],
+    }
+    assert spec["mode"]["x-descriptors"] == [ui + "select:a", ui + "select:b"]
+    assert spec["paused"]["x-descriptors"] == [ui + "booleanSwitch"]
+    assert "x-descriptors" not in spec["template"]
+    status = {d["path"]: d for d in descriptors(schema, spec=False)}
+    assert status["conditions"]["x-descriptors"] == ["urn:alm:descriptor:io.kubernetes.conditions"]
+    assert "x-descriptors" not in status["replicas"]
+
+
+def test_camel_case_fields_get_spaced_display_names() -> None:
+    schema = {"properties": {"minReadySeconds": {"type": "integer"}}}
+    assert descriptors(schema, spec=True)[0]["displayName"] == "Min Ready Seconds"
+
+
+def test_bundle_image_labels_are_the_annotations() -> None:
+    labels = dict(
+        line.removeprefix("LABEL ").split("=", 1)
+        for line in bundle_dockerfile("x-operator").splitlines()
+        if line.startswith("LABEL ")
+    )
+    assert labels == bundle_annotations("x-operator")
+    assert yaml.safe_load(yaml.safe_dump(labels)) == labels
