@@ -165,12 +165,14 @@ def _cluster_scoped(api: client.ApiClient, release: str) -> dict[str, list[str]]
 def test_install_upgrade_uninstall(
     cluster: Cluster, api: client.ApiClient, namespace: str, watched: list[str], spec: ChartSpec
 ) -> None:
-    """helm install (pod Ready on kwok), upgrade to HA + watchNamespaces, uninstall: only the
-    CRD stays."""
+    """helm install into a namespace enforcing Pod Security "restricted" (the pod is admitted
+    and goes Ready on kwok), upgrade to HA + watchNamespaces, uninstall: only the CRD stays."""
     release = f"e2e-{uuid.uuid4().hex[:6]}"
     fullname = f"{release}-{spec.name}"
     apps = client.AppsV1Api(api)
     rbac = client.RbacAuthorizationV1Api(api)
+    restricted = {"pod-security.kubernetes.io/enforce": "restricted"}
+    client.CoreV1Api(api).patch_namespace(namespace, {"metadata": {"labels": restricted}})
     helm(
         cluster,
         "install",
