@@ -173,16 +173,22 @@ def test_install_upgrade_uninstall(
     rbac = client.RbacAuthorizationV1Api(api)
     restricted = {"pod-security.kubernetes.io/enforce": "restricted"}
     client.CoreV1Api(api).patch_namespace(namespace, {"metadata": {"labels": restricted}})
-    helm(
-        cluster,
-        "install",
-        release,
-        str(chart_dir(spec)),
-        "-n",
-        namespace,
-        "--wait",
-        "--timeout=120s",
-    )
+
+    def deploy(verb: str, values: dict[str, Any]) -> None:
+        chart = str(chart_dir(spec))
+        helm(
+            cluster,
+            verb,
+            release,
+            chart,
+            "-n",
+            namespace,
+            "--wait",
+            "--timeout=120s",
+            values=values,
+        )
+
+    deploy("install", {})
     try:
         deployment = apps.read_namespaced_deployment(fullname, namespace)
         assert deployment.status.ready_replicas == 1
@@ -197,17 +203,7 @@ def test_install_upgrade_uninstall(
         policies = len(installed["ValidatingAdmissionPolicy"])
         assert policies == {"podset-operator": 0, "configmapsync-operator": 1}.get(spec.name, 2)
 
-        helm(
-            cluster,
-            "upgrade",
-            release,
-            str(chart_dir(spec)),
-            "-n",
-            namespace,
-            "--wait",
-            "--timeout=120s",
-            values={"replicaCount": 2, "watchNamespaces": watched},
-        )
+        deploy("upgrade", {"replicaCount": 2, "watchNamespaces": watched})
         deployment = apps.read_namespaced_deployment(fullname, namespace)
         assert deployment.status.ready_replicas == 2
         args = deployment.spec.template.spec.containers[0].args
