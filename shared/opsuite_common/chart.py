@@ -266,6 +266,7 @@ def chart_yaml(spec: ChartSpec, version: str) -> str:
         "kubeVersion": KUBE_VERSION,
         "keywords": ["kubernetes", "operator", "opsuite", *spec.keywords],
         "home": "https://github.com/opsuite/opsuite",
+        "icon": "https://raw.githubusercontent.com/opsuite/opsuite/main/docs/assets/opsuite-icon.svg",
         "sources": ["https://github.com/opsuite/opsuite"],
         "maintainers": [{"name": "opsuite maintainers", "email": "maintainers@opsuite.dev"}],
         "annotations": {"artifacthub.io/license": "Apache-2.0"},
