@@ -61,6 +61,7 @@ typecheck: deps ## mypy --strict
 
 unit: deps ## Unit and property tests (no cluster)
 	@echo "==================== unit tests ===================="
+	hack/build-tools.sh helm opm bundle-validate
 	$(PYTEST) shared/tests operators hack/tests -p no:kind
 
 e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plane

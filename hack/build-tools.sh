@@ -26,7 +26,6 @@ tool_packages() {
     helm) echo "helm.sh/helm/v3/cmd/helm" ;;
     actionlint) echo "github.com/rhysd/actionlint/cmd/actionlint" ;;
     opm) echo "github.com/operator-framework/operator-registry/cmd/opm" ;;
-    operator-verify) echo "github.com/operator-framework/api/cmd/operator-verify" ;;
     olm) echo "github.com/operator-framework/operator-lifecycle-manager/cmd/olm" ;;
     bundle-validate) echo "opsuite.dev/hack/tools/bundle-validate" ;;
     *) echo "unknown tool $1" >&2; return 1 ;;
@@ -57,7 +56,7 @@ collect_kwok_stages() {
 # build leaves it out (file-based catalogs only, which is what `opm validate` checks).
 tool_tags() {
   case "$1" in
-    opm | operator-verify | olm | bundle-validate) echo "containers_image_openpgp" ;;
+    opm | olm | bundle-validate) echo "containers_image_openpgp" ;;
     *) echo "" ;;
   esac
 }
@@ -90,5 +89,5 @@ build_tool() {
 
 command -v go >/dev/null || { echo "go is required (hack/install-deps.sh installs it)" >&2; exit 1; }
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes helm actionlint opm operator-verify bundle-validate olm)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes helm actionlint opm bundle-validate olm)
 for t in "${tools[@]}"; do build_tool "$t"; done

@@ -1,8 +1,0 @@
-//go:build tools
-
-// Package tools pins the commands that hack/build-tools.sh builds.
-package tools
-
-import (
-	_ "github.com/operator-framework/api/cmd/operator-verify"
-)
