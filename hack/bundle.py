@@ -3,10 +3,10 @@
     python hack/bundle.py write   # make bundle
     python hack/bundle.py check   # make verify: exit 1 listing stale, missing or extra files
 
-Sources: each operator's ``manifests`` module (CRD, SAMPLES, CHART_SPEC), its chart under
-charts/ rendered by ``helm template`` with the default values (Deployment, metrics Service),
-pyproject's version and docs/assets/opsuite-icon.svg. Each catalog bundle entry is what
-``opm render`` makes of the bundle directory. helm and opm come from ``make tools``.
+Sources: each operator's ``manifests`` module (CRD, SAMPLES, CHART_SPEC, BUNDLE_TEXT), its
+chart under charts/ rendered by ``helm template`` with the default values (Deployment, metrics
+Service), pyproject's version and docs/assets/opsuite-icon.svg. Each catalog bundle entry is
+what ``opm render`` makes of the bundle directory. helm and opm come from ``make tools``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from opsuite_common.bundle import (
     JSON,
     SUGGESTED_NAMESPACE,
     BundleInputs,
-    BundleText,
     bundle_files,
     catalog_yaml,
     find,
@@ -44,50 +43,12 @@ BIN = ROOT / ".local" / "bin"
 KUBE_VERSION = "1.30.0"
 """The Kubernetes version charts are rendered for (the CSV's minKubeVersion)."""
 
-TEXTS = {
-    "podset_operator.manifests": BundleText(
-        display_name="PodSet Operator",
-        kind_display_name="PodSet",
-        overview="""\
-A PodSet keeps a number of pods from a template running, like a ReplicaSet: the scale
-subresource (`kubectl scale`, HorizontalPodAutoscaler), ReplicaSet's deletion order, adoption
-and release of matching pods, and rolling updates with `maxSurge`/`maxUnavailable`.""",
-        categories=("Application Runtime",),
-    ),
-    "configmapsync_operator.manifests": BundleText(
-        display_name="ConfigMapSync Operator",
-        kind_display_name="ConfigMapSync",
-        overview="""\
-A ConfigMapSync copies a ConfigMap from a source namespace into destination namespaces (listed,
-or selected by label) and keeps the copies identical: edits and deletions of a copy are undone,
-changes to the source are propagated, and removing a destination removes its copy.""",
-        categories=("Developer Tools",),
-        policies="""\
-The `configmapsync-authorization.sync.opsuite.dev` policy lets someone create or change a
-ConfigMapSync only if they could get the source ConfigMap and create and update ConfigMaps in
-every destination namespace themselves: the operator's rights never let anyone copy more than
-they could by hand. Without it, anyone
-allowed to create ConfigMapSyncs can copy any ConfigMap the operator can read.""",
-    ),
-    "poddebugger_operator.manifests": BundleText(
-        display_name="PodDebugger Operator",
-        kind_display_name="PodDebugger",
-        overview="""\
-A PodDebugger adds an ephemeral debug container (`kubectl debug`, declared) to every pod of its
-namespace that its label selector matches, with a security profile and a limit on the number
-of pods.""",
-        categories=("Developer Tools", "Monitoring"),
-        policies="""\
-Two policies: `poddebugger-authorization.debug.opsuite.dev` lets only those who could run
-`kubectl debug` in a namespace (update `pods/ephemeralcontainers`) declare a PodDebugger there,
-and `poddebugger-images.debug.opsuite.dev` rejects debug images outside an allowlist (the
-ConfigMap `pod-debugger-allowed-images` in the operator's namespace; empty allows every image).
-Without the first, anyone allowed to create PodDebuggers can run an image of their choice inside
-the namespace's pods. Give the operator the same allowlist through `OPSUITE_ALLOWED_IMAGE_PREFIXES`
-in the Subscription's `spec.config.env`.""",
-    ),
-}
-"""The OperatorHub text of each operator, by its manifests module."""
+OPERATORS = (
+    "podset_operator.manifests",
+    "configmapsync_operator.manifests",
+    "poddebugger_operator.manifests",
+)
+"""Each operator's manifests module: CRD, SAMPLES, CHART_SPEC and BUNDLE_TEXT."""
 
 
 def _tool(name: str) -> str:
@@ -124,7 +85,7 @@ def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs
     services = find(rendered, "Service")
     inputs = BundleInputs(
         spec=spec,
-        text=TEXTS[module.__name__],
+        text=module.BUNDLE_TEXT,
         version=version,
         chart=yaml.safe_load(chart_yaml(spec, version)),
         crd=build_crd(module.CRD),
@@ -145,7 +106,7 @@ def expected_files() -> dict[Path, str]:
     )
     files: dict[Path, str] = {}
     with tempfile.TemporaryDirectory() as scratch:
-        for module_name in TEXTS:
+        for module_name in OPERATORS:
             inputs, service = _inputs(importlib.import_module(module_name), version, icon)
             package = inputs.spec.name
             generated = bundle_files(inputs, service)

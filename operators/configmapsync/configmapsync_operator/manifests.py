@@ -15,6 +15,7 @@ from configmapsync_operator.models import (
     ConfigMapSyncStatus,
 )
 from opsuite_common.admission import custom_resource_policy, policy_binding
+from opsuite_common.bundle import BundleText
 from opsuite_common.chart import ChartSpec, PolicyRule, policy_template
 from opsuite_common.chart_values import (
     IMAGE_REGISTRY,
@@ -220,3 +221,21 @@ CHART_SPEC = ChartSpec(
     },
 )
 """The Helm chart: RBAC as the operator's code calls the API (see docs/configmapsync.md)."""
+
+
+BUNDLE_TEXT = BundleText(
+    display_name="ConfigMapSync Operator",
+    kind_display_name="ConfigMapSync",
+    overview="""\
+A ConfigMapSync copies a ConfigMap from a source namespace into destination namespaces (listed,
+or selected by label) and keeps the copies identical: edits and deletions of a copy are undone,
+changes to the source are propagated, and removing a destination removes its copy.""",
+    categories=("Developer Tools",),
+    policies="""\
+The `configmapsync-authorization.sync.opsuite.dev` policy lets someone create or change a
+ConfigMapSync only if they could get the source ConfigMap and create and update ConfigMaps in
+every destination namespace themselves: the operator's rights never let anyone copy more than
+they could by hand. Without it, anyone
+allowed to create ConfigMapSyncs can copy any ConfigMap the operator can read.""",
+)
+"""What the OperatorHub listing (the OLM bundle's CSV) says beyond the chart."""

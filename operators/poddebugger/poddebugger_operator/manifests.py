@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from opsuite_common.admission import custom_resource_policy, policy_binding
+from opsuite_common.bundle import BundleText
 from opsuite_common.chart import ChartSpec, PolicyRule, policy_template
 from opsuite_common.chart_values import (
     IMAGE_REGISTRY,
@@ -234,3 +235,23 @@ CHART_SPEC = ChartSpec(
     },
 )
 """The Helm chart: RBAC as the operator's code calls the API (see docs/poddebugger.md)."""
+
+
+BUNDLE_TEXT = BundleText(
+    display_name="PodDebugger Operator",
+    kind_display_name="PodDebugger",
+    overview="""\
+A PodDebugger adds an ephemeral debug container (`kubectl debug`, declared) to every pod of its
+namespace that its label selector matches, with a security profile and a limit on the number
+of pods.""",
+    categories=("Developer Tools", "Monitoring"),
+    policies="""\
+Two policies: `poddebugger-authorization.debug.opsuite.dev` lets only those who could run
+`kubectl debug` in a namespace (update `pods/ephemeralcontainers`) declare a PodDebugger there,
+and `poddebugger-images.debug.opsuite.dev` rejects debug images outside an allowlist (the
+ConfigMap `pod-debugger-allowed-images` in the operator's namespace; empty allows every image).
+Without the first, anyone allowed to create PodDebuggers can run an image of their choice inside
+the namespace's pods. Give the operator the same allowlist through `OPSUITE_ALLOWED_IMAGE_PREFIXES`
+in the Subscription's `spec.config.env`.""",
+)
+"""What the OperatorHub listing (the OLM bundle's CSV) says beyond the chart."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opsuite_common.bundle import BundleText
 from opsuite_common.chart import ChartSpec, PolicyRule
 from opsuite_common.chart_values import IMAGE_REGISTRY, ChartValues, ImageValues
 from opsuite_common.crd import CrdDescriptor, PrinterColumn, ScaleSubresource
@@ -93,3 +94,15 @@ CHART_SPEC = ChartSpec(
     keywords=("replicaset", "scaling", "hpa"),
 )
 """The Helm chart: RBAC as the operator's code calls the API (see docs/podset.md)."""
+
+
+BUNDLE_TEXT = BundleText(
+    display_name="PodSet Operator",
+    kind_display_name="PodSet",
+    overview="""\
+A PodSet keeps a number of pods from a template running, like a ReplicaSet: the scale
+subresource (`kubectl scale`, HorizontalPodAutoscaler), ReplicaSet's deletion order, adoption
+and release of matching pods, and rolling updates with `maxSurge`/`maxUnavailable`.""",
+    categories=("Application Runtime",),
+)
+"""What the OperatorHub listing (the OLM bundle's CSV) says beyond the chart."""
