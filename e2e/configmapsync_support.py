@@ -19,7 +19,7 @@ from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.cluster import ROOT, Cluster, audit_events, wait_until
-from e2e.operators import OperatorProcess, operator_env
+from e2e.operators import OperatorHandle, OperatorProcess, operator_env, operator_handle
 
 GROUP, VERSION, PLURAL = "sync.opsuite.dev", "v1alpha1", "configmapsyncs"
 CRD_DIR = ROOT / "charts" / "configmapsync-operator" / "crds"
@@ -65,6 +65,14 @@ def start_operator(cluster: Cluster, pool: Pool, log_dir: Path, *extra: str) -> 
         log,
         operator_env(cluster, "configmapsync-operator", POD_NAME=pool.identity),
     ).start()
+
+
+def pool_operator(cluster: Cluster, pool: Pool, log_dir: Path) -> OperatorHandle:
+    """The configmapsync-operator for the pool's tests: a ready process serving exactly the pool's
+    namespaces, or the one in the cluster (e2e.operators)."""
+    return operator_handle(
+        cluster, "configmapsync-operator", lambda: start_operator(cluster, pool, log_dir)
+    )
 
 
 def sync_manifest(name: str, config_map: str, **spec: Any) -> dict[str, Any]:

@@ -14,14 +14,32 @@ from kubernetes import client
 
 from e2e.charts import install_identities
 from e2e.cluster import Cluster, docker_available, start_local_plane, wait_until
+from e2e.operators import operators_mode
 
 pytestmark = pytest.mark.e2e
 
+RUN_THEIR_OWN_OPERATORS = {
+    "test_charts.py": "installs its own releases and runs local operators beside the chart's",
+    "test_zz_least_privilege.py": "reads what the suite's local operator processes asked for",
+}
+"""Modules (not yet marked test by test) whose every test needs local operators."""
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Everything under e2e/ is an e2e test."""
+    """Everything under e2e/ is an e2e test; in in-cluster mode (E2E_OPERATORS), tests marked
+    ``local_operators`` are skipped with the marker's reason."""
+    in_cluster = operators_mode() == "in-cluster"
     for item in items:
         item.add_marker(pytest.mark.e2e)
+        if not in_cluster:
+            continue
+        marker = item.get_closest_marker("local_operators")
+        reason = RUN_THEIR_OWN_OPERATORS.get(item.path.name)
+        if marker is not None:
+            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else None)
+            assert reason, f"{item.nodeid}: local_operators needs a reason"
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=f"needs local operators: {reason}"))
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +50,10 @@ def cluster(request: pytest.FixtureRequest) -> Cluster:
     if docker_available():
         kind_cluster = request.getfixturevalue("kind_cluster")
         return Cluster("kind", Path(kind_cluster.kubeconfig_path), None)
+    if operators_mode() == "in-cluster":
+        raise pytest.UsageError(
+            "E2E_OPERATORS=in-cluster needs a cluster whose nodes run containers"
+        )
     return start_local_plane()
 
 
@@ -44,9 +66,13 @@ def api(cluster: Cluster) -> Iterator[client.ApiClient]:
 
 @pytest.fixture(scope="session", autouse=True)
 def operator_identities(cluster: Cluster, api: client.ApiClient) -> datetime:
-    """Operators run as their charts' ServiceAccounts (e2e.charts); when the session began."""
+    """Operators run as their charts' ServiceAccounts (e2e.charts); when the session began.
+
+    In in-cluster mode the charts are installed already (with the images under test) and their
+    pods use those ServiceAccounts themselves."""
     started = datetime.now(UTC)
-    install_identities(cluster, api)
+    if operators_mode() == "local":
+        install_identities(cluster, api)
     return started
 
 

@@ -1,7 +1,17 @@
-"""Run operators of this repo as real processes against the cluster under test."""
+"""The operators a test talks to: local processes started by the suite (the default), or the
+Deployments already running in the cluster (``E2E_OPERATORS=in-cluster``).
+
+Tests get an :class:`OperatorHandle` and never ask which: :func:`operator_handle` gives a
+:class:`LocalOperator` (the process ``start`` makes, serving the test's namespaces) or an
+:class:`InClusterOperator` (the chart's Deployment that hack/e2e-install.sh, or OLM, installed in
+``E2E_NAMESPACE``, serving every namespace). Tests that need what only a local process offers
+(signals, several processes, flags of their own, the audit log of the local plane) carry the
+``local_operators`` marker and are skipped in in-cluster mode.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -10,12 +20,26 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, Protocol
 
+from e2e.charts import CHARTS, RELEASE_NAMESPACE
 from e2e.cluster import Cluster, wait_until
 
 VENV_BIN = Path(sys.executable).parent
+Mode = Literal["local", "in-cluster"]
+MODES: tuple[Mode, ...] = ("local", "in-cluster")
+
+
+def operators_mode() -> Mode:
+    """``E2E_OPERATORS``: ``local`` (default) or ``in-cluster``."""
+    mode = os.environ.get("E2E_OPERATORS", "local")
+    for known in MODES:
+        if mode == known:
+            return known
+    raise ValueError(f"E2E_OPERATORS={mode!r}: expected one of {', '.join(MODES)}")
 
 
 def free_port() -> int:
@@ -135,3 +159,158 @@ def wait_exit(proc: OperatorProcess, timeout: float) -> int:
     assert not proc.alive(), f"{proc.command} still running after {timeout} s"
     assert proc.process is not None
     return int(proc.process.returncode)
+
+
+class OperatorHandle(Protocol):
+    """What a test may do with the operator under test, whichever mode runs it."""
+
+    command: str
+
+    def metrics(self) -> str:
+        """The /metrics exposition text."""
+
+    def alive(self) -> bool:
+        """Running, and not restarted behind the test's back."""
+
+    def restart(self) -> None:
+        """Stop gracefully and start again; returns once the new one is ready."""
+
+    def stop(self) -> None:
+        """End of use: fail if the operator did not run (and, locally, exit) cleanly."""
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of its log, for assertion messages."""
+
+
+class LocalOperator:
+    """An operator process made by ``start``, replaced by a new one on restart."""
+
+    def __init__(self, start: Callable[[], OperatorProcess]) -> None:
+        self._start = start
+        self.process = self._launch()
+        self.command = self.process.command
+
+    def _launch(self) -> OperatorProcess:
+        process = self._start()
+        process.wait_ready()
+        return process
+
+    def metrics(self) -> str:
+        return self.process.metrics()
+
+    def alive(self) -> bool:
+        return self.process.alive()
+
+    def restart(self) -> None:
+        self.stop()
+        self.process = self._launch()
+
+    def stop(self) -> None:
+        code = self.process.stop()
+        assert code == 0, f"{self.command} exited {code} on SIGTERM; log:\n{self.log_tail()}"
+
+    def log_tail(self, lines: int = 40) -> str:
+        return self.process.log_tail(lines)
+
+
+class InClusterOperator:
+    """The Deployment of an operator's chart (release named like the chart) in ``namespace``.
+
+    Metrics come through the API server's service proxy; a restart deletes the pod and waits for
+    the Deployment's next one to be ready.
+    """
+
+    def __init__(self, cluster: Cluster, command: str, namespace: str) -> None:
+        self.cluster, self.command, self.namespace = cluster, command, namespace
+        self.name = CHARTS[command].name
+        self._selector = (
+            f"app.kubernetes.io/name={self.name},app.kubernetes.io/instance={self.name}"
+        )
+        self.wait_ready()
+        self._pods = self._ready_pods()
+
+    def _ready_pods(self) -> dict[str, int]:
+        """Ready pods of the Deployment: uid -> restart count."""
+        listing = json.loads(
+            self.cluster.kubectl(
+                "get",
+                "pods",
+                "-n",
+                self.namespace,
+                "-o",
+                "json",
+                "-l",
+                self._selector,
+            )
+        )
+        pods = {}
+        for pod in listing["items"]:
+            status = pod.get("status", {})
+            conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
+            if "deletionTimestamp" in pod["metadata"] or conditions.get("Ready") != "True":
+                continue
+            restarts = sum(c.get("restartCount", 0) for c in status.get("containerStatuses", []))
+            pods[pod["metadata"]["uid"]] = restarts
+        return pods
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Wait until exactly one pod of the Deployment is ready."""
+        wait_until(
+            self._ready_pods,
+            lambda pods: len(pods) == 1,
+            timeout=timeout,
+            what=f"one ready pod of deployment {self.namespace}/{self.name}",
+        )
+
+    def metrics(self) -> str:
+        return self.cluster.kubectl(
+            "get",
+            "--raw",
+            f"/api/v1/namespaces/{self.namespace}/services/{self.name}-metrics:metrics/proxy/metrics",
+        )
+
+    def alive(self) -> bool:
+        return self._ready_pods() == self._pods
+
+    def restart(self) -> None:
+        self.cluster.kubectl(
+            "delete",
+            "pods",
+            "-n",
+            self.namespace,
+            "-l",
+            self._selector,
+            "--wait=true",
+        )
+        old = set(self._pods)
+        self._pods = wait_until(
+            self._ready_pods,
+            lambda pods: len(pods) == 1 and not old & set(pods),
+            timeout=120,
+            what=f"a new ready pod of deployment {self.namespace}/{self.name}",
+        )
+
+    def stop(self) -> None:
+        assert self.alive(), (
+            f"{self.command} restarted or is not ready (pods {self._ready_pods()}, "
+            f"expected {self._pods}); log:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return self.cluster.kubectl(
+                "logs", "-n", self.namespace, f"deployment/{self.name}", f"--tail={lines}"
+            )
+        except RuntimeError as exc:
+            return str(exc)
+
+
+def operator_handle(
+    cluster: Cluster, command: str, start: Callable[[], OperatorProcess]
+) -> OperatorHandle:
+    """The operator ``command`` for a test: the process ``start`` makes (local mode, ready when
+    returned), or the one in the cluster (in-cluster mode; ``start`` is not called)."""
+    if operators_mode() == "in-cluster":
+        namespace = os.environ.get("E2E_NAMESPACE", RELEASE_NAMESPACE)
+        return InClusterOperator(cluster, command, namespace)
+    return LocalOperator(start)

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from e2e.cluster import ROOT, Cluster, wait_until
-from e2e.operators import OperatorProcess, operator_env
+from e2e.operators import OperatorHandle, OperatorProcess, operator_env, operator_handle
 
 GROUP, VERSION, PLURAL = "debug.opsuite.dev", "v1alpha1", "poddebuggers"
 CRD_DIR = ROOT / "charts" / "pod-debugger-operator" / "crds"
@@ -67,6 +67,16 @@ def start_operator(cluster: Cluster, pool: Pool, log_dir: Path, *extra: str) -> 
         log,
         operator_env(cluster, "pod-debugger-operator", POD_NAME=pool.identity),
     ).start()
+
+
+def pool_operator(cluster: Cluster, pool: Pool, log_dir: Path) -> OperatorHandle:
+    """The pod-debugger-operator for the pool's tests: a ready process serving exactly the pool's
+    namespaces with --allowed-image-prefix=busybox, or the one in the cluster (e2e.operators)."""
+    return operator_handle(
+        cluster,
+        "pod-debugger-operator",
+        lambda: start_operator(cluster, pool, log_dir, f"--allowed-image-prefix={ALLOWED_PREFIX}"),
+    )
 
 
 def debugger_manifest(name: str, labels: dict[str, str], **spec: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 from kubernetes import client, watch
 
 from e2e.cluster import ROOT, Cluster, wait_until
-from e2e.operators import OperatorProcess, operator_env
+from e2e.operators import OperatorHandle, OperatorProcess, operator_env, operator_handle
 
 GROUP, VERSION, PLURAL = "apps.opsuite.dev", "v1alpha1", "podsets"
 CRD_DIR = ROOT / "charts" / "podset-operator" / "crds"
@@ -35,6 +35,14 @@ def start_podset_operator(
         log,
         operator_env(cluster, "podset-operator"),
     ).start()
+
+
+def podset_operator(cluster: Cluster, namespace: str, log_dir: Path) -> OperatorHandle:
+    """The podset-operator for a test in ``namespace``: a ready process serving only it, or the
+    one in the cluster (e2e.operators)."""
+    return operator_handle(
+        cluster, "podset-operator", lambda: start_podset_operator(cluster, namespace, log_dir)
+    )
 
 
 def podset(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,36 +37,12 @@ from e2e.configmapsync_support import (
     install_crd,
     metric_value,
     owned_by,
-    start_operator,
+    pool_operator,
     sync_manifest,
     writes_by,
 )
-from e2e.operators import OperatorProcess
+from e2e.operators import OperatorHandle
 from opsuite_common.kube_model import LabelSelector, LabelSelectorRequirement
-
-
-class Operator:
-    """The module's operator process, restartable."""
-
-    def __init__(self, cluster: Cluster, pool: Pool, log_dir: Path) -> None:
-        self.cluster, self.pool, self.log_dir = cluster, pool, log_dir
-        self.process = self._start()
-
-    def _start(self) -> OperatorProcess:
-        proc = start_operator(self.cluster, self.pool, self.log_dir)
-        proc.wait_ready()
-        return proc
-
-    def restart(self) -> None:
-        self.stop()
-        self.process = self._start()
-
-    def stop(self) -> None:
-        code = self.process.stop()
-        assert code == 0, f"operator exited {code} on SIGTERM; log:\n{self.process.log_tail()}"
-
-    def metrics(self) -> str:
-        return self.process.metrics()
 
 
 @pytest.fixture(scope="module")
@@ -90,14 +65,14 @@ def pool(cluster: Cluster, api: client.ApiClient) -> Iterator[Pool]:
 @pytest.fixture(scope="module")
 def operator(
     cluster: Cluster, pool: Pool, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Operator]:
-    handle = Operator(cluster, pool, tmp_path_factory.mktemp("configmapsync"))
+) -> Iterator[OperatorHandle]:
+    handle = pool_operator(cluster, pool, tmp_path_factory.mktemp("configmapsync"))
     yield handle
     handle.stop()
 
 
 @pytest.fixture
-def syncs(api: client.ApiClient, operator: Operator) -> Iterator[Syncs]:
+def syncs(api: client.ApiClient, operator: OperatorHandle) -> Iterator[Syncs]:
     access = Syncs(api)
     yield access
     access.cleanup()
@@ -110,8 +85,9 @@ def uid_of(obj: dict[str, Any]) -> str:
 # --- copying ---------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_copies_data_labels_annotations_but_no_bookkeeping(
-    cluster: Cluster, pool: Pool, syncs: Syncs, operator: Operator
+    cluster: Cluster, pool: Pool, syncs: Syncs, operator: OperatorHandle
 ) -> None:
     src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
     source = {
@@ -173,7 +149,7 @@ def test_copies_data_labels_annotations_but_no_bookkeeping(
 
 
 def test_source_changes_reach_every_copy_and_edited_or_deleted_copies_are_restored(
-    cluster: Cluster, pool: Pool, syncs: Syncs, operator: Operator
+    cluster: Cluster, pool: Pool, syncs: Syncs, operator: OperatorHandle
 ) -> None:
     src = pool.name("src")
     targets = [pool.name(s) for s in ("a", "b", "c")]
@@ -665,8 +641,9 @@ QUIET_SYNCS = 50
 QUIET_SECONDS = 60
 
 
+@pytest.mark.local_operators("finds the operator's requests in the audit log by its POD_NAME")
 def test_steady_state_is_quiet_even_across_a_restart(
-    cluster: Cluster, pool: Pool, syncs: Syncs, operator: Operator
+    cluster: Cluster, pool: Pool, syncs: Syncs, operator: OperatorHandle
 ) -> None:
     if cluster.audit_log is None:
         pytest.skip(f"audit log not readable on a {cluster.kind} cluster")

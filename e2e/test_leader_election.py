@@ -30,6 +30,8 @@ from e2e.operators import OperatorProcess, operator_env, wait_exit
 from e2e.podset_support import PodSets, install_crd, podset
 from podset_operator.manifests import CHART_SPEC as PODSET_CHART
 
+pytestmark = pytest.mark.local_operators("runs several operator processes and kills them")
+
 # client-go's defaults, which the manager uses (opsuite_common.leader_election).
 LEASE_DURATION = 15.0
 RENEW_DEADLINE = 10.0

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ from kubernetes.client.rest import ApiException
 
 from e2e.cluster import Cluster, WaitTimeout, service_account_client, wait_until
 from e2e.configmapsync_support import describe, metric_value, writes_by
-from e2e.operators import OperatorProcess
+from e2e.operators import OperatorHandle
 from e2e.poddebugger_support import (
     ALLOWED_PREFIX,
     GROUP,
@@ -32,35 +31,9 @@ from e2e.poddebugger_support import (
     debugger_manifest,
     ephemeral,
     install_crd,
-    start_operator,
+    pool_operator,
 )
 from poddebugger_operator.manifests import admission_policy, image_allowlist_policy
-
-
-class Operator:
-    """The module's operator process, restartable."""
-
-    def __init__(self, cluster: Cluster, pool: Pool, log_dir: Path) -> None:
-        self.cluster, self.pool, self.log_dir = cluster, pool, log_dir
-        self.process = self._start()
-
-    def _start(self) -> OperatorProcess:
-        proc = start_operator(
-            self.cluster, self.pool, self.log_dir, f"--allowed-image-prefix={ALLOWED_PREFIX}"
-        )
-        proc.wait_ready()
-        return proc
-
-    def restart(self) -> None:
-        self.stop()
-        self.process = self._start()
-
-    def stop(self) -> None:
-        code = self.process.stop()
-        assert code == 0, f"operator exited {code} on SIGTERM; log:\n{self.process.log_tail()}"
-
-    def metrics(self) -> str:
-        return self.process.metrics()
 
 
 @pytest.fixture(scope="module")
@@ -92,14 +65,14 @@ def pool(cluster: Cluster, api: client.ApiClient) -> Iterator[Pool]:
 @pytest.fixture(scope="module")
 def operator(
     cluster: Cluster, pool: Pool, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Operator]:
-    handle = Operator(cluster, pool, tmp_path_factory.mktemp("poddebugger"))
+) -> Iterator[OperatorHandle]:
+    handle = pool_operator(cluster, pool, tmp_path_factory.mktemp("poddebugger"))
     yield handle
     handle.stop()
 
 
 @pytest.fixture
-def debuggers(api: client.ApiClient, operator: Operator) -> Iterator[Debuggers]:
+def debuggers(api: client.ApiClient, operator: OperatorHandle) -> Iterator[Debuggers]:
     access = Debuggers(api)
     yield access
     access.cleanup()
@@ -112,8 +85,9 @@ def _containers_of(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {d["pod"]: d for d in status.get("debuggedPods", [])}
 
 
+@pytest.mark.smoke
 def test_matching_pods_get_one_container_through_the_subresource_only(
-    cluster: Cluster, pool: Pool, debuggers: Debuggers, operator: Operator
+    cluster: Cluster, pool: Pool, debuggers: Debuggers, operator: OperatorHandle
 ) -> None:
     a, other = pool.name("a"), pool.name("other")
     for name in ("web-1", "web-2"):
@@ -200,7 +174,7 @@ def test_matching_pods_get_one_container_through_the_subresource_only(
 
 
 def test_idempotent_across_restarts_and_a_new_image_adds_a_new_container(
-    pool: Pool, debuggers: Debuggers, operator: Operator
+    pool: Pool, debuggers: Debuggers, operator: OperatorHandle
 ) -> None:
     b = pool.name("b")
     debuggers.run_pod(b, "web-1", WEB)
@@ -255,7 +229,7 @@ def test_max_pods_is_enforced_and_reported(pool: Pool, debuggers: Debuggers) -> 
 
 
 def test_refused_pods_are_reported_with_the_api_servers_message(
-    pool: Pool, debuggers: Debuggers, operator: Operator
+    pool: Pool, debuggers: Debuggers, operator: OperatorHandle
 ) -> None:
     psa = pool.name("psa")
     debuggers.run_pod(psa, "web", WEB, restricted=True)
@@ -290,7 +264,7 @@ def test_refused_pods_are_reported_with_the_api_servers_message(
     assert after >= failures + 1
     # Not retried in a loop: one refusal, the operator keeps running.
     time.sleep(3)
-    assert operator.process.alive()
+    assert operator.alive()
     assert metric_value(operator.metrics(), "opsuite_poddebugger_injection_failures_total") == after
     # The restricted profile passes Pod Security: the debugger recovers.
     debuggers.patch(psa, "admin", {"spec": {"profile": "restricted"}})
@@ -478,7 +452,7 @@ def test_image_allowlist_policy_takes_its_prefixes_from_a_configmap(
 
 
 def test_a_pod_recreated_under_its_name_is_debugged_again_and_the_event_counts_twice(
-    pool: Pool, debuggers: Debuggers, operator: Operator
+    pool: Pool, debuggers: Debuggers, operator: OperatorHandle
 ) -> None:
     """A StatefulSet-style pod, deleted and recreated under the same name, gets the debug
     container again; the PodDebugger's identical Event is updated (count 2), not duplicated."""

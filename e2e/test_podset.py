@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.cluster import ROOT, Cluster, wait_until
-from e2e.operators import OperatorProcess
+from e2e.operators import OperatorHandle
 from e2e.podset_support import (
     GROUP,
     PLURAL,
@@ -28,6 +28,7 @@ from e2e.podset_support import (
     install_crd,
     podset,
     podset_events,
+    podset_operator,
     start_podset_operator,
 )
 
@@ -45,12 +46,10 @@ def crd(cluster: Cluster) -> None:
 @pytest.fixture
 def operator(
     cluster: Cluster, crd: None, namespace: str, tmp_path: Path
-) -> Iterator[OperatorProcess]:
-    proc = start_podset_operator(cluster, namespace, tmp_path)
-    proc.wait_ready()
-    yield proc
-    code = proc.stop()
-    assert code == 0, f"operator exited {code} on SIGTERM; log:\n{proc.log_tail()}"
+) -> Iterator[OperatorHandle]:
+    handle = podset_operator(cluster, namespace, tmp_path)
+    yield handle
+    handle.stop()
 
 
 @pytest.fixture
@@ -58,8 +57,9 @@ def podsets(api: client.ApiClient, namespace: str) -> PodSets:
     return PodSets(api, namespace)
 
 
+@pytest.mark.smoke
 def test_scale_up_down_and_garbage_collection(
-    cluster: Cluster, operator: OperatorProcess, podsets: PodSets, namespace: str
+    cluster: Cluster, operator: OperatorHandle, podsets: PodSets, namespace: str
 ) -> None:
     podsets.create(podset("web", 3))
     pods = podsets.wait_running("app=web", 3)
@@ -105,7 +105,7 @@ def test_scale_up_down_and_garbage_collection(
     assert 'controller_runtime_reconcile_total{controller="podset",result="success"}' in text
 
 
-def test_deleted_and_failed_pods_are_replaced(operator: OperatorProcess, podsets: PodSets) -> None:
+def test_deleted_and_failed_pods_are_replaced(operator: OperatorHandle, podsets: PodSets) -> None:
     podsets.create(podset("replace", 3))
     pods = podsets.wait_running("app=replace", 3)
     podsets.core.delete_namespaced_pod(pods[0].metadata.name, podsets.namespace)
@@ -127,7 +127,7 @@ def test_deleted_and_failed_pods_are_replaced(operator: OperatorProcess, podsets
     assert pods[2].metadata.name in {p.metadata.name for p in survivors}
 
 
-def test_rolling_update_stays_within_surge(operator: OperatorProcess, podsets: PodSets) -> None:
+def test_rolling_update_stays_within_surge(operator: OperatorHandle, podsets: PodSets) -> None:
     strategy = {
         "updateStrategy": {
             "type": "RollingUpdate",
@@ -164,7 +164,7 @@ def test_rolling_update_stays_within_surge(operator: OperatorProcess, podsets: P
     assert condition(ps, "Progressing")["status"] == "False"
 
 
-def test_adoption_and_release(operator: OperatorProcess, podsets: PodSets) -> None:
+def test_adoption_and_release(operator: OperatorHandle, podsets: PodSets) -> None:
     orphan = {
         "metadata": {"name": "orphan", "labels": {"app": "adopt"}},
         "spec": {"containers": [{"name": "main", "image": "busybox"}]},
@@ -198,7 +198,7 @@ def test_adoption_and_release(operator: OperatorProcess, podsets: PodSets) -> No
 
 
 def test_rejected_template_sets_degraded_and_others_keep_working(
-    operator: OperatorProcess, podsets: PodSets
+    operator: OperatorHandle, podsets: PodSets
 ) -> None:
     bad = podset("bad", 2)
     bad["spec"]["template"]["spec"]["containers"][0]["name"] = "Not_A_DNS_Label"
@@ -322,6 +322,7 @@ def _active_names(podsets: PodSets, selector: str) -> set[str]:
     return {p.metadata.name for p in podsets.active_pods(selector)}
 
 
+@pytest.mark.local_operators("stops the operator to stage pods, then starts a new one")
 def test_scale_down_deletes_in_replicaset_order(
     cluster: Cluster, crd: None, podsets: PodSets, namespace: str, tmp_path: Path
 ) -> None:
@@ -445,6 +446,7 @@ OVERCREATE_RAMPS = 5
 KILLS_PER_RAMP = 2
 
 
+@pytest.mark.local_operators("SIGKILLs and restarts the operator process ten times")
 def test_operator_killed_during_scale_up_never_over_creates(
     cluster: Cluster,
     crd: None,
@@ -542,7 +544,7 @@ def test_operator_killed_during_scale_up_never_over_creates(
     assert len(ramps) == OVERCREATE_RAMPS
 
 
-def _replica_gauges(operator: OperatorProcess, namespace: str, name: str) -> dict[str, float]:
+def _replica_gauges(operator: OperatorHandle, namespace: str, name: str) -> dict[str, float]:
     values = {}
     for family in text_string_to_metric_families(operator.metrics()):
         if family.name != "opsuite_podset_replicas":
@@ -555,7 +557,7 @@ def _replica_gauges(operator: OperatorProcess, namespace: str, name: str) -> dic
 
 
 def test_replica_gauges_and_events_follow_the_podset(
-    operator: OperatorProcess, podsets: PodSets, namespace: str
+    operator: OperatorHandle, podsets: PodSets, namespace: str
 ) -> None:
     podsets.create(podset("gauged", 3))
     podsets.wait_running("app=gauged", 3)
@@ -623,7 +625,7 @@ QUIET_SECONDS = 60
 
 
 def test_steady_state_makes_no_writes(
-    cluster: Cluster, operator: OperatorProcess, podsets: PodSets, namespace: str
+    cluster: Cluster, operator: OperatorHandle, podsets: PodSets, namespace: str
 ) -> None:
     """20 reconciled PodSets: no create/update/patch/delete by the operator for 60 s."""
     if cluster.audit_log is None:

@@ -24,6 +24,10 @@ from e2e.cluster import ROOT, Cluster
 from e2e.operators import OperatorProcess, http_get
 from e2e.podset_support import PodSets, install_crd, podset, start_podset_operator
 
+pytestmark = pytest.mark.local_operators(
+    "pauses the API server under a local operator process and reads its /readyz"
+)
+
 WATCH_TIMEOUT = 5.0  # --watch-timeout: the API server ends each watch (bookmark first) after it
 STALE_AFTER = 2 * WATCH_TIMEOUT  # /readyz fails once a watch is silent for longer
 QUIET_PERIOD = 20.0
