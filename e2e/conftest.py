@@ -18,12 +18,6 @@ from e2e.operators import operators_mode
 
 pytestmark = pytest.mark.e2e
 
-RUN_THEIR_OWN_OPERATORS = {
-    "test_charts.py": "installs its own releases and runs local operators beside the chart's",
-    "test_zz_least_privilege.py": "reads what the suite's local operator processes asked for",
-}
-"""Modules (not yet marked test by test) whose every test needs local operators."""
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Everything under e2e/ is an e2e test; in in-cluster mode (E2E_OPERATORS), tests marked
@@ -34,12 +28,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if not in_cluster:
             continue
         marker = item.get_closest_marker("local_operators")
-        reason = RUN_THEIR_OWN_OPERATORS.get(item.path.name)
-        if marker is not None:
-            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else None)
-            assert reason, f"{item.nodeid}: local_operators needs a reason"
-        if reason is not None:
-            item.add_marker(pytest.mark.skip(reason=f"needs local operators: {reason}"))
+        if marker is None:
+            continue
+        reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else None)
+        assert reason, f"{item.nodeid}: local_operators needs a reason"
+        item.add_marker(pytest.mark.skip(reason=f"needs local operators: {reason}"))
 
 
 @pytest.fixture(scope="session")

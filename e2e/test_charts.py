@@ -161,6 +161,7 @@ def _cluster_scoped(api: client.ApiClient, release: str) -> dict[str, list[str]]
     }
 
 
+@pytest.mark.local_operators("waits for the chart's pods, whose default image is not pulled here")
 @pytest.mark.parametrize("spec", SPECS, ids=CHART_IDS)
 def test_install_upgrade_uninstall(
     cluster: Cluster, api: client.ApiClient, namespace: str, watched: list[str], spec: ChartSpec
@@ -276,6 +277,7 @@ def test_installed_image_allowlist_policy_denies_other_images(
         helm(cluster, "uninstall", release, "-n", namespace, "--wait")
 
 
+@pytest.mark.local_operators("runs a podset-operator process beside the cluster's")
 def test_podset_operator_without_one_rule_of_its_chart_fails_and_recovers_with_it(
     cluster: Cluster, api: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
@@ -364,6 +366,7 @@ def test_podset_operator_without_one_rule_of_its_chart_fails_and_recovers_with_i
         client.CoreV1Api(api).delete_namespace(release_ns, propagation_policy="Background")
 
 
+@pytest.mark.local_operators("runs operator processes as the chart's ServiceAccount")
 @pytest.mark.parametrize("spec", SPECS, ids=CHART_IDS)
 def test_two_replicas_elect_a_leader_with_the_charts_lease_and_identity(
     cluster: Cluster, api: client.ApiClient, namespace: str, tmp_path: Path, spec: ChartSpec

@@ -16,6 +16,10 @@ from kubernetes import client
 from e2e.charts import CHARTS, lease_rules, requests_by, service_account_user, unused_grants
 from e2e.cluster import Cluster, flush_audit_log
 
+pytestmark = pytest.mark.local_operators(
+    "reads what the suite's local operator processes asked for"
+)
+
 OPERATOR_TEST_MODULES = {
     "test_podset.py",
     "test_configmapsync.py",
