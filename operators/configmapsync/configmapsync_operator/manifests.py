@@ -214,6 +214,11 @@ CHART_SPEC = ChartSpec(
     ),
     cluster_rules=(PolicyRule(("",), ("namespaces",), ("list", "watch")),),
     keywords=("configmap", "sync", "replication"),
+    security_notes="""\
+- The operator reads every ConfigMap and writes copies anywhere, so a ValidatingAdmissionPolicy
+  (`admissionPolicy.enabled`, on by default) lets someone create or change a ConfigMapSync only
+  if they could get the source and create and update ConfigMaps in every destination themselves.
+""",
     templates={
         "admission-policy.yaml": policy_template(
             CHART, ".Values.admissionPolicy.enabled", _POLICY_HEADER, admission_policy()

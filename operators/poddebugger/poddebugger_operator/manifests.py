@@ -218,6 +218,13 @@ CHART_SPEC = ChartSpec(
 - --allowed-image-prefix={{ . }}
 {{- end }}""",
     keywords=("debug", "ephemeral-containers", "troubleshooting"),
+    security_notes="""\
+- The operator may add ephemeral containers to any pod it serves, so a ValidatingAdmissionPolicy
+  (`admissionPolicy.enabled`, on by default) lets only those who could run `kubectl debug` in a
+  namespace (update `pods/ephemeralcontainers`) declare a PodDebugger there, and another
+  (`imageAllowlist.enabled`) rejects images outside `imageAllowlist.prefixes` (empty: any image),
+  a list the operator is given too.
+""",
     templates={
         "admission-policy.yaml": policy_template(
             CHART, ".Values.admissionPolicy.enabled", _POLICY_HEADER, admission_policy()
