@@ -205,8 +205,13 @@ def test_install_upgrade_uninstall(
         assert policies == {"podset-operator": 0, "configmapsync-operator": 1}.get(spec.name, 2)
 
         deploy("upgrade", {"replicaCount": 2, "watchNamespaces": watched})
-        deployment = apps.read_namespaced_deployment(fullname, namespace)
-        assert deployment.status.ready_replicas == 2
+        # helm's --wait accepts a rolling Deployment within its maxUnavailable; wait for both.
+        deployment = wait_until(
+            lambda: apps.read_namespaced_deployment(fullname, namespace),
+            lambda d: d.status.ready_replicas == 2 and d.status.updated_replicas == 2,
+            timeout=60,
+            what="2 ready replicas of the upgraded Deployment",
+        )
         args = deployment.spec.template.spec.containers[0].args
         assert [a for a in args if a.startswith("--namespace=")] == [
             f"--namespace={ns}" for ns in watched
@@ -225,7 +230,8 @@ def test_install_upgrade_uninstall(
 def test_installed_image_allowlist_policy_denies_other_images(
     cluster: Cluster, api: client.ApiClient, namespace: str
 ) -> None:
-    """The allowlist as a chart value reaches the policy's parameter and the operator's flag."""
+    """The allowlist as a chart value reaches the policy's parameter (a DebugImagePolicy) and
+    the operator's flag; the freshly installed policy denies another image."""
     release = f"e2e-{uuid.uuid4().hex[:6]}"
     prefixes = ["registry.example.com/debug/"]
     helm(
@@ -265,9 +271,7 @@ def test_installed_image_allowlist_policy_denies_other_images(
             )
             return "admitted"
 
-        text = wait_until(denial, lambda t: t != "admitted", timeout=30, what="a denial")
-        if "no params found" in text:
-            pytest.xfail("kubernetes#133827: the API server did not find the ConfigMap parameter")
+        text = wait_until(denial, lambda t: "is not allowed" in t, timeout=60, what="a denial")
         assert "image alpine:3 is not allowed" in text, text
         body["spec"]["image"] = "registry.example.com/debug/tools:1"
         custom.create_namespaced_custom_object(

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from e2e.cluster import Cluster, WaitTimeout, service_account_client, wait_until
+from e2e.cluster import Cluster, service_account_client, wait_until
 from e2e.configmapsync_support import describe, metric_value, writes_by
 from e2e.operators import OperatorHandle
 from e2e.poddebugger_support import (
@@ -382,35 +382,23 @@ def test_operator_injects_only_allowed_images(pool: Pool, debuggers: Debuggers) 
     assert len(ephemeral(debuggers.pod(ns, "web"))) == 1
 
 
-NO_PARAMS = "no params found for policy binding"
-
-
-def _wait_denial(attempt: Callable[[], tuple[int, str]]) -> tuple[int, str]:
-    """The allowlist denial; xfail on the API server's param-informer bug (kubernetes#133827)."""
-    try:
-        return wait_until(attempt, lambda r: "is not allowed" in r[1], timeout=60, what="denial")
-    except WaitTimeout:
-        last = attempt()
-        if NO_PARAMS in last[1]:
-            pytest.xfail(f"kubernetes#133827: the API server does not find the param: {last[1]}")
-        raise
-
-
-def test_image_allowlist_policy_takes_its_prefixes_from_a_configmap(
+def test_image_allowlist_policy_takes_its_prefixes_from_a_debug_image_policy(
     api: client.ApiClient, pool: Pool, debuggers: Debuggers
 ) -> None:
-    """The shipped allowlist policy, its parameter ConfigMap in the run's policy namespace."""
+    """The shipped allowlist policy and its parameter, a DebugImagePolicy: a change to the
+    parameter applies at once."""
     ns = pool.name("policy")
     adm = client.AdmissionregistrationV1Api(api)
-    policy, binding, params = image_allowlist_policy(
-        ns, ("registry.example.com/debug/", " busybox")
-    )
+    custom = client.CustomObjectsApi(api)
     name = f"pdbg-e2e-images-{pool.run}"
+    policy, binding, params = image_allowlist_policy(
+        ("registry.example.com/debug/", "busybox"), param=name
+    )
     policy["metadata"]["name"] = binding["metadata"]["name"] = binding["spec"]["policyName"] = name
     binding["spec"]["matchResources"] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
     }
-    debuggers.core.create_namespaced_config_map(ns, params)
+    custom.create_cluster_custom_object(GROUP, VERSION, "debugimagepolicies", params)
     adm.create_validating_admission_policy(policy)
     adm.create_validating_admission_policy_binding(binding)
     body = debugger_manifest("images", WEB, image="alpine:3")
@@ -424,7 +412,9 @@ def test_image_allowlist_policy_takes_its_prefixes_from_a_configmap(
             debuggers.delete(ns, "images")  # admitted before the policy was loaded
             return 201, ""
 
-        status, text = _wait_denial(try_create)
+        status, text = wait_until(
+            try_create, lambda r: "is not allowed" in r[1], timeout=60, what="denial"
+        )
         assert status == 403, text
         assert json.loads(text)["reason"] == "Forbidden"
         assert "image alpine:3 is not allowed" in text
@@ -432,8 +422,8 @@ def test_image_allowlist_policy_takes_its_prefixes_from_a_configmap(
         body["spec"]["image"] = "registry.example.com/debug/tools:1"
         debuggers.create(ns, body)
         # An empty list allows every image.
-        debuggers.core.patch_namespaced_config_map(
-            params["metadata"]["name"], ns, {"data": {"prefixes": ""}}
+        custom.patch_cluster_custom_object(
+            GROUP, VERSION, "debugimagepolicies", name, {"spec": {"allowedPrefixes": []}}
         )
         body["metadata"]["name"] = "anything"
         body["spec"]["image"] = "alpine:3"
@@ -449,6 +439,7 @@ def test_image_allowlist_policy_takes_its_prefixes_from_a_configmap(
     finally:
         adm.delete_validating_admission_policy_binding(name)
         adm.delete_validating_admission_policy(name)
+        custom.delete_cluster_custom_object(GROUP, VERSION, "debugimagepolicies", name)
 
 
 def test_a_pod_recreated_under_its_name_is_debugged_again_and_the_event_counts_twice(

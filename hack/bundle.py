@@ -88,7 +88,7 @@ def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs
         text=module.BUNDLE_TEXT,
         version=version,
         chart=yaml.safe_load(chart_yaml(spec, version)),
-        crd=build_crd(module.CRD),
+        crds=[build_crd(d) for d in (module.CRD, *getattr(module, "EXTRA_CRDS", ()))],
         deployment=deployment,
         samples=module.SAMPLES,
         icon_svg=icon,

@@ -3,7 +3,8 @@
     python hack/manifests.py write   # make manifests
     python hack/manifests.py check   # make verify: exit 1 listing stale or missing files
 
-Each operator package has a ``manifests`` module with ``CRD`` (a CrdDescriptor), ``SAMPLES``
+Each operator package has a ``manifests`` module with ``CRD`` (a CrdDescriptor; more in
+``EXTRA_CRDS`` where the chart ships another, e.g. an admission policy's parameter), ``SAMPLES``
 (custom resources built from the models) and ``CHART_SPEC`` (its Helm chart: values model, RBAC
 rules, own templates). The CRD goes to ``charts/<chart>/crds/`` (the one canonical copy), the
 samples to ``operators/<operator>/samples/`` and the rest of the chart to ``charts/<chart>/``,
@@ -48,9 +49,10 @@ def expected_files() -> dict[Path, str]:
     for directory, module_name in OPERATORS.items():
         module: ModuleType = importlib.import_module(module_name)
         chart = ROOT / "charts" / module.CHART_SPEC.name
-        crd = build_crd(module.CRD)
-        name = crd["metadata"]["name"]
-        files[chart / "crds" / f"{name}.yaml"] = HEADER + crd_yaml(crd)
+        for descriptor in (module.CRD, *getattr(module, "EXTRA_CRDS", ())):
+            crd = build_crd(descriptor)
+            name = crd["metadata"]["name"]
+            files[chart / "crds" / f"{name}.yaml"] = HEADER + crd_yaml(crd)
         generated = chart_files(
             module.CHART_SPEC,
             version=version,

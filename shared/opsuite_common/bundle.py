@@ -63,8 +63,6 @@ class BundleText:
 
     display_name: str
     """Operator name as OperatorHub shows it."""
-    kind_display_name: str
-    """Display name of the custom resource kind."""
     overview: str
     """Markdown paragraphs opening the description."""
     categories: tuple[str, ...]
@@ -173,8 +171,9 @@ def descriptors(schema: JSON, *, spec: bool, scale_path: str | None = None) -> l
     return result
 
 
-def owned_crd(crd: JSON, display_name: str) -> JSON:
-    """The CSV's ``customresourcedefinitions.owned`` entry for a generated CRD."""
+def owned_crd(crd: JSON) -> JSON:
+    """The CSV's ``customresourcedefinitions.owned`` entry for a generated CRD (its kind is
+    its display name)."""
     version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
     schema = version["schema"]["openAPIV3Schema"]
     scale = version.get("subresources", {}).get("scale", {}).get("specReplicasPath")
@@ -182,7 +181,7 @@ def owned_crd(crd: JSON, display_name: str) -> JSON:
         "name": crd["metadata"]["name"],
         "version": version["name"],
         "kind": crd["spec"]["names"]["kind"],
-        "displayName": display_name,
+        "displayName": crd["spec"]["names"]["kind"],
         "description": " ".join(schema.get("description", "").split()),
         "specDescriptors": descriptors(
             schema["properties"]["spec"],
@@ -263,11 +262,12 @@ class BundleInputs:
     version: str
     chart: JSON
     """The chart's ``Chart.yaml`` (keywords, maintainers, home, sources)."""
-    crd: JSON
+    crds: Sequence[JSON]
+    """The CRDs the bundle owns: the operator's own first, then any other its chart ships."""
     deployment: JSON
     """The chart's Deployment, rendered with the default values."""
     samples: Sequence[JSON]
-    """The operator's samples; those of its own kind become ``alm-examples``."""
+    """The operator's samples; those of an owned kind become ``alm-examples``."""
     icon_svg: bytes
     chart_repository: str
 
@@ -283,8 +283,8 @@ def cluster_service_version(inputs: BundleInputs) -> JSON:
     deployment = deployment_spec(inputs.deployment)
     image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
     permissions, cluster_permissions = strategy_permissions(spec, inputs.deployment)
-    kind = inputs.crd["spec"]["names"]["kind"]
-    examples = [sample for sample in inputs.samples if sample["kind"] == kind]
+    kinds = {crd["spec"]["names"]["kind"] for crd in inputs.crds}
+    examples = [sample for sample in inputs.samples if sample["kind"] in kinds]
     install: JSON = {"deployments": [deployment], "permissions": permissions}
     if cluster_permissions:
         install["clusterPermissions"] = cluster_permissions
@@ -323,7 +323,7 @@ def cluster_service_version(inputs: BundleInputs) -> JSON:
                 {"type": mode, "supported": True}
                 for mode in ("OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces")
             ],
-            "customresourcedefinitions": {"owned": [owned_crd(inputs.crd, text.kind_display_name)]},
+            "customresourcedefinitions": {"owned": [owned_crd(crd) for crd in inputs.crds]},
             "install": {"strategy": "deployment", "spec": install},
             "relatedImages": [{"name": "operator", "image": image}],
         },
@@ -379,16 +379,16 @@ def manifest_yaml(obj: JSON) -> str:
 def bundle_files(inputs: BundleInputs, service: JSON | None) -> dict[str, str]:
     """Every file of one bundle (path under ``bundle/<package>/``: content)."""
     package = inputs.spec.name
-    crd = inputs.crd
-    group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
     files = {
         f"manifests/{package}.clusterserviceversion.yaml": manifest_yaml(
             cluster_service_version(inputs)
         ),
-        f"manifests/{group}_{plural}.yaml": manifest_yaml(crd),
         "metadata/annotations.yaml": annotations_yaml(package),
         "bundle.Dockerfile": bundle_dockerfile(package),
     }
+    for crd in inputs.crds:
+        group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+        files[f"manifests/{group}_{plural}.yaml"] = manifest_yaml(crd)
     if service is not None:
         name = service["metadata"]["name"]
         files[f"manifests/{name}_v1_service.yaml"] = manifest_yaml(olm_object(service))

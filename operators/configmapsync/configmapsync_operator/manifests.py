@@ -230,7 +230,6 @@ CHART_SPEC = ChartSpec(
 
 BUNDLE_TEXT = BundleText(
     display_name="ConfigMapSync Operator",
-    kind_display_name="ConfigMapSync",
     overview="""\
 A ConfigMapSync copies a ConfigMap from a source namespace into destination namespaces (listed,
 or selected by label) and keeps the copies identical: edits and deletions of a copy are undone,

@@ -140,3 +140,22 @@ class PodDebuggerStatus(KubeModel):
     conditions: ConditionList | None = None
     """Ready (every selected pod holds the debug container) and Degraded (the API server
     refused some: InjectionFailed; or the spec is invalid: InvalidSpec)."""
+
+
+IMAGE_POLICY_KIND = "DebugImagePolicy"
+IMAGE_POLICY_PLURAL = "debugimagepolicies"
+MAX_ALLOWED_PREFIXES = 64
+
+
+class DebugImagePolicySpec(KubeModel):
+    """Which images PodDebuggers may use: the parameter of the image allowlist admission policy."""
+
+    allowed_prefixes: list[Annotated[str, Field(min_length=1, max_length=255)]] = Field(
+        default_factory=list, max_length=MAX_ALLOWED_PREFIXES
+    )
+    """Image prefixes a PodDebugger's image must start with (e.g. registry.example.com/debug/);
+    empty allows every image."""
+
+
+class DebugImagePolicyStatus(KubeModel):
+    """A DebugImagePolicy has no status: the API server reads it as an admission parameter."""

@@ -196,10 +196,17 @@ def test_allowed_image_prefix_flag_is_repeatable_and_the_rest_goes_to_the_common
     assert split_args([]) == (["a/", "b/"], [])
 
 
-def test_image_allowlist_policy_is_a_policy_binding_and_param() -> None:
-    policy, binding, params = image_allowlist_policy("ops", (" x/", "y"))
-    assert policy["spec"]["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
-    assert binding["spec"]["paramRef"]["name"] == params["metadata"]["name"]
-    assert binding["spec"]["paramRef"]["parameterNotFoundAction"] == "Deny"
-    assert params["data"]["prefixes"] == " x/,y"
-    assert params["metadata"]["namespace"] == binding["spec"]["paramRef"]["namespace"] == "ops"
+def test_image_allowlist_policy_is_a_policy_binding_and_a_cluster_scoped_param() -> None:
+    policy, binding, params = image_allowlist_policy(("x/", "y"), param="mine")
+    kind = {"apiVersion": params["apiVersion"], "kind": params["kind"]}
+    assert (
+        policy["spec"]["paramKind"]
+        == kind
+        == {
+            "apiVersion": "debug.opsuite.dev/v1alpha1",
+            "kind": "DebugImagePolicy",
+        }
+    )
+    assert binding["spec"]["paramRef"] == {"name": "mine", "parameterNotFoundAction": "Deny"}
+    assert params["metadata"] == {"name": "mine"}
+    assert params["spec"] == {"allowedPrefixes": ["x/", "y"]}

@@ -98,7 +98,6 @@ CHART_SPEC = ChartSpec(
 
 BUNDLE_TEXT = BundleText(
     display_name="PodSet Operator",
-    kind_display_name="PodSet",
     overview="""\
 A PodSet keeps a number of pods from a template running, like a ReplicaSet: the scale
 subresource (`kubectl scale`, HorizontalPodAutoscaler), ReplicaSet's deletion order, adoption
