@@ -2,7 +2,8 @@
 
 Executing a Plan (the handler's job): adopt and release first, record
 ``Expectations.expect(key, creates=plan.pods_to_create, deletes=plan.pods_to_delete, now=...)``,
-create ``pod_manifest`` copies in ``slow_start_batches`` (un-expect skipped creates), delete
+create ``pod_manifest`` copies through a ``scaling.SlowStart`` window (un-expect skipped
+creates), delete
 ``pods_to_delete``, then merge-patch the status subresource with ``status_patch`` (when an
 action failed, with ``status.status_patch(current, plan.status, Failure(...), now)`` instead).
 """
@@ -82,6 +83,8 @@ def _step(spec: ParsedSpec, claim: Claim, hash_: str, now: datetime) -> Step:
 
 
 def _requeue_after(managed: Sequence[Pod], min_ready_seconds: int, now: datetime) -> float | None:
+    if not min_ready_seconds:  # a ready pod is available at once
+        return None
     waits = [
         (since + timedelta(seconds=min_ready_seconds) - now).total_seconds()
         for p in managed

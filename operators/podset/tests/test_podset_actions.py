@@ -152,7 +152,7 @@ async def test_rejected_creates_degrade_with_a_stable_message_and_a_warning_even
         failure.message
         == 'Pod "web-" is invalid: spec.containers[0].name: Invalid value: "Bad_Name"'
     )
-    assert kube.pod_creates() == 1  # the first slow-start batch failed: the rest are skipped
+    assert kube.pod_creates() == 1  # the first create failed: the rest are never issued
     (event,) = kube.events()
     assert (event["type"], event["reason"]) == ("Warning", "FailedCreate")
     assert event["message"] == f"Error creating: {failure.message}"
