@@ -44,6 +44,21 @@ def _controller_podset(pod: JSON) -> ObjectKey | None:
     return None
 
 
+_BOOKKEEPING = ("resourceVersion", "managedFields")
+
+
+def status_only(old: JSON | None, new: JSON) -> bool:
+    """Whether ``new`` differs from ``old`` in its status alone (as after our own status
+    writes): such an event needs no reconcile, the cache now holds the status it wrote."""
+    if old is None or old.get("spec") != new.get("spec"):
+        return False
+    old_meta, new_meta = (
+        {k: v for k, v in obj.get("metadata", {}).items() if k not in _BOOKKEEPING}
+        for obj in (old, new)
+    )
+    return old_meta == new_meta
+
+
 def _expectation_key(key: ObjectKey) -> str:
     return f"{key[0]}/{key[1]}"
 
@@ -102,9 +117,11 @@ def setup(manager: Manager) -> None:
 
     controller = manager.add_controller(CONTROLLER, reconcile)
 
-    def on_podset(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
+    def on_podset(event_type: str | None, obj: JSON, old: JSON | None) -> None:
         if event_type == "DELETED":
             selectors.forget(obj["metadata"].get("uid", ""))
+        elif event_type == "MODIFIED" and status_only(old, obj):
+            return
         controller.enqueue((obj["metadata"]["namespace"], obj["metadata"]["name"]))
 
     def matching_podsets(pod: JSON) -> list[ObjectKey]:
