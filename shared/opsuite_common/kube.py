@@ -32,7 +32,7 @@ PATCH_TYPES = {
 }
 
 
-MAX_PARALLEL_REQUESTS = 32
+MAX_PARALLEL_REQUESTS = 64
 """Requests in flight at once per operator: threads, and connections kept open for reuse."""
 
 

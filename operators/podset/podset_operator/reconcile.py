@@ -21,7 +21,6 @@ from podset_operator.pod_state import (
     is_active,
     is_available,
     is_ready,
-    is_updated,
     metadata,
     pod_name,
     ready_since,
@@ -71,9 +70,8 @@ def _names(pods: Sequence[Pod]) -> tuple[str, ...]:
     return tuple(sorted(pod_name(p) for p in pods))
 
 
-def _step(spec: ParsedSpec, claim: Claim, hash_: str, now: datetime) -> Step:
+def _step(spec: ParsedSpec, claim: Claim, outdated: bool, hash_: str, now: datetime) -> Step:
     managed = claim.managed
-    outdated = any(not is_updated(p, hash_) for p in managed)
     if not spec.rolling_update or not outdated:
         return replica_set_step(managed, claim.owned, spec.replicas, hash_)
     fenceposts = resolve_fenceposts(spec.max_surge, spec.max_unavailable, spec.replicas)
@@ -136,7 +134,6 @@ def plan(
 
     deleting = meta.get("deletionTimestamp") is not None
     claim = claim_pods(pods, meta["uid"], spec.selector, owner_deleting=deleting)
-    step = Step() if deleting or not expectations_satisfied else _step(spec, claim, hash_, now)
     status = observe(
         claim.managed,
         spec.replicas,
@@ -147,6 +144,9 @@ def plan(
         _generation(podset),
         spec.selector.selector_string(),
     )
+    outdated = status.updated_replicas < status.replicas
+    acting = expectations_satisfied and not deleting
+    step = _step(spec, claim, outdated, hash_, now) if acting else Step()
     return Plan(
         status=status,
         pods_to_create=step.creates,
