@@ -26,7 +26,7 @@ from podset_operator.reconcile import Plan, plan
 from podset_operator.spec import SelectorCache
 
 CONTROLLER = "podset"
-POD_EVENT_BATCH = 0.1
+POD_EVENT_BATCH = 0.25
 """Seconds a pod event waits before its PodSet is reconciled, so that a burst of pod events
 (a scale-up going Running) costs one reconcile per PodSet and window, not one per event.
 PodSet events are not delayed."""

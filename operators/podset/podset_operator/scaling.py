@@ -11,7 +11,7 @@ from podset_operator.pod_state import Pod
 BURST_REPLICAS = 500
 """Most pods created or deleted in one reconcile (k8s replicaset.BurstReplicas)."""
 CREATE_WINDOW = 64
-"""Most pod creates in flight at once for one PodSet (the operator's request pool holds 32)."""
+"""Most pod creates in flight at once for one PodSet (as many as the operator's request pool)."""
 
 
 @dataclass(frozen=True)
