@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
@@ -27,7 +27,12 @@ import kopf
 from opsuite_common import metrics
 from opsuite_common.controller import Controller, Reconciler
 from opsuite_common.health import HealthServer
-from opsuite_common.kopf_settings import WatchActivity, configure_kopf, track_watch_activity
+from opsuite_common.kopf_settings import (
+    WatchActivity,
+    configure_kopf,
+    route_watch_events,
+    track_watch_activity,
+)
 from opsuite_common.kube import KubeApi, load_api_client
 from opsuite_common.leader_election import (
     KubernetesLeaseApi,
@@ -71,6 +76,7 @@ class Manager:
         self._leading = False
         self._watched: list[str] = []
         self._stores: dict[str, tuple[Store | None, EventHandler | None]] = {}
+        self._routes: dict[tuple[str, str], Callable[[Mapping[str, Any]], None]] = {}
         # Until the caches are synced: objects each handler has applied, and objects of each
         # initial listing not applied yet (handlers may run before or after the listing ends).
         self._applied_keys: dict[str, set[tuple[str, str]]] = {}
@@ -110,11 +116,10 @@ class Manager:
         *,
         store: Store | None = None,
         on_event: EventHandler | None = None,
-        labels: dict[str, Any] | None = None,
     ) -> None:
         """Watch a resource read-only: feed ``store`` and call ``on_event`` on every event."""
 
-        async def handler(*, event: kopf.RawEvent, **_: Any) -> None:
+        def deliver(event: Mapping[str, Any]) -> None:
             obj: JSON = dict(event["object"])
             event_type: str | None = event["type"]
             previous = store.apply(event_type, obj) if store is not None else None
@@ -122,16 +127,14 @@ class Manager:
                 on_event(event_type, obj, previous)
             self._applied(plural, obj)
 
+        async def handler(*, event: kopf.RawEvent, **_: Any) -> None:
+            """What kopf would call; events normally reach ``deliver`` by the route."""
+            deliver(event)
+
         self._watched.append(plural)
         self._stores[plural] = (store, on_event)
-        kopf.on.event(
-            group,
-            version,
-            plural,
-            registry=self.registry,
-            labels=labels or {},
-            id=f"watch-{plural}",
-        )(handler)
+        self._routes[(group, plural)] = deliver
+        kopf.on.event(group, version, plural, registry=self.registry, id=f"watch-{plural}")(handler)
 
     def _has_listed(self, plural: str) -> bool:
         """Whether every watch stream of ``plural`` has listed: one cluster-wide stream, or
@@ -195,6 +198,7 @@ class Manager:
         settings = kopf.OperatorSettings()
         configure_kopf(settings, self.options)
         track_watch_activity(self.activity)
+        route_watch_events(lambda group, plural: self._routes.get((group, plural)))
         ready_flag: asyncio.Event = asyncio.Event()
 
         async def mark_ready() -> None:

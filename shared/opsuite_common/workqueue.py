@@ -2,9 +2,10 @@
 
 Semantics of client-go's workqueue: a key waiting in the queue is there once however often it is
 added; a key is never handed to two workers at once (an add while it is being processed marks it
-dirty and it comes back when the worker is done); failures are retried with per-key exponential
-backoff (5 ms doubling up to 1000 s, as controller-runtime's default rate limiter), reset by
-``forget`` after a success.
+dirty and it comes back when the worker is done); a key waits for a delayed add at most once, at
+the earliest time asked (client-go's delaying queue); failures are retried with per-key
+exponential backoff (5 ms doubling up to 1000 s, as controller-runtime's default rate limiter),
+reset by ``forget`` after a success.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ class WorkQueue(Generic[K]):
     _dirty: set[K] = field(default_factory=set)
     _processing: set[K] = field(default_factory=set)
     _failures: dict[K, int] = field(default_factory=dict)
-    _delayed: list[tuple[float, int, K, bool]] = field(default_factory=list)
+    _delayed: list[tuple[float, int, K]] = field(default_factory=list)
+    _waiting: dict[K, tuple[float, int, bool]] = field(default_factory=dict)
+    """The live delayed entry of each key: (due time, sequence, retry); others are stale."""
     _seq: itertools.count[int] = field(default_factory=itertools.count)
     _waiters: deque[asyncio.Future[None]] = field(default_factory=deque)
     _shutdown: bool = False
@@ -59,13 +62,20 @@ class WorkQueue(Generic[K]):
             self._enqueue(key, retry)
 
     def add_after(self, key: K, delay: float, *, retry: bool = False) -> None:
-        """Queue ``key`` after ``delay`` seconds."""
+        """Queue ``key`` after ``delay`` seconds; a delayed add already due sooner wins."""
         if delay <= 0:
             self.add(key, retry=retry)
             return
-        loop = asyncio.get_running_loop()
-        heapq.heappush(self._delayed, (loop.time() + delay, next(self._seq), key, retry))
-        self._arm_timer()
+        due = asyncio.get_running_loop().time() + delay
+        waiting = self._waiting.get(key)
+        if waiting is not None and waiting[0] <= due:
+            self._waiting[key] = (waiting[0], waiting[1], waiting[2] or retry)
+            return
+        seq = next(self._seq)
+        self._waiting[key] = (due, seq, retry)
+        heapq.heappush(self._delayed, (due, seq, key))
+        if self._delayed[0][1] == seq:
+            self._arm_timer()
 
     def add_rate_limited(self, key: K) -> float:
         """Queue ``key`` after its next backoff delay; return that delay."""
@@ -142,7 +152,10 @@ class WorkQueue(Generic[K]):
     def _release_due(self) -> None:
         now = asyncio.get_running_loop().time()
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, key, retry = heapq.heappop(self._delayed)
-            self.add(key, retry=retry)
+            _, seq, key = heapq.heappop(self._delayed)
+            waiting = self._waiting.get(key)
+            if waiting is not None and waiting[1] == seq:
+                del self._waiting[key]
+                self.add(key, retry=waiting[2])
         self._timer = None
         self._arm_timer()

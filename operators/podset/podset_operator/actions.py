@@ -1,8 +1,8 @@
 """Carry out a PodSet :class:`~podset_operator.reconcile.Plan` through the API server.
 
 Order, as the ReplicaSet controller: adopt and release (after an uncached check that the
-PodSet still exists and is not being deleted), record expectations, create in slow-start
-batches (a failed batch skips the rest), delete, then write the status (with Degraded set when
+PodSet still exists and is not being deleted), record expectations, create with a slow-start
+window (a failure stops further creates), delete, then write the status (with Degraded set when
 an action failed). Every pod write carries a uid precondition, so a pod replaced under the same
 name is never touched by mistake. Creates and deletes are reported as Events on the PodSet
 (SuccessfulCreate, FailedCreate, SuccessfulDelete, FailedDelete), as the ReplicaSet controller
@@ -25,7 +25,7 @@ from opsuite_common.kube import ApiException, KubeApi, resource_path
 from podset_operator.expectations import Expectations
 from podset_operator.models import GROUP, PLURAL, VERSION
 from podset_operator.reconcile import Plan
-from podset_operator.scaling import slow_start_batches
+from podset_operator.scaling import SlowStart
 from podset_operator.status import FAILED_CREATE, FAILED_DELETE, Failure, status_patch
 from podset_operator.template import owner_reference
 
@@ -105,36 +105,43 @@ async def _create(
     manifest: Mapping[str, Any],
     count: int,
 ) -> tuple[int, Failure | None, BaseException | None]:
-    """Create ``count`` pods in slow-start batches.
+    """Create ``count`` pods, as many at once as :class:`SlowStart` allows.
 
-    Returns how many were created, the failure of the failed batch and, when that failure was
-    not an API error (a timeout, a dropped connection), the exception to re-raise once the
-    un-attempted creates are un-expected.
+    Returns how many were created, the first failure and, when a failure was not an API
+    error (a timeout, a dropped connection), the exception to re-raise once the creates that
+    were never attempted are un-expected.
     """
     created = 0
     path = resource_path("v1", "pods", podset["metadata"]["namespace"])
     prefix = manifest.get("metadata", {}).get("generateName")
-    for batch in slow_start_batches(count):
-        results = await asyncio.gather(
-            *(kube.create(path, manifest) for _ in range(batch)), return_exceptions=True
-        )
-        errors: list[BaseException] = []
-        for result in results:
-            if isinstance(result, BaseException):
-                errors.append(result)
-                if isinstance(result, ApiException):
-                    message = api_error(result, prefix)
-                    recorder.warning(podset, FAILED_CREATE, f"Error creating: {message}")
-            else:
+    window = SlowStart(count)
+    pending: set[asyncio.Future[JSON]] = set()
+    errors: list[BaseException] = []
+    while True:
+        issue = window.allowed()
+        pending.update(kube.create(path, manifest) for _ in range(issue))
+        window.issue(issue)
+        if not pending:
+            break
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for future in done:
+            error = future.exception()
+            window.complete(ok=error is None)
+            if error is None:
                 created += 1
-                name = result.get("metadata", {}).get("name", "")
+                name = future.result().get("metadata", {}).get("name", "")
                 recorder.normal(podset, SUCCESSFUL_CREATE, f"Created pod: {name}")
-        if errors:
-            unexpected = next((e for e in errors if not isinstance(e, ApiException)), None)
-            first = errors[0]
-            message = api_error(first, prefix) if isinstance(first, ApiException) else repr(first)
-            return created, Failure(FAILED_CREATE, message), unexpected
-    return created, None, None
+                continue
+            errors.append(error)
+            if isinstance(error, ApiException):
+                message = api_error(error, prefix)
+                recorder.warning(podset, FAILED_CREATE, f"Error creating: {message}")
+    if not errors:
+        return created, None, None
+    unexpected = next((e for e in errors if not isinstance(e, ApiException)), None)
+    first = errors[0]
+    message = api_error(first, prefix) if isinstance(first, ApiException) else repr(first)
+    return created, Failure(FAILED_CREATE, message), unexpected
 
 
 async def _delete(

@@ -51,12 +51,16 @@ class Expectations:
 
     def satisfied(self, key: str, now: datetime) -> bool:
         """True when nothing is outstanding, nothing was recorded, or the record expired."""
+        return self.pending_for(key, now) is None
+
+    def pending_for(self, key: str, now: datetime) -> float | None:
+        """Seconds until the outstanding record of ``key`` expires; None when satisfied."""
         with self._lock:
             record = self._records.get(key)
-            if record is None:
-                return True
-            fulfilled = record.creates <= 0 and not record.deletes
-            return fulfilled or now - record.recorded_at > self._ttl
+            if record is None or (record.creates <= 0 and not record.deletes):
+                return None
+            left = (record.recorded_at + self._ttl - now).total_seconds()
+            return left if left >= 0 else None
 
     def forget(self, key: str) -> None:
         """Drop the record of a deleted PodSet so a same-named successor starts clean."""

@@ -26,6 +26,10 @@ from podset_operator.reconcile import Plan, plan
 from podset_operator.spec import SelectorCache
 
 CONTROLLER = "podset"
+POD_EVENT_BATCH = 0.25
+"""Seconds a pod event waits before its PodSet is reconciled, so that a burst of pod events
+(a scale-up going Running) costs one reconcile per PodSet and window, not one per event.
+PodSet events are not delayed."""
 
 
 def _controller_podset(pod: JSON) -> ObjectKey | None:
@@ -38,6 +42,21 @@ def _controller_podset(pod: JSON) -> ObjectKey | None:
         ):
             return meta.get("namespace", ""), ref["name"]
     return None
+
+
+_BOOKKEEPING = ("resourceVersion", "managedFields")
+
+
+def status_only(old: JSON | None, new: JSON) -> bool:
+    """Whether ``new`` differs from ``old`` in its status alone (as after our own status
+    writes): such an event needs no reconcile, the cache now holds the status it wrote."""
+    if old is None or old.get("spec") != new.get("spec"):
+        return False
+    old_meta, new_meta = (
+        {k: v for k, v in obj.get("metadata", {}).items() if k not in _BOOKKEEPING}
+        for obj in (old, new)
+    )
+    return old_meta == new_meta
 
 
 def _expectation_key(key: ObjectKey) -> str:
@@ -53,7 +72,7 @@ def setup(manager: Manager) -> None:
     recorder = EventRecorder(manager.kube, manager.name, manager.identity)
 
     async def live_plan(
-        podset: JSON, cached: Plan, cached_pods: list[JSON], now: datetime, satisfied: bool
+        podset: JSON, cached: Plan, cached_pods: list[JSON], now: datetime
     ) -> tuple[Plan, list[JSON]]:
         """The plan made again from the PodSet's pods as the API server lists them now.
 
@@ -66,7 +85,7 @@ def setup(manager: Manager) -> None:
             return cached, cached_pods
         path = resource_path("v1", "pods", podset["metadata"]["namespace"])
         live = await manager.kube.list(path, label_selector=selector.selector_string())
-        return plan(podset, live, now, satisfied), live
+        return plan(podset, live, now, True), live
 
     async def reconcile(key: ObjectKey) -> Result | None:
         podset = podsets.get(*key)
@@ -76,13 +95,16 @@ def setup(manager: Manager) -> None:
             metrics.forget(key)
             return None
         now = datetime.now(UTC)
-        satisfied = expectations.satisfied(exp_key, now)
+        pending = expectations.pending_for(exp_key, now)
+        if pending is not None:
+            # Earlier creates or deletes are not all observed yet: the pod event that completes
+            # them enqueues the PodSet again (ReplicaSet skips its sync likewise); the record's
+            # expiry is the backstop for an event that never comes.
+            return Result(requeue_after=pending)
         namespace_pods = pods.by_index("namespace", key[0])
-        actions = plan(podset, namespace_pods, now, satisfied)
+        actions = plan(podset, namespace_pods, now, True)
         if actions.pods_to_create:
-            actions, namespace_pods = await live_plan(
-                podset, actions, namespace_pods, now, satisfied
-            )
+            actions, namespace_pods = await live_plan(podset, actions, namespace_pods, now)
         metrics.observe(key, actions.status)
         if actions.is_empty:
             return None
@@ -95,9 +117,11 @@ def setup(manager: Manager) -> None:
 
     controller = manager.add_controller(CONTROLLER, reconcile)
 
-    def on_podset(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
+    def on_podset(event_type: str | None, obj: JSON, old: JSON | None) -> None:
         if event_type == "DELETED":
             selectors.forget(obj["metadata"].get("uid", ""))
+        elif event_type == "MODIFIED" and status_only(old, obj):
+            return
         controller.enqueue((obj["metadata"]["namespace"], obj["metadata"]["name"]))
 
     def matching_podsets(pod: JSON) -> list[ObjectKey]:
@@ -122,12 +146,12 @@ def setup(manager: Manager) -> None:
                 expectations.creation_observed(exp_key)
             if event_type == "DELETED" or pod["metadata"].get("deletionTimestamp"):
                 expectations.deletion_observed(exp_key, pod["metadata"]["name"])
-            controller.enqueue(owner)
+            controller.enqueue(owner, after=POD_EVENT_BATCH)
         else:
             for key in matching_podsets(pod):
-                controller.enqueue(key)
+                controller.enqueue(key, after=POD_EVENT_BATCH)
         if previous_owner is not None and previous_owner != owner:
-            controller.enqueue(previous_owner)
+            controller.enqueue(previous_owner, after=POD_EVENT_BATCH)
 
     manager.watch(GROUP, VERSION, PLURAL, store=podsets, on_event=on_podset)
     manager.watch("", "v1", "pods", store=pods, on_event=on_pod)

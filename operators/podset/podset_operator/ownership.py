@@ -47,11 +47,12 @@ def claim_pods(
         if not is_active(pod):
             continue
         matches = selector.matches(pod_labels(pod))
-        if is_controlled_by(pod, owner_uid):
+        ref = controller_ref(pod)
+        if ref is not None and ref.get("uid") == owner_uid:
             if matches:
                 owned.append(pod)
             elif not owner_deleting:
                 release.append(pod)
-        elif controller_ref(pod) is None and matches and not owner_deleting:
+        elif ref is None and matches and not owner_deleting:
             adopt.append(pod)
     return Claim(tuple(owned), tuple(adopt), tuple(release))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeGuard
 
 Pod: TypeAlias = Mapping[str, Any]
 
@@ -17,9 +17,18 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _DELETION_COST_RE = re.compile(r"0|-[0-9]+|[1-9][0-9]*")
 
 
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, a plain dict (what the API gives) checked first: the
+    planner asks this thousands of times per reconcile and the ABC check is ten times slower."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _section(obj: Pod, key: str) -> Mapping[str, Any]:
     value = obj.get(key)
-    return value if isinstance(value, Mapping) else {}
+    return value if _is_mapping(value) else _EMPTY
 
 
 def metadata(pod: Pod) -> Mapping[str, Any]:
@@ -75,7 +84,7 @@ def is_active(pod: Pod) -> bool:
 
 def _ready_condition(pod: Pod) -> Mapping[str, Any] | None:
     for condition in _section(pod, "status").get("conditions") or ():
-        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+        if _is_mapping(condition) and condition.get("type") == "Ready":
             return condition
     return None
 

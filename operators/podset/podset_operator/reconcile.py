@@ -2,7 +2,8 @@
 
 Executing a Plan (the handler's job): adopt and release first, record
 ``Expectations.expect(key, creates=plan.pods_to_create, deletes=plan.pods_to_delete, now=...)``,
-create ``pod_manifest`` copies in ``slow_start_batches`` (un-expect skipped creates), delete
+create ``pod_manifest`` copies through a ``scaling.SlowStart`` window (un-expect skipped
+creates), delete
 ``pods_to_delete``, then merge-patch the status subresource with ``status_patch`` (when an
 action failed, with ``status.status_patch(current, plan.status, Failure(...), now)`` instead).
 """
@@ -20,7 +21,6 @@ from podset_operator.pod_state import (
     is_active,
     is_available,
     is_ready,
-    is_updated,
     metadata,
     pod_name,
     ready_since,
@@ -70,9 +70,8 @@ def _names(pods: Sequence[Pod]) -> tuple[str, ...]:
     return tuple(sorted(pod_name(p) for p in pods))
 
 
-def _step(spec: ParsedSpec, claim: Claim, hash_: str, now: datetime) -> Step:
+def _step(spec: ParsedSpec, claim: Claim, outdated: bool, hash_: str, now: datetime) -> Step:
     managed = claim.managed
-    outdated = any(not is_updated(p, hash_) for p in managed)
     if not spec.rolling_update or not outdated:
         return replica_set_step(managed, claim.owned, spec.replicas, hash_)
     fenceposts = resolve_fenceposts(spec.max_surge, spec.max_unavailable, spec.replicas)
@@ -82,6 +81,8 @@ def _step(spec: ParsedSpec, claim: Claim, hash_: str, now: datetime) -> Step:
 
 
 def _requeue_after(managed: Sequence[Pod], min_ready_seconds: int, now: datetime) -> float | None:
+    if not min_ready_seconds:  # a ready pod is available at once
+        return None
     waits = [
         (since + timedelta(seconds=min_ready_seconds) - now).total_seconds()
         for p in managed
@@ -133,7 +134,6 @@ def plan(
 
     deleting = meta.get("deletionTimestamp") is not None
     claim = claim_pods(pods, meta["uid"], spec.selector, owner_deleting=deleting)
-    step = Step() if deleting or not expectations_satisfied else _step(spec, claim, hash_, now)
     status = observe(
         claim.managed,
         spec.replicas,
@@ -144,6 +144,9 @@ def plan(
         _generation(podset),
         spec.selector.selector_string(),
     )
+    outdated = status.updated_replicas < status.replicas
+    acting = expectations_satisfied and not deleting
+    step = _step(spec, claim, outdated, hash_, now) if acting else Step()
     return Plan(
         status=status,
         pods_to_create=step.creates,

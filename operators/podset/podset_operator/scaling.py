@@ -1,8 +1,8 @@
-"""ReplicaSet-style scaling: replica diff, burst cap and slow-start creation batches."""
+"""ReplicaSet-style scaling: replica diff, burst cap and the slow-start creation window."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from podset_operator.pod_ranking import select_victims
@@ -10,7 +10,8 @@ from podset_operator.pod_state import Pod
 
 BURST_REPLICAS = 500
 """Most pods created or deleted in one reconcile (k8s replicaset.BurstReplicas)."""
-SLOW_START_INITIAL_BATCH_SIZE = 1
+CREATE_WINDOW = 64
+"""Most pod creates in flight at once for one PodSet (as many as the operator's request pool)."""
 
 
 @dataclass(frozen=True)
@@ -21,18 +22,42 @@ class Step:
     deletes: tuple[Pod, ...] = ()
 
 
-def slow_start_batches(count: int, initial: int = SLOW_START_INITIAL_BATCH_SIZE) -> Iterator[int]:
-    """Batch sizes initial, 2*initial, 4*initial, ... summing to ``count``.
+@dataclass
+class SlowStart:
+    """How many of ``count`` creates may be in flight: 1 at first, one more per success.
 
-    The executor runs one batch at a time and stops after a batch with a failure
-    (k8s slowStartBatch); creations it never attempted must be un-expected.
+    k8s slowStartBatch doubles its batch after each fully successful batch, so a template or
+    a quota the API server refuses costs one failed request, not hundreds. Growing the window
+    by one per success doubles it per round trip just the same, without waiting for a batch's
+    slowest request; after a failure nothing more is issued (``allowed`` is 0), so at most
+    the window's worth of requests fail.
     """
-    remaining = count
-    size = min(remaining, initial)
-    while size > 0:
-        yield size
-        remaining -= size
-        size = min(2 * size, remaining)
+
+    count: int
+    limit: int = CREATE_WINDOW
+    issued: int = 0
+    in_flight: int = 0
+    window: int = 1
+    failed: bool = False
+
+    def allowed(self) -> int:
+        """How many more creates to issue now."""
+        if self.failed:
+            return 0
+        return max(0, min(self.count - self.issued, self.window - self.in_flight))
+
+    def issue(self, n: int) -> None:
+        """``n`` creates were sent."""
+        self.issued += n
+        self.in_flight += n
+
+    def complete(self, ok: bool) -> None:
+        """One create came back, successful or not."""
+        self.in_flight -= 1
+        if ok:
+            self.window = min(self.window + 1, self.limit)
+        else:
+            self.failed = True
 
 
 def replica_set_step(

@@ -69,11 +69,12 @@ def observe(
 ) -> PodSetStatus:
     """Count the active replicas ``managed`` by a PodSet."""
     updated = sum(is_updated(p, template_hash) for p in managed)
+    ready = [p for p in managed if is_ready(p)]
     return PodSetStatus(
         desired=desired,
         replicas=len(managed),
-        ready_replicas=sum(is_ready(p) for p in managed),
-        available_replicas=sum(is_available(p, min_ready_seconds, now) for p in managed),
+        ready_replicas=len(ready),
+        available_replicas=sum(is_available(p, min_ready_seconds, now) for p in ready),
         updated_replicas=updated,
         pod_names=tuple(sorted(pod_name(p) for p in managed)),
         progressing=_progressing(desired, len(managed), updated, rolling_update),

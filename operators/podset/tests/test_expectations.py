@@ -45,6 +45,7 @@ def test_deletes_are_tracked_by_pod_name_once() -> None:
 def test_record_expires_after_ttl() -> None:
     exp = Expectations()
     exp.expect(KEY, creates=1, deletes=["a"], now=T0)
+    assert exp.pending_for(KEY, T0 + timedelta(seconds=1)) == EXPECTATIONS_TTL.total_seconds() - 1
     assert not exp.satisfied(KEY, T0 + EXPECTATIONS_TTL)
     assert exp.satisfied(KEY, T0 + EXPECTATIONS_TTL + timedelta(seconds=1))
 

@@ -18,6 +18,7 @@ from podset_operator import metrics
 from podset_operator import spec as spec_module
 from podset_operator.actions import api_error, apply_plan
 from podset_operator.expectations import Expectations
+from podset_operator.handlers import status_only
 from podset_operator.reconcile import plan
 from podset_operator.spec import SelectorCache
 from podset_operator.status import FAILED_CREATE, FAILED_DELETE
@@ -152,7 +153,7 @@ async def test_rejected_creates_degrade_with_a_stable_message_and_a_warning_even
         failure.message
         == 'Pod "web-" is invalid: spec.containers[0].name: Invalid value: "Bad_Name"'
     )
-    assert kube.pod_creates() == 1  # the first slow-start batch failed: the rest are skipped
+    assert kube.pod_creates() == 1  # the first create failed: the rest are never issued
     (event,) = kube.events()
     assert (event["type"], event["reason"]) == ("Warning", "FailedCreate")
     assert event["message"] == f"Error creating: {failure.message}"
@@ -240,3 +241,14 @@ def test_replica_gauges_are_set_and_removed() -> None:
     metrics.forget(key)
     assert (value("desired"), value("current"), value("ready")) == (None, None, None)
     metrics.forget(key)  # idempotent
+
+
+def test_only_status_changes_are_told_apart() -> None:
+    old = podset(2)
+    ours = {**old, "metadata": {**old["metadata"], "resourceVersion": "9"}, "status": {"x": 1}}
+    assert status_only(old, ours)
+    scaled = {**old, "spec": {**old["spec"], "replicas": 3}}
+    assert not status_only(old, scaled)
+    deleting = {**old, "metadata": {**old["metadata"], "deletionTimestamp": "2025-01-01T00:00:00Z"}}
+    assert not status_only(old, deleting)
+    assert not status_only(None, old)

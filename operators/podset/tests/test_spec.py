@@ -8,7 +8,7 @@ import pytest
 from podset_operator.models import NAME_LABEL
 from podset_operator.pod_state import TEMPLATE_HASH_LABEL
 from podset_operator.rollout import resolve_fenceposts
-from podset_operator.scaling import slow_start_batches
+from podset_operator.scaling import SlowStart
 from podset_operator.spec import InvalidSpecError, parse_spec, scaled_value
 from podset_operator.template import SAFE_ALPHABET, owner_reference, render_pod, template_hash
 
@@ -155,16 +155,40 @@ def test_resolve_fenceposts(
     assert resolve_fenceposts(surge, unavailable, desired) == expected
 
 
+def run_slow_start(count: int, fail_at: int | None = None, limit: int = 4) -> list[int]:
+    """Creates issued per round when every in-flight create comes back each round."""
+    window = SlowStart(count, limit=limit)
+    rounds, done = [], 0
+    while issue := window.allowed():
+        window.issue(issue)
+        rounds.append(issue)
+        for _ in range(issue):
+            window.complete(ok=done != fail_at)
+            done += 1
+    return rounds
+
+
 @pytest.mark.parametrize(
-    ("count", "batches"),
-    [(0, []), (1, [1]), (2, [1, 1]), (3, [1, 2]), (10, [1, 2, 4, 3]), (15, [1, 2, 4, 8])],
+    ("count", "rounds"),
+    [(0, []), (1, [1]), (3, [1, 2]), (10, [1, 2, 4, 3]), (20, [1, 2, 4, 4, 4, 4, 1])],
 )
-def test_slow_start_batches(count: int, batches: list[int]) -> None:
-    assert list(slow_start_batches(count)) == batches
+def test_slow_start_doubles_per_round_trip_up_to_its_limit(count: int, rounds: list[int]) -> None:
+    assert run_slow_start(count) == rounds
 
 
-def test_slow_start_batches_custom_initial() -> None:
-    assert list(slow_start_batches(20, initial=3)) == [3, 6, 11]
+def test_slow_start_issues_nothing_after_a_failure() -> None:
+    assert run_slow_start(20, fail_at=0) == [1]
+    assert run_slow_start(20, fail_at=4) == [1, 2, 4]
+
+
+def test_slow_start_refills_as_each_create_returns() -> None:
+    window = SlowStart(10, limit=3)
+    window.issue(window.allowed())
+    window.complete(ok=True)
+    assert window.allowed() == 2  # window 2, nothing in flight
+    window.issue(2)
+    window.complete(ok=True)
+    assert window.allowed() == 2  # window 3, one still in flight
 
 
 def test_template_hash_is_stable_and_safe() -> None:
