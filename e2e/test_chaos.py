@@ -288,8 +288,9 @@ def fleet(
 
 def _fault_mid_scale(fleet: Fleet, scenario: str, fault: Callable[[], dict[str, float]]) -> None:
     """Start the 0→300 scale-up and, once MID_SCALE pods exist, the 200-namespace fan-out;
-    inject ``fault`` as soon as the first copy exists, then require the exact end state within CONVERGE_WITHIN seconds of
-    the API server being ready, with every operator still the same process."""
+    inject ``fault`` as soon as the first copy exists; then require the exact end state
+    within CONVERGE_WITHIN seconds of the API server being ready, every operator still the
+    same process."""
     fleet.reset()
     pids = fleet.pids()
     data = f"{scenario}-{uuid.uuid4().hex[:4]}"
