@@ -33,7 +33,7 @@ cluster-down: ## Stop the local control plane and remove its data
 	python3 hack/localplane.py down
 
 ##@ Development
-.PHONY: run manifests bundle verify lint typecheck unit e2e test bench
+.PHONY: run manifests bundle verify lint typecheck unit e2e chaos test bench
 run: deps ## Bring up the plane (unless KUBECONFIG is set), run all operators with samples
 	$(PY) hack/run.py
 
@@ -69,6 +69,11 @@ e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plan
 	@if [[ -z "$${E2E_KUBECONFIG:-}" ]] && ! docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory cluster; fi
 	hack/build-tools.sh helm
 	$(PYTEST) e2e -m "not chaos"
+
+chaos: deps ## Chaos tests (API server and etcd faults, operator SIGKILLs) on the local plane
+	@echo "==================== chaos tests ==================="
+	hack/build-tools.sh helm
+	$(PYTEST) e2e -m chaos
 
 test: lint typecheck unit verify e2e ## Everything CI checks
 

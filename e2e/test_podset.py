@@ -240,49 +240,6 @@ def test_rejected_template_sets_degraded_and_others_keep_working(
     assert all(e.type == "Normal" and e.message.startswith("Created pod: good-") for e in good)
 
 
-INVALID_SPECS = [
-    ("negative replicas", {"replicas": -1}, "spec.replicas"),
-    (
-        "selector not matching template",
-        {"selector": {"matchLabels": {"app": "other"}}},
-        "selector does not match template labels",
-    ),
-    ("empty selector", {"selector": {}}, "empty selector would match every pod"),
-    (
-        "rollingUpdate with OnDelete",
-        {"updateStrategy": {"type": "OnDelete", "rollingUpdate": {"maxSurge": 1}}},
-        "rollingUpdate is only allowed with type RollingUpdate",
-    ),
-    (
-        "bad percentage",
-        {"updateStrategy": {"rollingUpdate": {"maxSurge": "ten%"}}},
-        "non-negative integer or a percentage",
-    ),
-    ("unknown strategy", {"updateStrategy": {"type": "Recreate"}}, "Unsupported value"),
-    ("no template", {"template": None}, "spec.template"),
-    (
-        "empty containers",
-        {"template": {"metadata": {"labels": {"app": "invalid"}}, "spec": {"containers": []}}},
-        "should have at least 1 items",
-    ),
-]
-
-
-@pytest.mark.parametrize(
-    ("case", "spec", "message"), INVALID_SPECS, ids=[c[0] for c in INVALID_SPECS]
-)
-def test_invalid_specs_are_rejected_by_the_api_server(
-    crd: None, podsets: PodSets, case: str, spec: dict[str, object], message: str
-) -> None:
-    body = podset("invalid", 1)
-    body["spec"].update(spec)
-    body["spec"] = {k: v for k, v in body["spec"].items() if v is not None}
-    with pytest.raises(ApiException) as rejected:
-        podsets.create(body)
-    assert rejected.value.status == 422, case
-    assert message in (rejected.value.body or ""), rejected.value.body
-
-
 SELECTOR_UPDATES = [
     ("changed", {"matchLabels": {"app": "immutable"}}, {"matchLabels": {"tier": "web"}}),
     ("removed", {"matchLabels": {"app": "immutable"}}, None),

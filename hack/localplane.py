@@ -10,6 +10,14 @@ and writes an admin kubeconfig to .local/kubeconfig. Everything else lives in .l
     hack/localplane.py down      stop exactly the recorded processes, remove the data
     hack/localplane.py status    print the recorded processes and whether they are alive
 
+One component at a time (fault injection; the PID file follows every restart):
+
+    hack/localplane.py stop <component> [--signal KILL]   signal it, wait until it is gone
+    hack/localplane.py start <component>                  start it again with its recorded
+                                                          arguments, wait until it serves
+    hack/localplane.py restart <component> [--signal KILL]
+    hack/localplane.py pause|resume <component>           SIGSTOP / SIGCONT
+
 Only the standard library and the openssl command are used, so it runs before any virtualenv.
 """
 
@@ -541,17 +549,73 @@ def status() -> int:
     return 0 if ok else 1
 
 
+def _entry(name: str) -> dict[str, object]:
+    entry = read_state().get(name)
+    if entry is None:
+        sys.exit(f"{name} is not a recorded component: {', '.join(read_state()) or 'none'}")
+    return entry
+
+
+def stop_component(name: str, sig: int) -> None:
+    """Send ``sig`` to one component and wait until it has exited (SIGKILL after 15 s)."""
+    entry = _entry(name)
+    if not alive(int(str(entry["pid"])), str(entry["binary"])):
+        sys.exit(f"{name} is not running")
+    stop(name, entry, sig)
+
+
+def start_component(name: str) -> None:
+    """Start one stopped component with its recorded arguments; wait until it serves."""
+    entry = _entry(name)
+    if alive(int(str(entry["pid"])), str(entry["binary"])):
+        sys.exit(f"{name} is already running (pid {entry['pid']})")
+    args = [str(a) for a in entry["args"]]  # type: ignore[attr-defined]
+    start(name, str(entry["binary"]), args)
+    ports = Ports.from_env()
+    if name == "etcd":
+        wait_for("etcd", lambda: port_open(ports.etcd_client), 30, name)
+    elif name == "kube-apiserver":
+        wait_for(name, lambda: api_get(ports.apiserver, "/readyz")[0] == 200, 90, name)
+    log(f"started {name} (pid {read_state()[name]['pid']})")
+
+
+def signal_component(name: str, sig: int) -> None:
+    """Send ``sig`` (SIGSTOP, SIGCONT) to a running component."""
+    entry = _entry(name)
+    pid = int(str(entry["pid"]))
+    if not alive(pid, str(entry["binary"])):
+        sys.exit(f"{name} is not running")
+    os.kill(pid, sig)
+    log(f"sent {signal.Signals(sig).name} to {name} (pid {pid})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["up", "down", "status"])
-    cmd = parser.parse_args().command
+    parser.add_argument(
+        "command", choices=["up", "down", "status", "stop", "start", "restart", "pause", "resume"]
+    )
+    parser.add_argument("component", nargs="?", help="for stop/start/restart/pause/resume")
+    parser.add_argument("--signal", default="TERM", help="stop/restart: TERM (default) or KILL")
+    args = parser.parse_args()
+    cmd = args.command
     if cmd == "up":
         up()
         return 0
     if cmd == "down":
         down()
         return 0
-    return status()
+    if cmd == "status":
+        return status()
+    if args.component is None:
+        parser.error(f"{cmd} needs a component")
+    name = str(args.component)
+    if cmd in ("stop", "restart"):
+        stop_component(name, signal.Signals[f"SIG{args.signal.upper()}"])
+    if cmd in ("start", "restart"):
+        start_component(name)
+    if cmd in ("pause", "resume"):
+        signal_component(name, signal.SIGSTOP if cmd == "pause" else signal.SIGCONT)
+    return 0
 
 
 if __name__ == "__main__":

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from configmapsync_operator.copies import key_of, owner_uid, render_copy
-from configmapsync_operator.models import FINALIZER, OWNER_LABEL
+from configmapsync_operator.models import (
+    FINALIZER,
+    OWNER_LABEL,
+    ConfigMapSyncSpec,
+    ConfigMapSyncStatus,
+)
 from configmapsync_operator.reconcile import Plan
 from configmapsync_operator.simulation import (
     NAME,
@@ -19,6 +26,16 @@ from configmapsync_operator.simulation import (
     configmap,
     namespace,
     sync_object,
+)
+from opsuite_common.crd import structural_schema
+from opsuite_common.testing import (
+    LABELS,
+    from_schema,
+    is_dns_label,
+    is_dns_subdomain,
+    is_qualified_name,
+    label_errors,
+    schema_errors,
 )
 
 NAMESPACES = ("src", "a", "b", "c", "d")
@@ -182,3 +199,62 @@ def test_a_deleting_sync_only_removes_or_releases_its_own_copies(world: World) -
         k for k, o in world.configmaps.items() if owner_uid(o) == UID and k != world.source_key
     ]
     assert world.plan().is_empty
+
+
+# --- any spec the CRD schema admits: no exception, only requests the API accepts -----------
+
+SYNC_SPECS = from_schema(structural_schema(ConfigMapSyncSpec))
+STATUS_SCHEMA = structural_schema(ConfigMapSyncStatus)
+CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+MAX_ANNOTATIONS_BYTES = 256 * 1024
+
+
+@st.composite
+def schema_worlds(draw: st.DrawFn) -> World:
+    """A ConfigMapSync with any spec the schema admits (CEL aside), its listed namespaces
+    mostly present, selectable namespaces and a source with valid labels and annotations."""
+    spec = draw(SYNC_SPECS)
+    world = World(sync_object(spec, finalizer=draw(st.booleans()), deleting=draw(st.booleans())))
+    if draw(st.booleans()):
+        world.sync["status"] = draw(from_schema(STATUS_SCHEMA))
+    for ns in [*spec.get("destinationNamespaces", []), *NAMESPACES]:
+        if draw(st.integers(0, 3)):
+            world.namespaces[ns] = namespace(ns, draw(LABELS))
+    source_ns, name = world.source_key
+    world.namespaces.setdefault(source_ns, namespace(source_ns))
+    if draw(st.integers(0, 3)):
+        world.add(
+            configmap(
+                source_ns,
+                name,
+                data=draw(st.dictionaries(st.from_regex(CONFIG_KEY, fullmatch=True), st.text())),
+                labels=draw(LABELS),
+                annotations=draw(LABELS),
+                immutable=draw(st.booleans()),
+            )
+        )
+    return world
+
+
+@settings(max_examples=200, deadline=None)
+@given(world=schema_worlds())
+def test_any_admitted_spec_plans_only_valid_requests(world: World) -> None:
+    """Every copy written is a valid ConfigMap (names, labels, annotation keys and size, data
+    keys) in a valid namespace; the status after the merge patch fits the CRD."""
+    actions = world.plan()
+    for write in actions.writes:
+        copy_ = write.manifest
+        meta = copy_["metadata"]
+        assert (copy_["apiVersion"], copy_["kind"]) == ("v1", "ConfigMap")
+        assert is_dns_subdomain(meta["name"])
+        assert is_dns_label(write.namespace)
+        assert meta["namespace"] == write.namespace
+        assert not label_errors(meta["labels"]), label_errors(meta["labels"])
+        annotations = meta["annotations"]
+        assert all(is_qualified_name(k) and isinstance(v, str) for k, v in annotations.items())
+        assert len(json.dumps(annotations)) <= MAX_ANNOTATIONS_BYTES
+        assert all(CONFIG_KEY.fullmatch(k) for k in copy_.get("data", {}))
+        assert write.verb == "create" or meta.get("resourceVersion")
+    if actions.status_patch is not None:
+        status = {**world.sync.get("status", {}), **actions.status_patch}
+        assert not schema_errors(status, STATUS_SCHEMA, ".status"), status

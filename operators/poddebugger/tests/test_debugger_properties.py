@@ -7,9 +7,12 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from opsuite_common.crd import structural_schema
+from opsuite_common.testing import LABELS, from_schema, schema_errors
+from poddebugger_operator.models import PodDebuggerSpec, PodDebuggerStatus
 from poddebugger_operator.reconcile import (
     container_name,
     ephemeral_names,
@@ -144,3 +147,95 @@ def test_names_are_deterministic_dns_labels(name: str, debugger: dict[str, Any])
     assert DNS_LABEL.match(first), first
     changed = parse_spec({"spec": {**debugger["spec"], "image": "other/image:2"}})
     assert container_name(name, changed) != first
+
+
+# --- any spec the CRD schema admits: no exception, only requests the API accepts -----------
+
+DEBUGGER_SPECS = from_schema(structural_schema(PodDebuggerSpec))
+STATUS_SCHEMA = structural_schema(PodDebuggerStatus)
+_DNS_LABEL_FIELD = {"type": "string", "maxLength": 63, "pattern": DNS_LABEL.pattern}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_CAPABILITIES = {"type": "array", "items": {"type": "string", "minLength": 1}}
+EPHEMERAL_CONTAINER_SCHEMA = {
+    "type": "object",
+    "required": ["name", "image"],
+    "properties": {
+        "name": _DNS_LABEL_FIELD,
+        "image": {"type": "string", "minLength": 1},
+        "command": _STRINGS,
+        "args": _STRINGS,
+        "env": {
+            "type": "array",
+            "x-kubernetes-list-map-keys": ["name"],
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "name": {"type": "string", "minLength": 1},
+                    "value": {"type": "string"},
+                },
+            },
+        },
+        "stdin": {"type": "boolean"},
+        "tty": {"type": "boolean"},
+        "targetContainerName": _DNS_LABEL_FIELD,
+        "securityContext": {
+            "type": "object",
+            "properties": {
+                "privileged": {"type": "boolean"},
+                "runAsNonRoot": {"type": "boolean"},
+                "allowPrivilegeEscalation": {"type": "boolean"},
+                "capabilities": {
+                    "type": "object",
+                    "properties": {"add": _CAPABILITIES, "drop": _CAPABILITIES},
+                },
+                "seccompProfile": {
+                    "type": "object",
+                    "required": ["type"],
+                    "properties": {"type": {"enum": ["RuntimeDefault", "Unconfined", "Localhost"]}},
+                },
+            },
+        },
+    },
+}
+"""The part of core/v1 EphemeralContainer the operator writes, with the API server's rules."""
+
+
+@st.composite
+def schema_debuggers(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A PodDebugger with any spec the schema admits (CEL aside) and pods it may select."""
+    spec = draw(DEBUGGER_SPECS)
+    if draw(st.integers(0, 3)):  # mostly a selector of well-formed labels, as real ones
+        spec["selector"] = {"matchLabels": draw(LABELS)}
+    debugger = {
+        "metadata": {"name": draw(debugger_names), "namespace": "ns", "uid": "u", "generation": 2},
+        "spec": spec,
+    }
+    if draw(st.booleans()):
+        debugger["status"] = draw(from_schema(STATUS_SCHEMA))
+    selected = spec["selector"].get("matchLabels") or {}
+    pods = draw(pod_lists())
+    for pod in pods:
+        if draw(st.integers(0, 3)):
+            pod["metadata"]["labels"] = dict(selected)
+    return debugger, pods
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(world=schema_debuggers(), allowed=st.sampled_from([(), ("busybox",)]))
+def test_any_admitted_spec_plans_only_valid_requests(
+    world: tuple[dict[str, Any], list[dict[str, Any]]], allowed: tuple[str, ...]
+) -> None:
+    """Each container added fits core/v1 EphemeralContainer and is new to its pod; the status
+    after the merge patch fits the CRD. (Not checked: a targetContainer the pod lacks, which
+    the API server refuses; that refusal is reported in failedPods, not retried.)"""
+    debugger, pods = world
+    actions = plan(debugger, pods, NOW, allowed_prefixes=allowed)
+    for injection in actions.injections:
+        container = injection.container
+        assert not schema_errors(container, EPHEMERAL_CONTAINER_SCHEMA, "container"), container
+        assert container["name"] not in ephemeral_names(injection.pod)
+        assert injection.pod["metadata"]["namespace"] == "ns"
+    if actions.status_patch is not None:
+        status = {**debugger.get("status", {}), **actions.status_patch}
+        assert not schema_errors(status, STATUS_SCHEMA, ".status"), status

@@ -13,7 +13,16 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from podset_operator.models import NAME_LABEL
+from opsuite_common.crd import structural_schema
+from opsuite_common.testing import (
+    DNS_SUBDOMAIN,
+    LABELS,
+    from_schema,
+    is_dns_subdomain,
+    label_errors,
+    schema_errors,
+)
+from podset_operator.models import NAME_LABEL, PodSetSpec, PodSetStatus
 from podset_operator.pod_ranking import rank_for_deletion
 from podset_operator.pod_state import (
     TEMPLATE_HASH_LABEL,
@@ -413,3 +422,78 @@ def test_plan_is_idempotent(
     shuffled = list(pods)
     random.Random(seed).shuffle(shuffled)
     assert plan(ps, shuffled, T0, satisfied) == first
+
+
+# --- (6) any spec the CRD schema admits: no exception, only actions the API accepts --------
+
+PODSET_NAMES = st.from_regex(DNS_SUBDOMAIN, fullmatch=True).filter(lambda n: len(n) <= 253) | (
+    st.from_regex(r"[a-z0-9]{64,70}(\.[a-z0-9]{1,60}){0,3}", fullmatch=True)
+)
+"""Any object name, with long ones (over 63 characters, up to 253) often."""
+PODSET_SPECS = from_schema(structural_schema(PodSetSpec))
+STATUS_SCHEMA = structural_schema(PodSetStatus)
+MAX_GENERATE_NAME_BASE = 58
+"""The API server keeps this much of a generateName and appends 5 random characters."""
+
+
+@st.composite
+def schema_podsets(draw: st.DrawFn) -> tuple[dict[str, Any], list[Pod]]:
+    """A PodSet with any spec the schema admits (CEL aside), and pods that it may select."""
+    spec = draw(PODSET_SPECS)
+    name = draw(PODSET_NAMES)
+    if draw(st.booleans()):  # well-formed labels, and no selector or one the CEL rules admit
+        labels = draw(LABELS)
+        spec["template"]["metadata"] = {**spec["template"].get("metadata", {}), "labels": labels}
+        spec.pop("selector", None)
+        if draw(st.booleans()):
+            keys = draw(st.lists(st.sampled_from(sorted(labels)), min_size=1, unique=True))
+            spec["selector"] = {"matchLabels": {k: labels[k] for k in keys}}
+    ps = {"metadata": {"name": name, "namespace": "ns", "uid": UID, "generation": 3}, "spec": spec}
+    if draw(st.booleans()):
+        ps["status"] = draw(from_schema(STATUS_SCHEMA))
+    template = spec["template"]
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    if "selector" not in spec:
+        labels[NAME_LABEL] = name
+    pods: list[Pod] = [
+        make_pod(
+            f"p{i}",
+            owner=draw(st.sampled_from([UID, None])),
+            labels=draw(st.sampled_from([labels, {}])),
+            hash_=draw(st.sampled_from([template_hash(template), OLD])),
+            phase_=draw(st.sampled_from(["Running", "Pending", "Failed"])),
+            ready=draw(st.booleans()),
+        )
+        for i in range(draw(st.integers(0, 5)))
+    ]
+    return ps, pods
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(world=schema_podsets(), satisfied=st.booleans())
+def test_any_admitted_spec_plans_only_valid_requests(
+    world: tuple[dict[str, Any], list[Pod]], satisfied: bool
+) -> None:
+    """The pod manifest's operator-made metadata is valid and its spec is the template's
+    verbatim (the API server validates the rest at creation: refusals are Degraded); names
+    to delete, adopt or release exist; the status after the merge patch fits the CRD."""
+    ps, pods = world
+    result = plan(ps, pods, T0, satisfied)
+    names = {pod_name(p) for p in pods}
+    assert set(result.pods_to_delete) | set(result.pods_to_adopt) <= names
+    assert set(result.pods_to_release) <= names
+    if result.pod_manifest is not None:
+        meta = result.pod_manifest["metadata"]
+        base = meta["generateName"][:MAX_GENERATE_NAME_BASE]
+        assert is_dns_subdomain(base.rstrip("-") + "x1234"), meta["generateName"]
+        assert meta["namespace"] == "ns"
+        assert not label_errors(meta["labels"]), label_errors(meta["labels"])
+        template = ps["spec"]["template"]
+        assert meta.get("annotations") == (
+            (template.get("metadata") or {}).get("annotations") or None
+        )
+        assert result.pod_manifest["spec"] == template["spec"]
+        assert meta["ownerReferences"] == [owner_reference(ps)]
+    if result.status_patch is not None:
+        status = {**ps.get("status", {}), **result.status_patch}
+        assert not schema_errors(status, STATUS_SCHEMA, ".status"), status

@@ -1,0 +1,712 @@
+"""The bad-input corpus: objects each CRD must refuse, and the API server's message for each.
+
+Every case is a valid base object of its kind (``BASES``, itself checked to be accepted) with
+one change deep-merged into it (``REMOVE`` deletes a key, ``{}`` replaces). The message is a
+distinctive part of what the API server answers: OpenAPI schema errors (types, enums,
+patterns, bounds, required fields, list-map keys), the CRDs' CEL rules
+(``x-kubernetes-validations``, from the ``cel(...)`` rules of each operator's models.py) and,
+under ``fieldValidation=Strict``, unknown fields.
+e2e/test_invalid_inputs.py sends each one to the API server.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Final
+
+from configmapsync_operator import models as cms
+from poddebugger_operator import models as pdbg
+from podset_operator import models as pset
+
+REMOVE: Final = object()
+"""In a change: delete this key from the base object."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One invalid object: its kind, test id, why it is invalid, the change, the message."""
+
+    kind: str
+    id: str
+    why: str
+    change: dict[str, Any]
+    message: str
+
+
+def merged(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``change`` deep-merged into it: non-empty dicts merge, other values
+    (``{}`` included) replace."""
+    out = copy.deepcopy(base)
+    for key, value in change.items():
+        if value is REMOVE:
+            out.pop(key, None)
+        elif value and isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+API = {
+    "PodSet": (pset.GROUP, pset.VERSION, pset.PLURAL),
+    "ConfigMapSync": (cms.GROUP, cms.VERSION, cms.PLURAL),
+    "PodDebugger": (pdbg.GROUP, pdbg.VERSION, pdbg.PLURAL),
+}
+"""(group, version, plural) of each kind."""
+
+BASES: dict[str, dict[str, Any]] = {
+    "PodSet": {
+        "apiVersion": f"{pset.GROUP}/{pset.VERSION}",
+        "kind": "PodSet",
+        "metadata": {"name": "invalid"},
+        "spec": {
+            "replicas": 1,
+            "template": {
+                "metadata": {"labels": {"app": "invalid"}},
+                "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+            },
+        },
+    },
+    "ConfigMapSync": {
+        "apiVersion": f"{cms.GROUP}/{cms.VERSION}",
+        "kind": "ConfigMapSync",
+        "metadata": {"name": "invalid"},
+        "spec": {"configMapName": "settings", "destinationNamespaces": ["team-a"]},
+    },
+    "PodDebugger": {
+        "apiVersion": f"{pdbg.GROUP}/{pdbg.VERSION}",
+        "kind": "PodDebugger",
+        "metadata": {"name": "invalid"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "image": "busybox"},
+    },
+}
+"""A valid object of each kind; every case changes one thing in it."""
+
+LONG_LABEL_VALUE = "v" * 64
+SELECTOR_ENTRIES = {f"k{i}": "v" for i in range(33)}
+"""One entry more than a label selector's matchLabels may hold."""
+TEMPLATE_LABELS = {f"k{i}": "v" for i in range(64)}
+"""With the base's own label, one more than a PodSet template may carry."""
+
+
+def _ps(**spec: Any) -> dict[str, Any]:
+    return {"spec": spec}
+
+
+def _tpl(**template: Any) -> dict[str, Any]:
+    return {"spec": {"template": template}}
+
+
+def _rolling(**rolling: Any) -> dict[str, Any]:
+    return {"spec": {"updateStrategy": {"rollingUpdate": rolling}}}
+
+
+def _invalid_selector(field: str) -> list[tuple[str, str, dict[str, Any], str]]:
+    """Schema cases shared by every label selector (``field`` is its spec key)."""
+    return [
+        (
+            "selector operator unknown",
+            "operators are In, NotIn, Exists and DoesNotExist",
+            {field: {"matchExpressions": [{"key": "app", "operator": "Matches"}]}},
+            'Unsupported value: "Matches"',
+        ),
+        (
+            "selector expression without key",
+            "a requirement names the label it tests",
+            {field: {"matchExpressions": [{"operator": "Exists"}]}},
+            f"spec.{field}.matchExpressions[0].key: Required value",
+        ),
+        (
+            "selector key not a label key",
+            "keys are qualified names: no spaces",
+            {field: {"matchExpressions": [{"key": "bad key", "operator": "Exists"}]}},
+            f"spec.{field}.matchExpressions[0].key in body should match",
+        ),
+        (
+            "selector value not a label value",
+            "label values start and end alphanumeric",
+            {field: {"matchLabels": {"app": "-web"}}},
+            f"spec.{field}.matchLabels.app in body should match",
+        ),
+        (
+            "selector value too long",
+            "label values have at most 63 characters",
+            {field: {"matchLabels": {"app": LONG_LABEL_VALUE}}},
+            "Too long: may not be more than 63 bytes",
+        ),
+        (
+            "selector with 33 labels",
+            "at most 32 matchLabels entries",
+            {field: {"matchLabels": SELECTOR_ENTRIES}},
+            f"spec.{field}.matchLabels: Too many: ",
+        ),
+        (
+            "selector not an object",
+            "a selector is an object, not a string",
+            {field: "app=web"},
+            f'spec.{field}: Invalid value: "string": spec.{field} in body must be of type object',
+        ),
+    ]
+
+
+def _unknown(kind: str) -> list[tuple[str, str, dict[str, Any], str]]:
+    """Structural cases shared by every kind."""
+    return [
+        (
+            "unknown top-level field",
+            "a typo of spec is refused, not pruned",
+            {"specs": {}},
+            'unknown field "specs"',
+        ),
+        (
+            "no spec",
+            "spec is required",
+            {"spec": REMOVE},
+            "spec: Required value",
+        ),
+        (
+            "spec not an object",
+            "spec is an object",
+            {"spec": "replicas=1"},
+            'spec: Invalid value: "string": spec in body must be of type object',
+        ),
+        (
+            "name not a DNS subdomain",
+            "object names are lowercase RFC 1123 subdomains",
+            {"metadata": {"name": f"Invalid_{kind}"}},
+            "a lowercase RFC 1123 subdomain must consist of",
+        ),
+    ]
+
+
+PODSET: list[tuple[str, str, dict[str, Any], str]] = [
+    # replicas and minReadySeconds
+    (
+        "negative replicas",
+        "a PodSet cannot run fewer than zero pods",
+        _ps(replicas=-1),
+        "spec.replicas in body should be greater than or equal to 0",
+    ),
+    (
+        "replicas above the maximum",
+        "100,000 pods is the documented bound",
+        _ps(replicas=100_001),
+        "spec.replicas in body should be less than or equal to 100000",
+    ),
+    (
+        "replicas as a string",
+        "the schema is typed: no implicit conversion from strings",
+        _ps(replicas="3"),
+        'spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer',
+    ),
+    (
+        "replicas as a fraction",
+        "half a pod does not exist",
+        _ps(replicas=1.5),
+        "spec.replicas in body must be of type integer",
+    ),
+    (
+        "negative minReadySeconds",
+        "a duration is not negative",
+        _ps(minReadySeconds=-1),
+        "spec.minReadySeconds in body should be greater than or equal to 0",
+    ),
+    (
+        "minReadySeconds above a day",
+        "86,400 s is the bound",
+        _ps(minReadySeconds=86_401),
+        "spec.minReadySeconds in body should be less than or equal to 86400",
+    ),
+    # selector (CEL)
+    (
+        "selector not matching template",
+        "the PodSet would never see the pods it creates (CEL)",
+        _ps(selector={"matchLabels": {"app": "other"}}),
+        "selector does not match template labels",
+    ),
+    (
+        "selector expression not matching template",
+        "In with values the template's label does not have (CEL)",
+        _ps(selector={"matchExpressions": [{"key": "app", "operator": "In", "values": ["db"]}]}),
+        "selector does not match template labels",
+    ),
+    (
+        "selector DoesNotExist on a template label",
+        "the template carries the label the selector excludes (CEL)",
+        _ps(selector={"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}),
+        "selector does not match template labels",
+    ),
+    (
+        "empty selector",
+        "{} would match every pod of the namespace (CEL)",
+        _ps(selector={}),
+        "empty selector would match every pod",
+    ),
+    (
+        "selector with empty matchLabels",
+        "an empty map selects as much as {} (CEL)",
+        _ps(selector={"matchLabels": {}}),
+        "empty selector would match every pod",
+    ),
+    *(
+        (name, why, {"spec": change}, message)
+        for name, why, change, message in _invalid_selector("selector")
+    ),
+    # template
+    (
+        "no template",
+        "pods are created from the template",
+        _ps(template=REMOVE),
+        "spec.template: Required value",
+    ),
+    (
+        "template without pod spec",
+        "a template without spec has no containers",
+        _tpl(spec=REMOVE),
+        "spec.template.spec: Required value",
+    ),
+    (
+        "empty containers",
+        "a pod needs at least one container",
+        _tpl(spec={"containers": []}),
+        "should have at least 1 items",
+    ),
+    (
+        "containers not a list",
+        "containers is a list of objects",
+        _tpl(spec={"containers": "busybox"}),
+        "spec.template.spec.containers in body must be of type array",
+    ),
+    (
+        "container not an object",
+        "each container is an object",
+        _tpl(spec={"containers": ["busybox"]}),
+        "spec.template.spec.containers[0] in body must be of type object",
+    ),
+    (
+        "template label value invalid",
+        "pod label values are label values",
+        _tpl(metadata={"labels": {"app": "invalid", "tier": "front end"}}),
+        "spec.template.metadata.labels.tier in body should match",
+    ),
+    (
+        "template label value too long",
+        "at most 63 characters",
+        _tpl(metadata={"labels": {"app": "invalid", "tier": LONG_LABEL_VALUE}}),
+        "Too long: may not be more than 63 bytes",
+    ),
+    (
+        "template with 65 labels",
+        "at most 64 labels on a template",
+        _tpl(metadata={"labels": TEMPLATE_LABELS}),
+        "spec.template.metadata.labels: Too many: 65: must have at most 64 items",
+    ),
+    (
+        "template annotation not a string",
+        "annotation values are strings",
+        _tpl(metadata={"annotations": {"replicas": 3}}),
+        "spec.template.metadata.annotations.replicas in body must be of type string",
+    ),
+    (
+        "template metadata name",
+        "pod names are generated; a template name would be pruned (Strict)",
+        _tpl(metadata={"name": "fixed"}),
+        'unknown field "spec.template.metadata.name"',
+    ),
+    # update strategy
+    (
+        "unknown strategy",
+        "Recreate is a Deployment strategy, not a PodSet one",
+        {"spec": {"updateStrategy": {"type": "Recreate"}}},
+        'spec.updateStrategy.type: Unsupported value: "Recreate"',
+    ),
+    (
+        "rollingUpdate with OnDelete",
+        "bounds of a strategy that is not used (CEL)",
+        {"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": {"maxSurge": 1}}}},
+        "rollingUpdate is only allowed with type RollingUpdate",
+    ),
+    (
+        "bad percentage",
+        "maxSurge is an integer or N% (CEL)",
+        _rolling(maxSurge="ten%"),
+        "must be a non-negative integer or a percentage such as 25%",
+    ),
+    (
+        "percentage without percent sign",
+        "a string maxUnavailable must end in % (CEL)",
+        _rolling(maxUnavailable="25"),
+        "must be a non-negative integer or a percentage such as 25%",
+    ),
+    (
+        "negative maxUnavailable",
+        "a bound is not negative (CEL)",
+        _rolling(maxUnavailable=-1),
+        "must be a non-negative integer or a percentage such as 25%",
+    ),
+    (
+        "maxSurge as a boolean",
+        "int-or-string accepts neither true nor false",
+        _rolling(maxSurge=True),
+        "spec.updateStrategy.rollingUpdate.maxSurge",
+    ),
+    (
+        "unknown rollingUpdate field",
+        "a misspelt bound is refused, not pruned (Strict)",
+        _rolling(maxSurges=1),
+        'unknown field "spec.updateStrategy.rollingUpdate.maxSurges"',
+    ),
+    (
+        "unknown spec field",
+        "replica for replicas is refused, not pruned (Strict)",
+        _ps(replica=3),
+        'unknown field "spec.replica"',
+    ),
+    *_unknown("PodSet"),
+]
+
+CONFIGMAPSYNC: list[tuple[str, str, dict[str, Any], str]] = [
+    (
+        "no configMapName",
+        "the source must be named",
+        _ps(configMapName=REMOVE),
+        "spec.configMapName: Required value",
+    ),
+    (
+        "empty configMapName",
+        "an empty name names nothing",
+        _ps(configMapName=""),
+        "spec.configMapName in body should be at least 1 chars long",
+    ),
+    (
+        "configMapName with capitals",
+        "ConfigMap names are DNS subdomains",
+        _ps(configMapName="Settings"),
+        "spec.configMapName in body should match",
+    ),
+    (
+        "configMapName too long",
+        "at most 253 characters",
+        _ps(configMapName="s" * 254),
+        "spec.configMapName: Too long: may not be more than 253 bytes",
+    ),
+    (
+        "configMapName not a string",
+        "a name is a string",
+        _ps(configMapName=7),
+        "spec.configMapName in body must be of type string",
+    ),
+    (
+        "no destinations",
+        "nothing to copy to (CEL)",
+        _ps(destinationNamespaces=REMOVE),
+        "set destinationNamespaces, namespaceSelector or both",
+    ),
+    (
+        "empty destinations",
+        "an empty list is no destination either (CEL)",
+        _ps(destinationNamespaces=[]),
+        "set destinationNamespaces, namespaceSelector or both",
+    ),
+    (
+        "source namespace as destination",
+        "a ConfigMap cannot be synced onto itself (CEL)",
+        _ps(sourceNamespace="team-a"),
+        "the source namespace cannot be a destination",
+    ),
+    (
+        "destination namespace with capitals",
+        "namespace names are DNS labels",
+        _ps(destinationNamespaces=["Team-A"]),
+        "spec.destinationNamespaces[0] in body should match",
+    ),
+    (
+        "destination namespace with a dot",
+        "a namespace is a DNS label, not a subdomain",
+        _ps(destinationNamespaces=["team.a"]),
+        "spec.destinationNamespaces[0] in body should match",
+    ),
+    (
+        "destination namespace too long",
+        "at most 63 characters",
+        _ps(destinationNamespaces=["n" * 64]),
+        "spec.destinationNamespaces[0]: Too long: may not be more than 63 bytes",
+    ),
+    (
+        "empty destination namespace",
+        "an empty name names nothing",
+        _ps(destinationNamespaces=[""]),
+        "spec.destinationNamespaces[0] in body should be at least 1 chars long",
+    ),
+    (
+        "duplicate destination",
+        "destinationNamespaces is a set",
+        _ps(destinationNamespaces=["team-a", "team-a"]),
+        'spec.destinationNamespaces[1]: Duplicate value: "team-a"',
+    ),
+    (
+        "257 destinations",
+        "at most 256 listed namespaces",
+        _ps(destinationNamespaces=[f"team-{i}" for i in range(257)]),
+        "spec.destinationNamespaces: Too many: 257: must have at most 256 items",
+    ),
+    (
+        "destinations as a string",
+        "a list, not a comma-separated string",
+        _ps(destinationNamespaces="team-a,team-b"),
+        "spec.destinationNamespaces in body must be of type array",
+    ),
+    (
+        "sourceNamespace with capitals",
+        "namespace names are DNS labels",
+        _ps(sourceNamespace="Platform"),
+        "spec.sourceNamespace in body should match",
+    ),
+    (
+        "sourceNamespace too long",
+        "at most 63 characters",
+        _ps(sourceNamespace="p" * 64),
+        "spec.sourceNamespace: Too long: may not be more than 63 bytes",
+    ),
+    (
+        "unknown conflictPolicy",
+        "Skip or Overwrite",
+        _ps(conflictPolicy="Replace"),
+        'spec.conflictPolicy: Unsupported value: "Replace"',
+    ),
+    (
+        "lowercase conflictPolicy",
+        "enums are case-sensitive",
+        _ps(conflictPolicy="skip"),
+        'spec.conflictPolicy: Unsupported value: "skip"',
+    ),
+    (
+        "unknown deletionPolicy",
+        "Delete or Orphan (Retain is a PersistentVolume word)",
+        _ps(deletionPolicy="Retain"),
+        'spec.deletionPolicy: Unsupported value: "Retain"',
+    ),
+    (
+        "deletionPolicy as a boolean",
+        "a policy is a string",
+        _ps(deletionPolicy=False),
+        "spec.deletionPolicy in body must be of type string",
+    ),
+    *(
+        (f"namespace{name[0].upper()}{name[1:]}", why, {"spec": change}, message)
+        for name, why, change, message in _invalid_selector("namespaceSelector")
+    ),
+    (
+        "selector requirement with 33 values",
+        "at most 32 values per requirement",
+        _ps(
+            namespaceSelector={
+                "matchExpressions": [
+                    {"key": "team", "operator": "In", "values": [f"t{i}" for i in range(33)]}
+                ]
+            }
+        ),
+        "spec.namespaceSelector.matchExpressions[0].values: Too many: 33",
+    ),
+    (
+        "unknown spec field",
+        "destinations for destinationNamespaces is refused, not pruned (Strict)",
+        _ps(destinations=["team-b"]),
+        'unknown field "spec.destinations"',
+    ),
+    (
+        "unknown selector field",
+        "matchLabel for matchLabels would select everything once pruned (Strict)",
+        _ps(namespaceSelector={"matchLabel": {"team": "a"}}),
+        'unknown field "spec.namespaceSelector.matchLabel"',
+    ),
+    *_unknown("ConfigMapSync"),
+]
+
+PODDEBUGGER: list[tuple[str, str, dict[str, Any], str]] = [
+    (
+        "no selector",
+        "a PodDebugger must say which pods",
+        _ps(selector=REMOVE),
+        "spec.selector: Required value",
+    ),
+    (
+        "empty selector",
+        "{} would debug every pod of the namespace (CEL)",
+        {"spec": {"selector": {}}},
+        "selector must not be empty",
+    ),
+    (
+        "selector with empty lists",
+        "empty matchLabels and matchExpressions select as much as {} (CEL)",
+        {"spec": {"selector": {"matchLabels": {}, "matchExpressions": []}}},
+        "selector must not be empty",
+    ),
+    *(
+        (name, why, {"spec": change}, message)
+        for name, why, change, message in _invalid_selector("selector")
+    ),
+    (
+        "no image",
+        "the debug container needs an image",
+        _ps(image=REMOVE),
+        "spec.image: Required value",
+    ),
+    (
+        "empty image",
+        "an empty image names nothing",
+        _ps(image=""),
+        "spec.image in body should be at least 1 chars long",
+    ),
+    (
+        "image too long",
+        "at most 512 characters",
+        _ps(image="i" * 513),
+        "spec.image: Too long: may not be more than 512 bytes",
+    ),
+    (
+        "image not a string",
+        "an image reference is a string",
+        _ps(image=["busybox"]),
+        "spec.image in body must be of type string",
+    ),
+    (
+        "command as a string",
+        "command is a list, as in a container",
+        _ps(command="sleep 3600"),
+        "spec.command in body must be of type array",
+    ),
+    (
+        "command with 65 items",
+        "at most 64 arguments",
+        _ps(command=["x"] * 65),
+        "spec.command: Too many: 65: must have at most 64 items",
+    ),
+    (
+        "argument too long",
+        "at most 4096 characters each",
+        _ps(args=["a" * 4097]),
+        "spec.args[0]: Too long: may not be more than 4096 bytes",
+    ),
+    (
+        "argument not a string",
+        "arguments are strings",
+        _ps(args=[3600]),
+        "spec.args[0] in body must be of type string",
+    ),
+    (
+        "env name starting with a digit",
+        "env names start with a letter, '-', '.' or '_'",
+        _ps(env=[{"name": "1LEVEL", "value": "debug"}]),
+        "spec.env[0].name in body should match",
+    ),
+    (
+        "env name empty",
+        "an empty name names nothing",
+        _ps(env=[{"name": "", "value": "debug"}]),
+        "spec.env[0].name in body should be at least 1 chars long",
+    ),
+    (
+        "env without name",
+        "env is a list map keyed by name",
+        _ps(env=[{"value": "debug"}]),
+        "spec.env[0].name: Required value",
+    ),
+    (
+        "env duplicate name",
+        "one value per variable (list map key)",
+        _ps(env=[{"name": "LEVEL", "value": "a"}, {"name": "LEVEL", "value": "b"}]),
+        "spec.env[1]: Duplicate value",
+    ),
+    (
+        "env value too long",
+        "at most 4096 characters",
+        _ps(env=[{"name": "LEVEL", "value": "v" * 4097}]),
+        "spec.env[0].value: Too long: may not be more than 4096 bytes",
+    ),
+    (
+        "env value not a string",
+        "values are literal strings",
+        _ps(env=[{"name": "LEVEL", "value": 3}]),
+        "spec.env[0].value in body must be of type string",
+    ),
+    (
+        "env valueFrom",
+        "only literal values: valueFrom would be pruned (Strict)",
+        _ps(env=[{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]),
+        'unknown field "spec.env[0].valueFrom"',
+    ),
+    (
+        "stdin as a string",
+        "a flag is a boolean",
+        _ps(stdin="yes"),
+        "spec.stdin in body must be of type boolean",
+    ),
+    (
+        "tty as a number",
+        "a flag is a boolean",
+        _ps(tty=1),
+        "spec.tty in body must be of type boolean",
+    ),
+    (
+        "targetContainer with capitals",
+        "container names are DNS labels",
+        _ps(targetContainer="Main"),
+        "spec.targetContainer in body should match",
+    ),
+    (
+        "targetContainer too long",
+        "at most 63 characters",
+        _ps(targetContainer="c" * 64),
+        "spec.targetContainer: Too long: may not be more than 63 bytes",
+    ),
+    (
+        "legacy profile",
+        "kubectl debug's legacy profile is not offered",
+        _ps(profile="legacy"),
+        'spec.profile: Unsupported value: "legacy"',
+    ),
+    (
+        "capitalised profile",
+        "enums are case-sensitive",
+        _ps(profile="Restricted"),
+        'spec.profile: Unsupported value: "Restricted"',
+    ),
+    (
+        "maxPods zero",
+        "a debugger for no pod is a mistake",
+        _ps(maxPods=0),
+        "spec.maxPods in body should be greater than or equal to 1",
+    ),
+    (
+        "maxPods above 100",
+        "the blast radius is bounded",
+        _ps(maxPods=101),
+        "spec.maxPods in body should be less than or equal to 100",
+    ),
+    (
+        "maxPods as a string",
+        "the schema is typed",
+        _ps(maxPods="10"),
+        "spec.maxPods in body must be of type integer",
+    ),
+    (
+        "unknown spec field",
+        "container for the spec's own fields is refused, not pruned (Strict)",
+        _ps(container={"image": "busybox"}),
+        'unknown field "spec.container"',
+    ),
+    *_unknown("PodDebugger"),
+]
+
+CASES: list[Case] = [
+    Case(kind, name, why, change, message)
+    for kind, table in (
+        ("PodSet", PODSET),
+        ("ConfigMapSync", CONFIGMAPSYNC),
+        ("PodDebugger", PODDEBUGGER),
+    )
+    for name, why, change, message in table
+]
+"""Every invalid object of the corpus."""
