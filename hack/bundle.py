@@ -11,7 +11,6 @@ what ``opm render`` makes of the bundle directory. helm and opm come from ``make
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import shutil
 import subprocess
@@ -36,6 +35,7 @@ from opsuite_common.bundle import (
 from opsuite_common.chart import chart_yaml
 from opsuite_common.chart_values import CHART_REPOSITORY, IMAGE_REGISTRY
 from opsuite_common.crd import build_crd
+from opsuite_common.generated import run
 
 ROOT = Path(__file__).resolve().parent.parent
 ICON = ROOT / "docs" / "assets" / "opsuite-icon.svg"
@@ -139,29 +139,14 @@ def _generated_on_disk() -> set[Path]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["write", "check"])
-    command = parser.parse_args().command
-    files = expected_files()
-    extra = sorted(_generated_on_disk() - set(files))
-    if command == "write":
-        for path in extra:
-            path.unlink()
-            print(f"removed {path.relative_to(ROOT)}")
-        for path, content in files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.exists() or path.read_text() != content:
-                path.write_text(content)
-                print(f"wrote {path.relative_to(ROOT)}")
-        return 0
-    stale = [p for p, c in files.items() if not p.exists() or p.read_text() != c]
-    for path in stale:
-        print(f"out of date: {path.relative_to(ROOT)} (run `make bundle`)", file=sys.stderr)
-    for path in extra:
-        print(f"not generated: {path.relative_to(ROOT)} (run `make bundle`)", file=sys.stderr)
-    if not stale and not extra:
-        print(f"{len(files)} bundle and catalog files up to date")
-    return 1 if stale or extra else 0
+    return run(
+        __doc__.splitlines()[0],
+        expected_files,
+        root=ROOT,
+        make_target="bundle",
+        what="bundle and catalog files",
+        on_disk=_generated_on_disk,
+    )
 
 
 if __name__ == "__main__":

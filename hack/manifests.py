@@ -13,7 +13,6 @@ with the templates every chart shares from ``shared/helm/templates/``.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 import tomllib
@@ -25,6 +24,7 @@ import yaml
 
 from opsuite_common.chart import chart_files
 from opsuite_common.crd import build_crd, crd_yaml
+from opsuite_common.generated import run
 
 ROOT = Path(__file__).resolve().parent.parent
 OPERATORS = {
@@ -69,23 +69,13 @@ def expected_files() -> dict[Path, str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["write", "check"])
-    command = parser.parse_args().command
-    files = expected_files()
-    if command == "write":
-        for path, content in files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.exists() or path.read_text() != content:
-                path.write_text(content)
-                print(f"wrote {path.relative_to(ROOT)}")
-        return 0
-    stale = [p for p, c in files.items() if not p.exists() or p.read_text() != c]
-    for path in stale:
-        print(f"out of date: {path.relative_to(ROOT)} (run `make manifests`)", file=sys.stderr)
-    if not stale:
-        print(f"{len(files)} generated files up to date")
-    return 1 if stale else 0
+    return run(
+        __doc__.splitlines()[0],
+        expected_files,
+        root=ROOT,
+        make_target="manifests",
+        what="generated files",
+    )
 
 
 if __name__ == "__main__":
