@@ -165,8 +165,17 @@ def test_source_changes_reach_every_copy_and_edited_or_deleted_copies_are_restor
     copies = syncs.wait_copies(targets, "drift", has_data({"k": "v2", "new": "x"}), "v2", 30)
     assert all(c is not None and c.metadata.labels.get("v") == "2" for c in copies.values())
     seconds = time.time() - started
-    after = metric_value(operator.metrics(), "opsuite_configmapsync_propagation_seconds_count")
-    assert after - propagated == 3, "one propagation observed per copy written"
+    # The operator observes a propagation once its write returns, which may be just after the
+    # test sees the copy.
+    wait_until(
+        lambda: (
+            metric_value(operator.metrics(), "opsuite_configmapsync_propagation_seconds_count")
+            - propagated
+        ),
+        lambda observed: observed == 3,
+        timeout=10,
+        what="one propagation observed per copy written",
+    )
     source_version = syncs.configmap(src, "drift").metadata.resource_version
 
     a, b, c = targets
