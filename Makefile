@@ -61,7 +61,7 @@ typecheck: deps ## mypy --strict
 
 unit: deps ## Unit and property tests (no cluster)
 	@echo "==================== unit tests ===================="
-	$(PYTEST) shared/tests operators hack/tests -p no:kind
+	$(PYTEST) shared/tests operators hack/tests bench/tests -p no:kind
 
 e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plane
 	@echo "==================== e2e tests ====================="
