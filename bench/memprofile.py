@@ -1,6 +1,6 @@
 """Run a console script under tracemalloc; SIGUSR1 writes its top allocators as JSON.
 
-    python -X tracemalloc=25 -m bench.memprofile DUMP.json SCRIPT [ARGS...]
+    python -X tracemalloc=10 -m bench.memprofile DUMP.json SCRIPT [ARGS...]
 
 The scale benchmark starts the operator with the largest RSS this way after its quiet window
 (tracemalloc's own bookkeeping inflates RSS, so the RSS figures come from a plain run). Nothing
@@ -35,16 +35,21 @@ def _site(frame: tracemalloc.Frame) -> str:
     return f"{name}:{frame.lineno}"
 
 
-def _first_own_frame(trace: tracemalloc.Traceback) -> str | None:
-    """The innermost frame in this repository's code (opsuite_common or an operator)."""
-    for frame in trace:  # most recent call first
-        if "/shared/opsuite_common/" in frame.filename or "/operators/" in frame.filename:
+PLUMBING = ("/json/", "/asyncio/", "/aiohttp/", "/importlib/", "<frozen", "/typing.py")
+"""Modules that allocate on someone else's behalf: a caller is the first frame outside them."""
+
+
+def _caller(trace: tracemalloc.Traceback) -> str:
+    """The innermost frame outside :data:`PLUMBING` (e.g. kopf's listing, a Store)."""
+    frames = list(trace)[::-1]  # a Traceback runs from the oldest frame to the newest
+    for frame in frames:
+        if not any(p in frame.filename for p in PLUMBING):
             return _site(frame)
-    return None
+    return "(plumbing only: " + _site(frames[0]) + ")"
 
 
 def summarize(snapshot: tracemalloc.Snapshot, limit: int = 20) -> dict[str, Any]:
-    """Top allocators of a snapshot: by line, by file, and by the repository's calling line."""
+    """Top allocators of a snapshot: by line, by file, and by calling line (:func:`_caller`)."""
     snapshot = snapshot.filter_traces([tracemalloc.Filter(False, f) for f in IGNORED])
     total = sum(s.size for s in snapshot.statistics("filename"))
     by_line = [
@@ -57,7 +62,7 @@ def summarize(snapshot: tracemalloc.Snapshot, limit: int = 20) -> dict[str, Any]
     ]
     callers: dict[str, int] = {}
     for stat in snapshot.statistics("traceback"):
-        caller = _first_own_frame(stat.traceback) or "(no opsuite frame: kopf, aiohttp, imports)"
+        caller = _caller(stat.traceback)
         callers[caller] = callers.get(caller, 0) + stat.size
     by_caller = [
         {"caller": c, "mib": round(size / MIB, 2)}
@@ -86,7 +91,7 @@ def main(argv: list[str]) -> None:
     if len(argv) < 2:
         raise SystemExit(__doc__)
     if not tracemalloc.is_tracing():
-        tracemalloc.start(25)
+        tracemalloc.start(10)
     dump, script, *args = argv
     path = Path(dump)
 

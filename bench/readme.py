@@ -190,10 +190,10 @@ def scale_details(document: Document) -> str:
         lines += [
             "",
             f"tracemalloc of **{profile['operator']}** (restarted under `python -X "
-            f"tracemalloc=25`, dumped 30 s after its caches synced): {profile['traced_mib']} "
+            f"tracemalloc=10`, dumped 30 s after its caches synced): {profile['traced_mib']} "
             f"MiB traced, RSS {profile['rss_under_tracemalloc_mib']} MiB under tracemalloc.",
             "",
-            "| MiB | allocated under (innermost opsuite frame) |",
+            "| MiB | allocated for (innermost frame outside json, asyncio, aiohttp) |",
             "|---:|---|",
         ]
         lines += [f"| {c['mib']} | `{c['caller']}` |" for c in profile["by_caller"][:10]]

@@ -42,7 +42,7 @@ from bench import configmapsync as cms_bench
 from bench import plane
 from bench.audit import AuditTail, by_user, by_user_prefix, in_window, request_summary
 from bench.cpu import CpuMeter, RssSampler, plane_pid, rss_mib
-from bench.objwatch import Tracker, timed_parallel, wide_client
+from bench.objwatch import Arm, Tracker, timed_parallel, wide_client
 from bench.operator import OperatorProcess
 from bench.plane import AUDIT_LOG, KUBECONFIG, LOCAL, ROOT, read, request, request_json
 from opsuite_common.kube import resource_path
@@ -282,9 +282,14 @@ def _podsets_ready(api: client.ApiClient, expected: int, replicas: int, run_id: 
 
 
 def create_load(
-    api: client.ApiClient, wide: client.ApiClient, layout: Layout, progress: Callable[[str], None]
+    api: client.ApiClient,
+    wide: client.ApiClient,
+    layout: Layout,
+    debug_running: Arm,
+    progress: Callable[[str], None],
 ) -> None:
-    """Create the namespaces and every object of the load."""
+    """Create the namespaces and every object of the load; the PodDebuggers once
+    ``debug_running`` (their pods Running) fired."""
     c, run_id = layout.config, layout.run_id
     sync_label = f"{RUN_LABEL}-sync-{run_id}"
     base = {RUN_LABEL: run_id}
@@ -317,15 +322,19 @@ def create_load(
             resource_path(cms_bench.GROUP_VERSION, "configmapsyncs", layout.source_ns),
             _sync(f"sync-{i}", f"settings-{i}", sync_label),
         )
-    per_ns = -(-c.debug_pods // len(layout.debug_ns))
-    for ns in layout.debug_ns:
-        post(resource_path("debug.opsuite.dev/v1alpha1", "poddebuggers", ns), _debugger(per_ns))
     pods = [
         (layout.debug_ns[i % len(layout.debug_ns)], f"dbg-{i:04d}") for i in range(c.debug_pods)
     ]
     timed_parallel(
         lambda item: post(resource_path("v1", "pods", item[0]), _debug_pod(item[1], run_id)), pods
     )
+    # kwok (0.8.0) fails its pod-ready stage, and retries it for minutes, on a pod that gained
+    # an ephemeral container before it was Running ("may specify no more than one IP for each
+    # IP family"); debugging Running pods is the usual case anyway.
+    debug_running.wait(c.timeout)
+    per_ns = -(-c.debug_pods // len(layout.debug_ns))
+    for ns in layout.debug_ns:
+        post(resource_path("debug.opsuite.dev/v1alpha1", "poddebuggers", ns), _debugger(per_ns))
     progress(
         f"{c.podsets} PodSets, {c.configmaps} ConfigMapSyncs, {len(layout.debug_ns)} "
         f"PodDebuggers and {c.debug_pods} pods created"
@@ -368,6 +377,9 @@ class Converged:
             "PodSet pods Running",
             lambda k, s: k[0] in podset_ns and s[0] == "Running",
             c.podsets * c.pods_per_podset,
+        )
+        self.debug_running = self.pods.arm(
+            "debug pods Running", lambda k, s: k[0] in debug_ns and s[0] == "Running", c.debug_pods
         )
         self.injected = self.pods.arm(
             "debug pods injected", lambda k, s: k[0] in debug_ns and s[1] >= 1, c.debug_pods
@@ -442,7 +454,7 @@ def profile_largest(
     operators[largest].stop()
     dump = LOG_DIR / f"scale-{largest}-tracemalloc.json"
     dump.unlink(missing_ok=True)
-    launcher = [sys.executable, "-X", "tracemalloc=25", "-m", "bench.memprofile"]
+    launcher = [sys.executable, "-X", "tracemalloc=10", "-m", "bench.memprofile"]
     traced = OperatorProcess(
         largest,
         [],
@@ -509,7 +521,7 @@ def run(api: client.ApiClient, config: Config, progress: Callable[[str], None] =
         conv = Converged(api, layout)
         began = time.monotonic()
         result.phases["load started"] = round(began - origin, 1)
-        create_load(api, wide, layout, progress)
+        create_load(api, wide, layout, conv.debug_running, progress)
         result.converged_s = wait_converged(api, conv, began, operators, progress)
         result.phases["load done"] = round(time.monotonic() - origin, 1)
         progress(f"load done: {result.converged_s}")

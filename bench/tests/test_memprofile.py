@@ -25,5 +25,5 @@ def test_summarize_names_the_allocating_line() -> None:
     assert top["site"].endswith(f"test_memprofile.py:{_allocate.__code__.co_firstlineno + 1}")
     assert top["blocks"] >= 2000
     assert summary["by_file"][0]["file"].endswith("test_memprofile.py")
-    # No opsuite frame on the stack here: everything lands in the catch-all bucket.
-    assert summary["by_caller"][0]["caller"].startswith("(no opsuite frame")
+    # bytes() allocates in the test itself: no plumbing frame to skip.
+    assert summary["by_caller"][0]["caller"] == top["site"]
