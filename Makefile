@@ -71,5 +71,5 @@ e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plan
 
 test: lint typecheck unit verify e2e ## Everything CI checks
 
-bench: deps ## Benchmarks (bench/), reporting ratios against a reference run alongside
-	$(PY) -m bench
+bench: deps ## Benchmarks (bench/) against references run alongside, then bench/README.md's report
+	$(PY) -m bench all

@@ -186,7 +186,9 @@ def scale_details(document: Document) -> str:
         detail = ", ".join(f"{k}: {n}" for k, n in req.get("by_request", {}).items()) or "none"
         lines.append(f"- {name}: {detail}")
     profile = result.get("profile") or {}
-    if profile:
+    if profile.get("error"):
+        lines += ["", f"The tracemalloc profile failed: {profile['error']}"]
+    elif profile:
         lines += [
             "",
             f"tracemalloc of **{profile['operator']}** (restarted under `python -X "

@@ -470,7 +470,7 @@ def profile_largest(
     pid = traced.pid
     assert pid is not None
     os.kill(pid, signal.SIGUSR1)
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + timeout
     while not dump.exists() and time.monotonic() < deadline:
         time.sleep(1.0)
     rss = rss_mib(pid)
@@ -565,7 +565,11 @@ def run(api: client.ApiClient, config: Config, progress: Callable[[str], None] =
         result.rss_series = {k: list(v) for k, v in sampler.samples.items()}
         sampler = None
         if config.profile:
-            profile_largest(result, operators, kubeconfigs, progress, config.timeout)
+            try:
+                profile_largest(result, operators, kubeconfigs, progress, config.timeout)
+            except (OSError, RuntimeError, TimeoutError) as exc:
+                result.profile = {"error": str(exc)}
+                progress(f"profile failed: {exc}")
         return result
     finally:
         if sampler is not None:
@@ -686,7 +690,7 @@ def table(result: Result, config: Config) -> str:
             f"{result.rss_end_mib.get(name, float('nan')):8.1f} "
             f"{result.cpu_quiet_s.get(name, float('nan')):6.2f}  {req.get('by_verb', {})}"
         )
-    if result.profile:
+    if result.profile.get("by_caller"):
         p = result.profile
         lines += ["", f"tracemalloc of {p['operator']}: {p['traced_mib']} MiB traced; top callers:"]
         lines += [f"  {c['mib']:7.2f} MiB  {c['caller']}" for c in p["by_caller"][:8]]
