@@ -190,7 +190,10 @@ def request_summary(events: Iterable[AuditEvent]) -> dict[str, Any]:
     """Requests by verb, by "verb resource (User-Agent product)", and the write/list totals."""
     events = list(events)
     verbs = Counter(e.verb for e in events)
-    detail = Counter(f"{e.verb} {e.resource} ({e.user_agent.split('/', 1)[0]})" for e in events)
+    detail = Counter(
+        f"{e.verb} {e.resource or '(non-resource)'} ({e.user_agent.split('/', 1)[0]})"
+        for e in events
+    )
     return {
         "total": len(events),
         "by_verb": dict(verbs.most_common()),

@@ -117,9 +117,9 @@ def _scale_target(metric: str) -> str:
 def _number(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    if float(value).is_integer() and abs(value) >= 10:
+    if float(value).is_integer():
         return f"{int(value)}"
-    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
 
 
 def _met(met: bool | None) -> str:
@@ -276,7 +276,16 @@ def render_charts(documents: dict[str, Document], out: Path = CHARTS) -> list[tu
                 ax.plot([s[0] for s in samples], [s[1] for s in samples], label=proc)
         for phase, at in result.get("phases", {}).items():
             ax.axvline(at, color="grey", linestyle=":", linewidth=1)
-            ax.annotate(phase, (at, 0), rotation=90, fontsize=7, va="bottom", ha="right")
+            ax.text(
+                at,
+                0.02,
+                phase,
+                transform=ax.get_xaxis_transform(),
+                rotation=90,
+                fontsize=7,
+                va="bottom",
+                ha="right",
+            )
         ax.axhline(120, color="red", linestyle="--", linewidth=1, label="goal 120 MiB")
         ax.set(xlabel="seconds since the operators started", ylabel="RSS (MiB)")
         ax.set_title("Scale run: resident memory over time")
