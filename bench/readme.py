@@ -67,13 +67,16 @@ def figures(name: str, document: Document) -> list[Figure]:
     rows: list[Figure] = []
     for row in document.get("summary", []):
         if name == "podset":
+            ratio = row["ratio"]
+            if ratio is None and row["replicaset"]:
+                ratio = row["podset"] / row["replicaset"]
             rows.append(
                 Figure(
                     name,
                     row["label"],
                     row["podset"],
                     row["replicaset"],
-                    row["ratio"],
+                    ratio,
                     row["target"],
                     row["met"],
                 )

@@ -44,7 +44,15 @@ def _podset() -> dict[str, Any]:
                 "ratio": 1.25,
                 "target": "ratio <= 1.0",
                 "met": False,
-            }
+            },
+            {
+                "label": "API requests per created pod",
+                "replicaset": 1.2,
+                "podset": 0.9,
+                "ratio": None,
+                "target": "PodSet <= 1.2",
+                "met": True,
+            },
         ],
         "trials": [
             {"workload": "PodSet", "round": 1, "create_times_s": [0.1, 0.2, 0.4]},
@@ -102,8 +110,9 @@ def _scale() -> dict[str, Any]:
 
 
 def test_figures_take_each_benchmarks_own_columns() -> None:
-    (podset,) = figures("podset", _podset())
+    podset, per_pod = figures("podset", _podset())
     assert (podset.value, podset.reference, podset.ratio, podset.met) == (5.0, 4.0, 1.25, False)
+    assert per_pod.ratio == 0.75  # the summary has none for requests per pod: computed
     rss, writes = figures("scale", _scale())
     assert rss.label == "podset-operator: RSS after the quiet window (MiB)"
     assert (rss.target, writes.target) == ("<= 120 MiB", "0")
