@@ -62,7 +62,7 @@ typecheck: deps ## mypy --strict
 unit: deps ## Unit and property tests (no cluster)
 	@echo "==================== unit tests ===================="
 	hack/build-tools.sh helm opm bundle-validate
-	$(PYTEST) shared/tests operators hack/tests -p no:kind
+	$(PYTEST) shared/tests operators hack/tests bench/tests -p no:kind
 
 e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plane
 	@echo "==================== e2e tests ====================="
@@ -77,5 +77,5 @@ chaos: deps ## Chaos tests (API server and etcd faults, operator SIGKILLs) on th
 
 test: lint typecheck unit verify e2e ## Everything CI checks
 
-bench: deps ## Benchmarks (bench/), reporting ratios against a reference run alongside
-	$(PY) -m bench
+bench: deps ## Benchmarks (bench/) against references run alongside, then bench/README.md's report
+	$(PY) -m bench all

@@ -1,7 +1,9 @@
-"""``python -m bench [podset|configmapsync|poddebugger] [flags]``: benchmarks on the local plane.
+"""``python -m bench [podset|configmapsync|poddebugger|scale|all|report] [flags]``.
 
 Starts the local control plane when it is down, runs the chosen benchmark (default: the
 PodSet-vs-ReplicaSet one), prints a table and writes .local/measurements/bench-<name>.json.
+``all`` runs the four and then ``report``, which rebuilds bench/README.md's generated sections
+and bench/charts/ from the saved JSON (no cluster needed).
 Exits 0 when the run completed (targets missed or not, the report says), 1 with ``--strict``
 when a target was missed, 2 on an error, 130 when interrupted.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import operator_bench, plane
+from bench import operator_bench, plane, readme, scale
 from bench.podset_vs_replicaset import Config, run
 from bench.report import summarize, table, write_json
 
@@ -42,7 +44,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     defaults = Config()
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
-        "benchmark", nargs="?", default="podset", choices=["podset", "configmapsync", "poddebugger"]
+        "benchmark",
+        nargs="?",
+        default="podset",
+        choices=["podset", "configmapsync", "poddebugger", "scale", "all", "report"],
+    )
+    parser.add_argument(
+        "--quiet-window",
+        type=float,
+        default=scale.Config.quiet_s,
+        help="scale: seconds of the quiet window (default 600).",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=scale.Config.settle_s,
+        help="scale: seconds between the load done and the window (default 60).",
+    )
+    parser.add_argument(
+        "--no-profile",
+        action="store_true",
+        help="scale: skip the tracemalloc profile of the largest operator.",
     )
     parser.add_argument(
         "--destinations",
@@ -126,12 +148,23 @@ def _opsuite_version() -> str:
         return "unknown"
 
 
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
 def environment(kubernetes_version: str, load_before: tuple[float, ...]) -> dict[str, Any]:
     """Where and when the figures were taken."""
     return {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python -m bench", *sys.argv[1:]]),
         "cpus": os.cpu_count(),
+        "memory_gib": _memory_gib(),
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
         "kubernetes": kubernetes_version,
@@ -147,10 +180,28 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the chosen benchmark; the exit status."""
+    """Run the chosen benchmark(s); the exit status."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _terminate)
+    if args.benchmark == "report":
+        return readme.main()
+    if args.benchmark != "all":
+        return run_one(args)
+    worst = 0
+    for name in ("podset", "configmapsync", "poddebugger", "scale"):
+        print(f"==================== bench {name} ====================", flush=True)
+        code = run_one(argparse.Namespace(**{**vars(args), "benchmark": name, "output": None}))
+        if code == 130:
+            return code
+        worst = max(worst, code)
+    return max(worst, readme.main())
+
+
+def run_one(args: argparse.Namespace) -> int:
+    """Run one benchmark; its exit status."""
+    if args.benchmark == "scale":
+        return scale.main(args, environment)
     if args.benchmark != "podset":
         return operator_bench.main(args, environment)
     config = Config(

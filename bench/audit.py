@@ -181,3 +181,36 @@ def by_user_agent(prefix: str) -> Actor:
 def by_user(username: str) -> Actor:
     """Requests authenticated as ``username``."""
     return lambda e: e.username == username
+
+
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+def request_summary(events: Iterable[AuditEvent]) -> dict[str, Any]:
+    """Requests by verb, by "verb resource (User-Agent product)", and the write/list totals."""
+    events = list(events)
+    verbs = Counter(e.verb for e in events)
+    detail = Counter(
+        f"{e.verb} {e.resource or '(non-resource)'} ({e.user_agent.split('/', 1)[0]})"
+        for e in events
+    )
+    return {
+        "total": len(events),
+        "by_verb": dict(verbs.most_common()),
+        "by_request": dict(detail.most_common()),
+        "writes": sum(n for verb, n in verbs.items() if verb in WRITE_VERBS),
+        "lists": verbs.get("list", 0),
+        "watches": verbs.get("watch", 0),
+    }
+
+
+def in_window(
+    events: Iterable[AuditEvent], actor: Actor, start: float, end: float
+) -> list[AuditEvent]:
+    """Requests by ``actor`` received in [start, end] (epoch seconds), any namespace."""
+    return [e for e in events if start <= e.received <= end and actor(e)]
+
+
+def by_user_prefix(*prefixes: str) -> Actor:
+    """Requests authenticated as a user whose name starts with one of ``prefixes``."""
+    return lambda e: e.username.startswith(prefixes)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 from bench.plane import LOCAL
@@ -57,3 +59,55 @@ class CpuMeter:
             if end is not None:
                 self.used[name] = round(end - begin, 2)
         return self.used
+
+
+def rss_mib(pid: int) -> float | None:
+    """Resident memory of ``pid`` in MiB (VmRSS); None when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+class RssSampler:
+    """RSS of named processes every ``interval`` seconds, in a daemon thread."""
+
+    def __init__(self, pids: dict[str, int | None], interval: float, began: float) -> None:
+        self.pids = {name: pid for name, pid in pids.items() if pid is not None}
+        self.interval = interval
+        self.began = began
+        """Monotonic origin of the samples' times."""
+        self.samples: dict[str, list[tuple[float, float]]] = {name: [] for name in self.pids}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def start(self) -> RssSampler:
+        """Start sampling."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop sampling (one last sample is taken)."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def sample(self) -> dict[str, float]:
+        """Take one sample of every process now; the readings (MiB)."""
+        at = round(time.monotonic() - self.began, 1)
+        readings: dict[str, float] = {}
+        for name, pid in self.pids.items():
+            mib = rss_mib(pid)
+            if mib is not None:
+                readings[name] = round(mib, 1)
+                self.samples[name].append((at, readings[name]))
+        return readings
+
+    def _run(self) -> None:
+        while True:
+            self.sample()
+            if self._stop.wait(self.interval):
+                self.sample()
+                return

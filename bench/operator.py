@@ -42,10 +42,24 @@ class OperatorProcess:
     in the audit log; metrics are off; logs go to ``log_path``.
     """
 
-    def __init__(self, command: str, args: list[str], log_path: Path) -> None:
+    def __init__(
+        self,
+        command: str,
+        args: list[str],
+        log_path: Path,
+        *,
+        kubeconfig: Path = KUBECONFIG,
+        launcher: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``launcher`` runs the console script through it (e.g. a tracemalloc wrapper);
+        ``env`` is added to the process's environment."""
         self.command = command
         self.args = args
         self.log_path = log_path
+        self.kubeconfig = kubeconfig
+        self.launcher = launcher or []
+        self.extra_env = env or {}
         self.health_port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -53,11 +67,12 @@ class OperatorProcess:
     def start(self, ready_timeout: float = 60.0) -> OperatorProcess:
         """Start the process and wait until its /readyz answers 200."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("OPSUITE_")}
-        env.update(KUBECONFIG=str(KUBECONFIG), POD_NAME="bench")
+        env.update(KUBECONFIG=str(self.kubeconfig), POD_NAME="bench", **self.extra_env)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [
+                *self.launcher,
                 str(Path(sys.executable).parent / self.command),
                 "--metrics-bind-address=0",
                 f"--health-probe-bind-address=127.0.0.1:{self.health_port}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -25,9 +26,14 @@ KUBECTL = LOCAL / "bin" / "kubectl"
 USER_AGENT = "opsuite-bench"
 
 
-def ensure_up() -> None:
-    """Start the local plane unless it is running (hack/localplane.py up is idempotent)."""
-    subprocess.run([sys.executable, str(ROOT / "hack" / "localplane.py"), "up"], check=True)
+def ensure_up(fake_nodes: int | None = None) -> None:
+    """Start the local plane unless it is running (hack/localplane.py up is idempotent);
+    ``fake_nodes`` adds kwok nodes to a running plane when it has fewer."""
+    env = dict(os.environ)
+    if fake_nodes is not None:
+        env["OPSUITE_PLANE_FAKE_NODES"] = str(fake_nodes)
+    localplane = [sys.executable, str(ROOT / "hack" / "localplane.py"), "up"]
+    subprocess.run(localplane, check=True, env=env)
 
 
 def api_client() -> client.ApiClient:

@@ -92,6 +92,8 @@ class Trial:
     watch_requests_up: int = 0
     """Requests of the operator's kopf watch layer (User-Agent kopf/...) while scaling up."""
     create_span_s: tuple[float, float] | None = None
+    create_times_s: list[float] = field(default_factory=list)
+    """Scale-up PATCH sent -> each of the controller's pod creates (audit log; for charts)."""
     """Scale-up PATCH sent -> the controller's first and last pod create (audit log)."""
     delete_span_s: tuple[float, float] | None = None
     """Scale-down PATCH sent -> the controller's first and last pod delete (audit log)."""
@@ -182,6 +184,11 @@ def run_trial(
     trial.requests_up, trial.requests_down = up_counts.total(), down_counts.total()
     trial.breakdown_up, trial.breakdown_down = _sorted(up_counts), _sorted(down_counts)
     trial.create_span_s = span(up_events, "create", "pods", up_wall)
+    trial.create_times_s = sorted(
+        round(e.received - up_wall, 3)
+        for e in up_events
+        if (e.verb, e.resource) == ("create", "pods")
+    )
     trial.delete_span_s = span(down_events, "delete", "pods", down_wall)
     kopf = audit.select(namespace, by_user_agent(KOPF_USER_AGENT), up_wall, down_wall)
     trial.watch_requests_up = len(kopf)

@@ -4,6 +4,10 @@ A :class:`Store` is fed by a kopf ``on.event`` handler: it keeps the raw dicts t
 delivers, keyed by namespace and name, with optional secondary indexes (e.g. pods by owner
 uid). Reconcilers read observed state from stores and never from the event that woke them,
 so batched or dropped intermediate events (kopf #698) cannot mislead them.
+
+Objects are kept without ``metadata.managedFields`` (as controller-runtime's
+``cache.TransformStripManagedFields`` does): no reconciler reads it, and on pods that several
+writers touched (creator, scheduler, kubelet, debugger) it is the largest part of the object.
 """
 
 from __future__ import annotations
@@ -17,6 +21,14 @@ ObjectKey = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
 
 Indexer = Callable[[JSON], Iterable[Hashable]]
+
+
+def without_managed_fields(obj: JSON) -> JSON:
+    """``obj`` itself when it has no managedFields, else a shallow copy without them."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
 def object_key(obj: JSON) -> ObjectKey:
@@ -48,6 +60,7 @@ class Store:
         if event_type == "DELETED":
             self._objects.pop(key, None)
         else:
+            obj = without_managed_fields(obj)
             self._objects[key] = obj
             self._index(key, obj)
         return old

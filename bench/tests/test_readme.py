@@ -1,0 +1,169 @@
+"""Rendering of bench/README.md's generated sections from saved measurements."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.readme import (
+    collect,
+    ecdf,
+    figure_table,
+    figures,
+    render,
+    render_charts,
+    replace_sections,
+)
+
+ENV = {
+    "date": "2026-11-22T03:00:00+00:00",
+    "duration_s": 12.5,
+    "commit": "abc1234",
+    "opsuite": "0.1.0",
+    "kubernetes": "v1.36.3",
+    "python": "3.11.2",
+    "cpus": 2,
+    "memory_gib": 23.5,
+    "load_average_before": [3.0, 2.0, 1.0],
+    "load_average_after": [4.0, 2.0, 1.0],
+}
+
+
+def _podset() -> dict[str, Any]:
+    return {
+        "environment": ENV,
+        "summary": [
+            {
+                "label": "0->500 created (s)",
+                "replicaset": 4.0,
+                "podset": 5.0,
+                "ratio": 1.25,
+                "target": "ratio <= 1.0",
+                "met": False,
+            },
+            {
+                "label": "API requests per created pod",
+                "replicaset": 1.2,
+                "podset": 0.9,
+                "ratio": None,
+                "target": "PodSet <= 1.2",
+                "met": True,
+            },
+        ],
+        "trials": [
+            {"workload": "PodSet", "round": 1, "create_times_s": [0.1, 0.2, 0.4]},
+            {"workload": "ReplicaSet", "round": 1, "create_times_s": [0.05, 0.1]},
+        ],
+    }
+
+
+def _scale() -> dict[str, Any]:
+    return {
+        "environment": ENV,
+        "config": {"quiet_s": 600.0, "settle_s": 60.0},
+        "summary": [
+            {
+                "operator": "podset-operator",
+                "metric": "rss_end_mib",
+                "label": "RSS after the quiet window (MiB)",
+                "value": 90.5,
+                "reference": 181.0,
+                "ratio": 0.5,
+                "met": True,
+            },
+            {
+                "operator": "podset-operator",
+                "metric": "writes",
+                "label": "write requests in the window",
+                "value": 2.0,
+                "reference": 40.0,
+                "ratio": 0.05,
+                "met": False,
+            },
+        ],
+        "result": {
+            "converged_s": {"podsets ready": 100.0},
+            "rss_synced_mib": {"podset-operator": 88.0},
+            "rss_end_mib": {"podset-operator": 90.5},
+            "cpu_quiet_s": {"podset-operator": 1.5},
+            "requests": {
+                "podset-operator": {
+                    "by_verb": {"watch": 20, "patch": 2},
+                    "by_request": {"watch pods (kopf)": 20},
+                }
+            },
+            "rss_series": {"podset-operator": [[0.0, 60.0], [5.0, 90.5]]},
+            "phases": {"load started": 1.0},
+            "profile": {
+                "operator": "podset-operator",
+                "traced_mib": 40.0,
+                "rss_under_tracemalloc_mib": 150.0,
+                "by_caller": [{"caller": "opsuite_common/store.py:47", "mib": 20.0}],
+                "by_line": [{"site": "json/decoder.py:353", "mib": 15.0, "blocks": 9}],
+            },
+        },
+    }
+
+
+def test_figures_take_each_benchmarks_own_columns() -> None:
+    podset, per_pod = figures("podset", _podset())
+    assert (podset.value, podset.reference, podset.ratio, podset.met) == (5.0, 4.0, 1.25, False)
+    assert per_pod.ratio == 0.75  # the summary has none for requests per pod: computed
+    rss, writes = figures("scale", _scale())
+    assert rss.label == "podset-operator: RSS after the quiet window (MiB)"
+    assert (rss.target, writes.target) == ("<= 120 MiB", "0")
+
+
+def test_figure_table_marks_misses_and_missing_values() -> None:
+    table = figure_table(figures("podset", _podset()) + figures("scale", _scale()))
+    assert "| podset | 0->500 created (s) | 5 | 4 | 1.25 | ratio <= 1.0 | **NO** |" in table
+    assert "| 90.5 | 181 | 0.5 | <= 120 MiB | yes |" in table
+
+
+def test_replace_sections_keeps_hand_written_text() -> None:
+    text = "intro\n<!-- generated:summary -->\nold\n<!-- /generated:summary -->\nmethod\n"
+    out = replace_sections(text, {"summary": "new table"})
+    assert (
+        out == "intro\n<!-- generated:summary -->\nnew table\n<!-- /generated:summary -->\nmethod\n"
+    )
+    assert replace_sections(out, {"summary": "new table"}) == out
+    with pytest.raises(ValueError, match="scale"):
+        replace_sections(text, {"scale": "x"})
+
+
+def test_render_lists_environment_charts_and_scale_details() -> None:
+    documents = {"podset": _podset(), "scale": _scale()}
+    sections = render(documents, [("RSS", "scale-rss.png")])
+    assert "| scale | 2026-11-22T03:00:00+00:00 | 12.5 s | abc1234 |" in sections["summary"]
+    assert "| 2 | 23.5 GiB | 3.0 → 4.0 |" in sections["summary"]
+    assert "![RSS](charts/scale-rss.png)" in sections["summary"]
+    assert "| podset-operator | 88 | 90.5 | 1.5 | watch 20, patch 2 |" in sections["scale"]
+    assert "`opsuite_common/store.py:47`" in sections["scale"]
+
+
+def test_ecdf() -> None:
+    assert ecdf([3.0, 1.0, 2.0, 4.0]) == ([1.0, 2.0, 3.0, 4.0], [0.25, 0.5, 0.75, 1.0])
+
+
+def test_charts_are_written_for_what_the_documents_hold(tmp_path: Path) -> None:
+    made = render_charts({"podset": _podset(), "scale": _scale()}, tmp_path)
+    assert [name for _, name in made] == ["podset-created-over-time.png", "scale-rss.png"]
+    for _, name in made:
+        assert (tmp_path / name).read_bytes().startswith(b"\x89PNG")
+
+
+def test_collect_prefers_the_newer_measurement(tmp_path: Path) -> None:
+    measurements, results = tmp_path / "m", tmp_path / "r"
+    measurements.mkdir()
+    results.mkdir()
+    (results / "podset.json").write_text(json.dumps({"v": "kept"}))
+    (measurements / "bench-podset.json").write_text(json.dumps({"v": "old"}))
+    os.utime(measurements / "bench-podset.json", (0, 0))
+    (measurements / "bench-scale.json").write_text(json.dumps({"v": "fresh"}))
+    documents = collect(measurements, results)
+    assert documents == {"podset": {"v": "kept"}, "scale": {"v": "fresh"}}
+    assert (results / "scale.json").exists()
