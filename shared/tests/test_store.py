@@ -1,8 +1,8 @@
-"""The watch cache keeps objects without managedFields."""
+"""The watch cache keeps objects without managedFields, or as its transform makes them."""
 
 from __future__ import annotations
 
-from opsuite_common.store import Store, without_managed_fields
+from opsuite_common.store import Store, status_only, without_managed_fields
 
 
 def _pod(name: str, **meta: object) -> dict[str, object]:
@@ -24,3 +24,28 @@ def test_an_object_without_managed_fields_is_kept_as_is() -> None:
     pod = _pod("b")
     assert without_managed_fields(pod) is pod
     assert without_managed_fields({"kind": "List"}) == {"kind": "List"}
+
+
+def test_a_store_keeps_what_its_transform_returns_and_indexes_it() -> None:
+    store = Store(
+        "pods",
+        {"uid": lambda o: [o["metadata"].get("uid")]},
+        transform=lambda o: {"metadata": o["metadata"]},
+    )
+    store.apply(None, _pod("a", uid="1"))
+    assert store.get("ns", "a") == {"metadata": {"name": "a", "namespace": "ns", "uid": "1"}}
+    assert store.by_index("uid", "1") == [store.get("ns", "a")]
+    previous = store.apply("MODIFIED", _pod("a", uid="2"))
+    assert previous == {"metadata": {"name": "a", "namespace": "ns", "uid": "1"}}
+    assert store.by_index("uid", "1") == []
+
+
+def test_only_status_changes_are_told_apart() -> None:
+    old = _pod("a", uid="1", resourceVersion="8")
+    ours = {**old, "metadata": {**old["metadata"], "resourceVersion": "9"}, "status": {"x": 1}}
+    assert status_only(old, ours)
+    respecced = {**old, "spec": {"x": 2}}
+    assert not status_only(old, respecced)
+    deleting = {**old, "metadata": {**old["metadata"], "deletionTimestamp": "2025-01-01T00:00:00Z"}}
+    assert not status_only(old, deleting)
+    assert not status_only(None, old)

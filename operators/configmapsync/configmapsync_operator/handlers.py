@@ -41,7 +41,7 @@ from opsuite_common.controller import Result
 from opsuite_common.events import EventRecorder
 from opsuite_common.kube import resource_path
 from opsuite_common.manager import Manager
-from opsuite_common.store import JSON, ObjectKey, Store, object_key
+from opsuite_common.store import JSON, ObjectKey, Store, object_key, status_only
 
 CONTROLLER = "configmapsync"
 
@@ -158,6 +158,8 @@ def setup(manager: Manager) -> None:
             controller.enqueue(object_key(sync))
 
     def on_sync(event_type: str | None, obj: JSON, old: JSON | None) -> None:
+        if event_type == "MODIFIED" and status_only(old, obj):
+            return  # our own status write: the cache now holds it, nothing to plan
         controller.enqueue(object_key(obj))
         previous = source_key(old)
         current = None if event_type == "DELETED" else source_key(obj)

@@ -21,7 +21,7 @@ import kopf
 from opsuite_common.controller import Result
 from opsuite_common.events import EventRecorder
 from opsuite_common.manager import Manager
-from opsuite_common.store import JSON, ObjectKey, Store, by_namespace, object_key
+from opsuite_common.store import JSON, ObjectKey, Store, by_namespace, object_key, status_only
 from poddebugger_operator import metrics
 from poddebugger_operator.actions import Execution, execute, slim_pod
 from poddebugger_operator.models import GROUP, KIND, PLURAL, VERSION
@@ -124,7 +124,9 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
         for debugger in debuggers.by_index("namespace", namespace):
             controller.enqueue(object_key(debugger))
 
-    def on_debugger(_event_type: str | None, obj: JSON, _old: JSON | None) -> None:
+    def on_debugger(event_type: str | None, obj: JSON, old: JSON | None) -> None:
+        if event_type == "MODIFIED" and status_only(old, obj):
+            return  # our own status write: the cache now holds it, nothing to plan
         controller.enqueue(object_key(obj))
 
     def on_pod(event_type: str | None, obj: JSON, _old: JSON | None) -> None:

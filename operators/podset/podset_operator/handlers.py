@@ -17,11 +17,19 @@ from opsuite_common.controller import Result
 from opsuite_common.events import EventRecorder
 from opsuite_common.kube import resource_path
 from opsuite_common.manager import Manager
-from opsuite_common.store import JSON, ObjectKey, Store, by_controller_uid, by_namespace
+from opsuite_common.store import (
+    JSON,
+    ObjectKey,
+    Store,
+    by_controller_uid,
+    by_namespace,
+    status_only,
+)
 from podset_operator import metrics
 from podset_operator.actions import apply_plan
 from podset_operator.expectations import Expectations
 from podset_operator.models import GROUP, KIND, PLURAL, VERSION
+from podset_operator.pod_state import slim_pod
 from podset_operator.reconcile import Plan, plan
 from podset_operator.spec import SelectorCache
 
@@ -44,21 +52,6 @@ def _controller_podset(pod: JSON) -> ObjectKey | None:
     return None
 
 
-_BOOKKEEPING = ("resourceVersion", "managedFields")
-
-
-def status_only(old: JSON | None, new: JSON) -> bool:
-    """Whether ``new`` differs from ``old`` in its status alone (as after our own status
-    writes): such an event needs no reconcile, the cache now holds the status it wrote."""
-    if old is None or old.get("spec") != new.get("spec"):
-        return False
-    old_meta, new_meta = (
-        {k: v for k, v in obj.get("metadata", {}).items() if k not in _BOOKKEEPING}
-        for obj in (old, new)
-    )
-    return old_meta == new_meta
-
-
 def _expectation_key(key: ObjectKey) -> str:
     return f"{key[0]}/{key[1]}"
 
@@ -66,7 +59,9 @@ def _expectation_key(key: ObjectKey) -> str:
 def setup(manager: Manager) -> None:
     """Register the PodSet and pod watches and the PodSet controller on ``manager``."""
     podsets = Store("podsets", {"namespace": by_namespace})
-    pods = Store("pods", {"controller": by_controller_uid, "namespace": by_namespace})
+    pods = Store(
+        "pods", {"controller": by_controller_uid, "namespace": by_namespace}, transform=slim_pod
+    )
     expectations = Expectations()
     selectors = SelectorCache()
     recorder = EventRecorder(manager.kube, manager.name, manager.identity)

@@ -18,7 +18,6 @@ from podset_operator import metrics
 from podset_operator import spec as spec_module
 from podset_operator.actions import api_error, apply_plan
 from podset_operator.expectations import Expectations
-from podset_operator.handlers import status_only
 from podset_operator.reconcile import plan
 from podset_operator.spec import SelectorCache
 from podset_operator.status import FAILED_CREATE, FAILED_DELETE
@@ -241,14 +240,3 @@ def test_replica_gauges_are_set_and_removed() -> None:
     metrics.forget(key)
     assert (value("desired"), value("current"), value("ready")) == (None, None, None)
     metrics.forget(key)  # idempotent
-
-
-def test_only_status_changes_are_told_apart() -> None:
-    old = podset(2)
-    ours = {**old, "metadata": {**old["metadata"], "resourceVersion": "9"}, "status": {"x": 1}}
-    assert status_only(old, ours)
-    scaled = {**old, "spec": {**old["spec"], "replicas": 3}}
-    assert not status_only(old, scaled)
-    deleting = {**old, "metadata": {**old["metadata"], "deletionTimestamp": "2025-01-01T00:00:00Z"}}
-    assert not status_only(old, deleting)
-    assert not status_only(None, old)

@@ -39,6 +39,7 @@ from podset_operator.pod_state import (
     pod_labels,
     pod_name,
     ready_since,
+    slim_pod,
 )
 from podset_operator.reconcile import Plan, plan
 from podset_operator.rollout import resolve_fenceposts
@@ -497,3 +498,41 @@ def test_any_admitted_spec_plans_only_valid_requests(
     if result.status_patch is not None:
         status = {**ps.get("status", {}), **result.status_patch}
         assert not schema_errors(status, STATUS_SCHEMA, ".status"), status
+
+
+# --- (7) the cache's slim pod records plan exactly like whole pods --------------------------
+
+
+def fattened(pod: dict[str, Any], seed: int) -> dict[str, Any]:
+    """``pod`` with what the API server adds that planning never reads."""
+    rng = random.Random(seed)
+    fat = copy.deepcopy(pod)
+    meta = fat["metadata"]
+    meta["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
+    meta["resourceVersion"] = str(rng.randint(1, 10**6))
+    meta.setdefault("annotations", {})["example.com/note"] = "x" * rng.randint(0, 50)
+    fat["spec"]["containers"] = [{"name": "c", "image": "nginx:2", "env": [{"name": "A"}]}]
+    fat["status"]["conditions"].insert(
+        rng.randint(0, 1), {"type": "PodScheduled", "status": "True"}
+    )
+    fat["status"]["containerStatuses"].append({"name": "side", "restartCount": rng.randint(0, 3)})
+    fat["status"]["hostIP"] = "10.0.0.1"
+    return fat
+
+
+@FAST
+@given(ps=podsets(), pods=pod_lists(), satisfied=st.booleans(), seed=st.integers(0, 2**16))
+def test_slim_records_plan_like_whole_pods(
+    ps: dict[str, Any], pods: list[Pod], satisfied: bool, seed: int
+) -> None:
+    whole = [fattened(dict(p), seed + i) for i, p in enumerate(pods)]
+    slim = [slim_pod(p) for p in whole]
+    assert plan(ps, slim, T0, satisfied) == plan(ps, whole, T0, satisfied)
+    for full, record in zip(whole, slim, strict=True):
+        for predicate in (
+            pod_name, pod_labels, node_name, phase, creation_time, is_active, is_ready,
+            ready_since, max_restarts, deletion_cost,
+        ):  # fmt: skip
+            assert predicate(record) == predicate(full), predicate.__name__
+        assert "managedFields" not in record["metadata"]
+        assert "containers" not in record["spec"]
