@@ -34,6 +34,9 @@ PATCH_TYPES = {
 
 MAX_PARALLEL_REQUESTS = 64
 """Requests in flight at once per operator: threads, and connections kept open for reuse."""
+EVENT_WRITERS = 2
+"""Event writes in flight at once: client-go's broadcaster writes them one by one from its own
+goroutine, so that a burst of Events never delays the writes that do the operator's work."""
 
 
 def load_api_client(user_agent: str, *, pool_size: int = MAX_PARALLEL_REQUESTS) -> client.ApiClient:
@@ -94,6 +97,10 @@ class KubeApi:
         # Its own pool: asyncio's default one has min(32, cores + 4) threads (6 on 2 cores),
         # which would cap a burst of pod creates at 6 requests in flight.
         self._pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="kube-api")
+
+    def with_parallelism(self, max_parallel: int) -> KubeApi:
+        """A KubeApi on the same client (credentials, connections) with its own, smaller pool."""
+        return KubeApi(self._client, request_timeout=self._timeout, max_parallel=max_parallel)
 
     @property
     def api_client(self) -> client.ApiClient:

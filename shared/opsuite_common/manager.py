@@ -26,6 +26,7 @@ import kopf
 
 from opsuite_common import metrics
 from opsuite_common.controller import Controller, Reconciler
+from opsuite_common.events import EventRecorder
 from opsuite_common.health import HealthServer
 from opsuite_common.kopf_settings import (
     WatchActivity,
@@ -33,7 +34,7 @@ from opsuite_common.kopf_settings import (
     route_watch_events,
     track_watch_activity,
 )
-from opsuite_common.kube import KubeApi, load_api_client
+from opsuite_common.kube import EVENT_WRITERS, KubeApi, load_api_client
 from opsuite_common.leader_election import (
     KubernetesLeaseApi,
     LeaderElectionConfig,
@@ -101,6 +102,10 @@ class Manager:
             certificate_path=conf.cert_file,
             private_key_path=conf.key_file,
         )
+
+    def event_recorder(self) -> EventRecorder:
+        """The recorder of this operator's Events, writing through its own small pool."""
+        return EventRecorder(self.kube.with_parallelism(EVENT_WRITERS), self.name, self.identity)
 
     def add_controller(self, name: str, reconcile: Reconciler) -> Controller:
         """A reconcile loop run with ``--max-concurrent-reconciles`` workers while leading."""

@@ -38,7 +38,6 @@ from configmapsync_operator.spec import (
     uid_index,
 )
 from opsuite_common.controller import Result
-from opsuite_common.events import EventRecorder
 from opsuite_common.kube import resource_path
 from opsuite_common.manager import Manager
 from opsuite_common.store import JSON, ObjectKey, Store, object_key, status_only
@@ -84,7 +83,7 @@ def setup(manager: Manager) -> None:
     pending: dict[ObjectKey, float] = {}
     """ConfigMapSyncs whose source changed: when the change was seen (monotonic seconds)."""
     served = frozenset(manager.options.namespaces)
-    recorder = EventRecorder(manager.kube, manager.name, manager.identity)
+    recorder = manager.event_recorder()
 
     async def reconcile(key: ObjectKey) -> Result | None:
         sync = syncs.get(*key)

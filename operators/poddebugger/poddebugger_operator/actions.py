@@ -4,9 +4,10 @@ Every injection is one strategic-merge PATCH of the pod's ``ephemeralcontainers`
 subresource adding one container (merge key: its name) after the existing ones, all in
 parallel (API futures gathered, no tasks). A repeat of the same patch, from a stale cache,
 changes nothing: the container of that name is already there with the same content. Nothing
-else of a pod is written. Successful patches go through to the pod cache at once (unless the
-watch delivered a newer pod meanwhile), so the next pass never plans the same container
-again. Then the status is written with the refusals of this pass.
+else of a pod is written. Successful patches go through to the pod cache at once, and stay
+there however stale the versions the watch delivers next (:mod:`poddebugger_operator.injected`),
+so the next pass never plans the same container again. Then the status is written with the
+refusals of this pass.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from opsuite_common.kube import ApiException, KubeApi, gather_results, resource_path
 from opsuite_common.store import Store
+from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import API_VERSION, PLURAL
 from poddebugger_operator.reconcile import Failure, Injection, Outcome, Plan, status_patch
 
@@ -102,11 +104,13 @@ def _inject(kube: KubeApi, injection: Injection) -> asyncio.Future[JSON]:
 async def execute(
     kube: KubeApi,
     pods: Store,
+    injected: Injected,
     debugger: Mapping[str, Any],
     plan: Plan,
     now: datetime | None = None,
 ) -> Execution:
-    """Execute ``plan`` for ``debugger``; writes through to the slim pod cache ``pods``."""
+    """Execute ``plan`` for ``debugger``; added containers go through to the pod cache
+    ``pods`` at once and are remembered in ``injected`` until the watch shows them."""
     execution = Execution()
     results = await gather_results([_inject(kube, i) for i in plan.injections])
     for injection, result in zip(plan.injections, results, strict=True):
@@ -123,9 +127,10 @@ async def execute(
                     Failure(injection.pod_name, injection.pod_uid, container, api_message(result))
                 )
             continue
-        key = (injection.pod["metadata"]["namespace"], injection.pod_name)
-        if pods.get(*key) is injection.pod:
-            pods.apply("MODIFIED", slim_pod(result))
+        injected.add(injection.pod_uid, injection.container)
+        cached = pods.get(injection.pod["metadata"]["namespace"], injection.pod_name)
+        if cached is not None and cached["metadata"].get("uid") == injection.pod_uid:
+            pods.apply("MODIFIED", injected.fill(cached))
         execution.injected.append(injection)
         log.info("added ephemeral container %s to pod %s", container, name)
     execution.outcome = plan.outcome.with_results(execution.injected, execution.refused)

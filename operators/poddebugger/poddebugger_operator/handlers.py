@@ -19,11 +19,11 @@ from typing import Any
 import kopf
 
 from opsuite_common.controller import Result
-from opsuite_common.events import EventRecorder
 from opsuite_common.manager import Manager
 from opsuite_common.store import JSON, ObjectKey, Store, by_namespace, object_key, status_only
 from poddebugger_operator import metrics
 from poddebugger_operator.actions import Execution, execute, slim_pod
+from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import GROUP, KIND, PLURAL, VERSION
 from poddebugger_operator.reconcile import plan
 
@@ -53,7 +53,8 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
     prefixes = tuple(allowed_prefixes)
     debuggers = Store("poddebuggers", {"namespace": _namespace_index})
     pods = Store("pods", {"namespace": _namespace_index})
-    recorder = EventRecorder(manager.kube, manager.name, manager.identity)
+    injected = Injected()
+    recorder = manager.event_recorder()
     seen: dict[tuple[ObjectKey, str], float] = {}
     """(PodDebugger, pod uid) planned for injection: when first planned (monotonic seconds)."""
 
@@ -71,7 +72,7 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
             seen.clear()
         for uid in actions.new_matches:
             seen.setdefault((key, uid), started)
-        done = await execute(manager.kube, pods, debugger, actions)
+        done = await execute(manager.kube, pods, injected, debugger, actions)
         finished = time.monotonic()
         for injection in done.injected:
             metrics.observe_injection(finished - seen.pop((key, injection.pod_uid), started))
@@ -130,7 +131,9 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
         controller.enqueue(object_key(obj))
 
     def on_pod(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
-        record = slim_pod(obj)
+        record = injected.fill(slim_pod(obj))
+        if event_type == "DELETED":
+            injected.forget(record["metadata"].get("uid", ""))
         old = pods.apply(event_type, record)
         if event_type != "DELETED" and old == record:
             return  # nothing the planner reads changed

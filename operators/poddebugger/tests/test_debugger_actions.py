@@ -10,6 +10,7 @@ from typing import Any
 from opsuite_common.kube import ApiException
 from opsuite_common.store import Store
 from poddebugger_operator.actions import execute, slim_pod
+from poddebugger_operator.injected import Injected
 from poddebugger_operator.reconcile import plan
 
 JSON = dict[str, Any]
@@ -68,7 +69,8 @@ def test_injections_patch_only_the_subresource_and_refusals_are_reported() -> No
     actions = plan(debugger, cache.items(), NOW)
     assert len(actions.injections) == 2
 
-    done = asyncio.run(execute(kube, cache, debugger, actions, NOW))  # type: ignore[arg-type]
+    injected = Injected()
+    done = asyncio.run(execute(kube, cache, injected, debugger, actions, NOW))  # type: ignore[arg-type]
 
     pod_calls = [c for c in kube.calls if "/pods/" in c[1]]
     assert {c[1] for c in pod_calls} == {
@@ -84,3 +86,8 @@ def test_injections_patch_only_the_subresource_and_refusals_are_reported() -> No
     assert status["failedPods"][0]["message"] == REFUSAL
     again = plan({**debugger, "status": status}, cache.items(), NOW)
     assert again.injections == ()
+    # A version of a older than the PATCH (kwok's status update), delivered by the watch after
+    # it, does not bring the container back to the planner.
+    stale = {**pods["a"], "status": {"phase": "Running", "hostIP": "10.0.0.1"}}
+    cache.apply("MODIFIED", injected.fill(slim_pod(stale)))
+    assert plan({**debugger, "status": status}, cache.items(), NOW).injections == ()

@@ -14,7 +14,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from opsuite_common.controller import Result
-from opsuite_common.events import EventRecorder
 from opsuite_common.kube import resource_path
 from opsuite_common.manager import Manager
 from opsuite_common.store import (
@@ -64,7 +63,7 @@ def setup(manager: Manager) -> None:
     )
     expectations = Expectations()
     selectors = SelectorCache()
-    recorder = EventRecorder(manager.kube, manager.name, manager.identity)
+    recorder = manager.event_recorder()
 
     async def live_plan(
         podset: JSON, cached: Plan, cached_pods: list[JSON], now: datetime
