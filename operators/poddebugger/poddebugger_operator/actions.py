@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -108,9 +108,14 @@ async def execute(
     debugger: Mapping[str, Any],
     plan: Plan,
     now: datetime | None = None,
+    superseded: Callable[[], bool] = lambda: False,
 ) -> Execution:
     """Execute ``plan`` for ``debugger``; added containers go through to the pod cache
-    ``pods`` at once and are remembered in ``injected`` until the watch shows them."""
+    ``pods`` at once and are remembered in ``injected`` until the watch shows them.
+
+    ``superseded`` tells, once the injections are done, whether another pass for the same
+    debugger is queued (pods came meanwhile): that pass writes the status instead, unless
+    this one has refusals to record."""
     execution = Execution()
     results = await gather_results([_inject(kube, i) for i in plan.injections])
     for injection, result in zip(plan.injections, results, strict=True):
@@ -136,6 +141,8 @@ async def execute(
     execution.outcome = plan.outcome.with_results(execution.injected, execution.refused)
     if execution.requeue_after is not None or execution.failed:
         return execution  # the next pass, with a fresher cache, writes the status
+    if superseded() and not execution.refused:
+        return execution  # a pass is queued already: it writes the status, one write fewer
     patch = status_patch(debugger, execution.outcome, now or datetime.now(UTC))
     if patch is not None:
         meta = debugger["metadata"]

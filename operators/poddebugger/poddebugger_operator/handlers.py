@@ -72,7 +72,14 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
             seen.clear()
         for uid in actions.new_matches:
             seen.setdefault((key, uid), started)
-        done = await execute(manager.kube, pods, injected, debugger, actions)
+        done = await execute(
+            manager.kube,
+            pods,
+            injected,
+            debugger,
+            actions,
+            superseded=lambda: controller.is_pending(key),
+        )
         finished = time.monotonic()
         for injection in done.injected:
             metrics.observe_injection(finished - seen.pop((key, injection.pod_uid), started))

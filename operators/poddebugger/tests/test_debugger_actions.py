@@ -91,3 +91,21 @@ def test_injections_patch_only_the_subresource_and_refusals_are_reported() -> No
     stale = {**pods["a"], "status": {"phase": "Running", "hostIP": "10.0.0.1"}}
     cache.apply("MODIFIED", injected.fill(slim_pod(stale)))
     assert plan({**debugger, "status": status}, cache.items(), NOW).injections == ()
+
+
+def test_a_superseded_pass_leaves_the_status_to_the_next_unless_it_has_refusals() -> None:
+    debugger = {
+        "metadata": {"name": "dbg", "namespace": "ns", "uid": "u", "generation": 1},
+        "spec": {"selector": {"matchLabels": {"app": "w"}}, "image": "busybox"},
+    }
+    for refused, status_writes in ((set(), 0), ({"b"}, 1)):
+        pods = {n: _pod(n) for n in ("a", "b")}
+        cache = Store("pods")
+        for p in pods.values():
+            cache.apply("ADDED", slim_pod(p))
+        kube = FakeKube(pods, refuse=refused)
+        actions = plan(debugger, cache.items(), NOW)
+        asyncio.run(
+            execute(kube, cache, Injected(), debugger, actions, NOW, superseded=lambda: True)  # type: ignore[arg-type]
+        )
+        assert len([c for c in kube.calls if c[1].endswith("/status")]) == status_writes
