@@ -43,6 +43,7 @@ from e2e.configmapsync_support import (
 )
 from e2e.operators import OperatorHandle
 from opsuite_common.kube_model import LabelSelector, LabelSelectorRequirement
+from opsuite_common.testing import DNS_SUBDOMAIN
 
 
 @pytest.fixture(scope="module")
@@ -504,7 +505,9 @@ def sync_specs(draw: st.DrawFn) -> ConfigMapSyncSpec:
         listed = [draw(_dns.filter(lambda n: n != source_namespace))]
     return ConfigMapSyncSpec(
         source_namespace=source_namespace,
-        config_map_name=draw(st.from_regex(r"[a-z0-9]([a-z0-9.-]{0,20}[a-z0-9])?", fullmatch=True)),
+        config_map_name=draw(
+            st.from_regex(DNS_SUBDOMAIN, fullmatch=True).filter(lambda n: len(n) <= 40)
+        ),
         destination_namespaces=listed or None,
         namespace_selector=selector,
         conflict_policy=draw(st.sampled_from(["Skip", "Overwrite"])),
