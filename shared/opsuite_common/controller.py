@@ -52,10 +52,6 @@ class Controller:
         """Ask for ``key`` to be reconciled (deduplicated while waiting)."""
         self.queue.add_after(key, after)
 
-    def is_pending(self, key: ObjectKey) -> bool:
-        """Whether ``key`` will be reconciled again (a newer event arrived meanwhile)."""
-        return self.queue.is_pending(key)
-
     def start(self, synced: asyncio.Event) -> list[asyncio.Task[None]]:
         """Start the workers, which reconcile once ``synced`` is set; cancel them to stop.
 

@@ -61,11 +61,6 @@ class WorkQueue(Generic[K]):
         if key not in self._processing:
             self._enqueue(key, retry)
 
-    def is_pending(self, key: K) -> bool:
-        """Whether ``key`` was added and is not being processed yet (a worker busy with it
-        will get it again when done); delayed adds not yet due do not count."""
-        return key in self._dirty
-
     def add_after(self, key: K, delay: float, *, retry: bool = False) -> None:
         """Queue ``key`` after ``delay`` seconds; a delayed add already due sooner wins."""
         if delay <= 0:

@@ -1,4 +1,4 @@
-"""The work queue: delayed adds (one waiting entry per key, at the earliest time), pending keys."""
+"""The work queue's delayed adds: one waiting entry per key, at the earliest time asked."""
 
 import asyncio
 
@@ -30,18 +30,3 @@ async def test_a_retry_folded_into_a_waiting_add_still_counts_as_a_retry() -> No
     queue.add_after("b", 0.02, retry=True)  # later: folded into the waiting entry
     assert {await asyncio.wait_for(queue.get(), 1) for _ in range(2)} == {"a", "b"}
     assert adds == [True, True]
-
-
-async def test_a_key_added_while_processed_is_pending_until_taken_again() -> None:
-    queue: WorkQueue[str] = WorkQueue()
-    queue.add("a")
-    assert queue.is_pending("a")
-    assert await asyncio.wait_for(queue.get(), 1) == "a"
-    assert not queue.is_pending("a")  # being processed, nothing newer
-    queue.add("a")
-    assert queue.is_pending("a")
-    queue.done("a")
-    assert await asyncio.wait_for(queue.get(), 1) == "a"
-    assert not queue.is_pending("a")
-    queue.add_after("a", 10)
-    assert not queue.is_pending("a")  # delayed, not due

@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from opsuite_common.kube import ApiException, KubeApi, gather_results, resource_path
+from opsuite_common.status_pacer import StatusPacer
 from opsuite_common.store import Store
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import API_VERSION, PLURAL
@@ -107,15 +108,14 @@ async def execute(
     injected: Injected,
     debugger: Mapping[str, Any],
     plan: Plan,
+    pacer: StatusPacer,
     now: datetime | None = None,
-    superseded: Callable[[], bool] = lambda: False,
 ) -> Execution:
     """Execute ``plan`` for ``debugger``; added containers go through to the pod cache
     ``pods`` at once and are remembered in ``injected`` until the watch shows them.
 
-    ``superseded`` tells, once the injections are done, whether another pass for the same
-    debugger is queued (pods came meanwhile): that pass writes the status instead, unless
-    this one has refusals to record."""
+    The status is written when ``pacer`` allows, else the execution asks for a pass then;
+    refusals are written at once, so that the next pass does not try those pods again."""
     execution = Execution()
     results = await gather_results([_inject(kube, i) for i in plan.injections])
     for injection, result in zip(plan.injections, results, strict=True):
@@ -141,15 +141,19 @@ async def execute(
     execution.outcome = plan.outcome.with_results(execution.injected, execution.refused)
     if execution.requeue_after is not None or execution.failed:
         return execution  # the next pass, with a fresher cache, writes the status
-    if superseded() and not execution.refused:
-        return execution  # a pass is queued already: it writes the status, one write fewer
     patch = status_patch(debugger, execution.outcome, now or datetime.now(UTC))
-    if patch is not None:
-        meta = debugger["metadata"]
-        path = resource_path(API_VERSION, PLURAL, meta["namespace"], meta["name"], "status")
-        try:
-            await kube.patch(path, {"status": patch})
-        except ApiException as exc:
-            if exc.status != 404:  # deleted meanwhile
-                raise
+    if patch is None:
+        return execution
+    key = (debugger["metadata"]["namespace"], debugger["metadata"]["name"])
+    delay = pacer.delay(key)
+    if delay > 0 and not execution.refused:  # refusals are recorded at once: never retried
+        execution.requeue_after = delay
+        return execution
+    path = resource_path(API_VERSION, PLURAL, *key, "status")
+    try:
+        await kube.patch(path, {"status": patch})
+    except ApiException as exc:
+        if exc.status != 404:  # deleted meanwhile
+            raise
+    pacer.wrote(key)
     return execution

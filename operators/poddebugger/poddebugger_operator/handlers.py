@@ -20,6 +20,7 @@ import kopf
 
 from opsuite_common.controller import Result
 from opsuite_common.manager import Manager
+from opsuite_common.status_pacer import StatusPacer
 from opsuite_common.store import JSON, ObjectKey, Store, by_namespace, object_key, status_only
 from poddebugger_operator import metrics
 from poddebugger_operator.actions import Execution, execute, slim_pod
@@ -54,6 +55,7 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
     debuggers = Store("poddebuggers", {"namespace": _namespace_index})
     pods = Store("pods", {"namespace": _namespace_index})
     injected = Injected()
+    pacer = StatusPacer()
     recorder = manager.event_recorder()
     seen: dict[tuple[ObjectKey, str], float] = {}
     """(PodDebugger, pod uid) planned for injection: when first planned (monotonic seconds)."""
@@ -61,6 +63,7 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
     async def reconcile(key: ObjectKey) -> Result | None:
         debugger = debuggers.get(*key)
         if debugger is None:
+            pacer.forget(key)
             for entry in [k for k in seen if k[0] == key]:
                 seen.pop(entry, None)
             return None
@@ -78,7 +81,7 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
             injected,
             debugger,
             actions,
-            superseded=lambda: controller.is_pending(key),
+            pacer,
         )
         finished = time.monotonic()
         for injection in done.injected:

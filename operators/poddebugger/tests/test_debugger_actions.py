@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opsuite_common.kube import ApiException
+from opsuite_common.status_pacer import StatusPacer
 from opsuite_common.store import Store
 from poddebugger_operator.actions import execute, slim_pod
 from poddebugger_operator.injected import Injected
@@ -70,7 +71,7 @@ def test_injections_patch_only_the_subresource_and_refusals_are_reported() -> No
     assert len(actions.injections) == 2
 
     injected = Injected()
-    done = asyncio.run(execute(kube, cache, injected, debugger, actions, NOW))  # type: ignore[arg-type]
+    done = asyncio.run(execute(kube, cache, injected, debugger, actions, StatusPacer(), NOW))  # type: ignore[arg-type]
 
     pod_calls = [c for c in kube.calls if "/pods/" in c[1]]
     assert {c[1] for c in pod_calls} == {
@@ -93,7 +94,7 @@ def test_injections_patch_only_the_subresource_and_refusals_are_reported() -> No
     assert plan({**debugger, "status": status}, cache.items(), NOW).injections == ()
 
 
-def test_a_superseded_pass_leaves_the_status_to_the_next_unless_it_has_refusals() -> None:
+def test_status_writes_are_paced_but_refusals_are_written_at_once() -> None:
     debugger = {
         "metadata": {"name": "dbg", "namespace": "ns", "uid": "u", "generation": 1},
         "spec": {"selector": {"matchLabels": {"app": "w"}}, "image": "busybox"},
@@ -104,8 +105,11 @@ def test_a_superseded_pass_leaves_the_status_to_the_next_unless_it_has_refusals(
         for p in pods.values():
             cache.apply("ADDED", slim_pod(p))
         kube = FakeKube(pods, refuse=refused)
+        pacer = StatusPacer(interval=60)
+        pacer.wrote(("ns", "dbg"))
         actions = plan(debugger, cache.items(), NOW)
-        asyncio.run(
-            execute(kube, cache, Injected(), debugger, actions, NOW, superseded=lambda: True)  # type: ignore[arg-type]
-        )
+        done = asyncio.run(execute(kube, cache, Injected(), debugger, actions, pacer, NOW))  # type: ignore[arg-type]
         assert len([c for c in kube.calls if c[1].endswith("/status")]) == status_writes
+        if not refused:  # a pass comes when the write is due
+            assert done.requeue_after is not None
+            assert 59 < done.requeue_after <= 60
