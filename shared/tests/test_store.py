@@ -42,10 +42,11 @@ def test_a_store_keeps_what_its_transform_returns_and_indexes_it() -> None:
 
 def test_only_status_changes_are_told_apart() -> None:
     old = _pod("a", uid="1", resourceVersion="8")
-    ours = {**old, "metadata": {**old["metadata"], "resourceVersion": "9"}, "status": {"x": 1}}
+    meta = {"name": "a", "namespace": "ns", "uid": "1"}
+    ours = {**old, "metadata": {**meta, "resourceVersion": "9"}, "status": {"x": 1}}
     assert status_only(old, ours)
     respecced = {**old, "spec": {"x": 2}}
     assert not status_only(old, respecced)
-    deleting = {**old, "metadata": {**old["metadata"], "deletionTimestamp": "2025-01-01T00:00:00Z"}}
+    deleting = {**old, "metadata": {**meta, "deletionTimestamp": "2025-01-01T00:00:00Z"}}
     assert not status_only(old, deleting)
     assert not status_only(None, old)

@@ -4,9 +4,11 @@
 * pods: slim records (:func:`~poddebugger_operator.actions.slim_pod`), indexed by namespace.
 
 A pod that appears, vanishes, or changes labels, phase or ephemeral containers enqueues the
-PodDebuggers of its namespace. Nothing is polled. Handlers run only once every watch has
-listed (a kopf index handler on each resource holds them), so a pass never mistakes a cache
-still filling for a pod without its debug container.
+PodDebuggers of its namespace whose selector matches it (as it is or as it was): at once when
+it is new or its labels changed (an injection may be due), else after a second (only the
+status can change, and status writes are paced to one a second). Nothing is polled.
+Handlers run only once every watch has listed (a kopf index handler on each resource holds
+them), so a pass never mistakes a cache still filling for a pod without its debug container.
 """
 
 from __future__ import annotations
@@ -20,13 +22,20 @@ import kopf
 
 from opsuite_common.controller import Result
 from opsuite_common.manager import Manager
-from opsuite_common.status_pacer import StatusPacer
+from opsuite_common.spec_cache import SpecCache
+from opsuite_common.status_pacer import STATUS_INTERVAL, StatusPacer
 from opsuite_common.store import JSON, ObjectKey, Store, by_namespace, object_key, status_only
 from poddebugger_operator import metrics
 from poddebugger_operator.actions import Execution, execute, slim_pod
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import GROUP, KIND, PLURAL, VERSION
-from poddebugger_operator.reconcile import plan
+from poddebugger_operator.reconcile import (
+    InvalidSpecError,
+    injection_may_be_due,
+    parse_spec,
+    plan,
+    pod_labels,
+)
 
 CONTROLLER = "poddebugger"
 MAX_PENDING = 10_000
@@ -56,6 +65,7 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
     pods = Store("pods", {"namespace": _namespace_index})
     injected = Injected()
     pacer = StatusPacer()
+    specs = SpecCache(parse_spec, InvalidSpecError)
     recorder = manager.event_recorder()
     seen: dict[tuple[ObjectKey, str], float] = {}
     """(PodDebugger, pod uid) planned for injection: when first planned (monotonic seconds)."""
@@ -131,12 +141,19 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
                 f"pod {failure.pod} refused {failure.container}: {failure.message}",
             )
 
-    def enqueue_namespace(namespace: str) -> None:
+    def enqueue_selecting(pods_: Sequence[JSON], after: float) -> None:
+        """Enqueue the PodDebuggers whose selector matches one of ``pods_`` (one pod, as it
+        is and as it was)."""
+        namespace = pods_[0]["metadata"].get("namespace", "")
         for debugger in debuggers.by_index("namespace", namespace):
-            controller.enqueue(object_key(debugger))
+            spec = specs.get(debugger)
+            if spec is not None and any(spec.selector.matches(pod_labels(p)) for p in pods_):
+                controller.enqueue(object_key(debugger), after=after)
 
     def on_debugger(event_type: str | None, obj: JSON, old: JSON | None) -> None:
-        if event_type == "MODIFIED" and status_only(old, obj):
+        if event_type == "DELETED":
+            specs.forget(obj["metadata"].get("uid", ""))
+        elif event_type == "MODIFIED" and status_only(old, obj):
             return  # our own status write: the cache now holds it, nothing to plan
         controller.enqueue(object_key(obj))
 
@@ -147,7 +164,10 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
         old = pods.apply(event_type, record)
         if event_type != "DELETED" and old == record:
             return  # nothing the planner reads changed
-        enqueue_namespace(record["metadata"].get("namespace", ""))
+        urgent = event_type != "DELETED" and injection_may_be_due(old, record)
+        enqueue_selecting(
+            [record] if old is None else [record, old], 0.0 if urgent else STATUS_INTERVAL
+        )
 
     for group, version, plural in ((GROUP, VERSION, PLURAL), ("", "v1", "pods")):
         kopf.on.index(group, version, plural, registry=manager.registry, id=f"listed-{plural}")(

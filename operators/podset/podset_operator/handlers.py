@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from opsuite_common.controller import Result
 from opsuite_common.kube import resource_path
 from opsuite_common.manager import Manager
+from opsuite_common.spec_cache import SpecCache
 from opsuite_common.store import (
     JSON,
     ObjectKey,
@@ -30,7 +31,7 @@ from podset_operator.expectations import Expectations
 from podset_operator.models import GROUP, KIND, PLURAL, VERSION
 from podset_operator.pod_state import slim_pod
 from podset_operator.reconcile import Plan, plan
-from podset_operator.spec import SelectorCache
+from podset_operator.spec import InvalidSpecError, parse_spec
 
 CONTROLLER = "podset"
 POD_EVENT_BATCH = 0.25
@@ -62,7 +63,7 @@ def setup(manager: Manager) -> None:
         "pods", {"controller": by_controller_uid, "namespace": by_namespace}, transform=slim_pod
     )
     expectations = Expectations()
-    selectors = SelectorCache()
+    specs = SpecCache(parse_spec, InvalidSpecError)
     recorder = manager.event_recorder()
 
     async def live_plan(
@@ -74,9 +75,10 @@ def setup(manager: Manager) -> None:
         but not release (pods that stopped matching); the next reconcile, from the cache,
         releases them.
         """
-        selector = selectors.selector(podset)
-        if selector is None:  # invalid spec: the cached plan creates nothing anyway
+        spec = specs.get(podset)
+        if spec is None:  # invalid spec: the cached plan creates nothing anyway
             return cached, cached_pods
+        selector = spec.selector
         path = resource_path("v1", "pods", podset["metadata"]["namespace"])
         live = await manager.kube.list(path, label_selector=selector.selector_string())
         return plan(podset, live, now, True), live
@@ -113,7 +115,7 @@ def setup(manager: Manager) -> None:
 
     def on_podset(event_type: str | None, obj: JSON, old: JSON | None) -> None:
         if event_type == "DELETED":
-            selectors.forget(obj["metadata"].get("uid", ""))
+            specs.forget(obj["metadata"].get("uid", ""))
         elif event_type == "MODIFIED" and status_only(old, obj):
             return
         controller.enqueue((obj["metadata"]["namespace"], obj["metadata"]["name"]))
@@ -123,8 +125,8 @@ def setup(manager: Manager) -> None:
         labels = pod.get("metadata", {}).get("labels") or {}
         keys = []
         for podset in podsets.by_index("namespace", pod["metadata"]["namespace"]):
-            selector = selectors.selector(podset)
-            if selector is not None and selector.matches(labels):
+            spec = specs.get(podset)
+            if spec is not None and spec.selector.matches(labels):
                 keys.append((podset["metadata"]["namespace"], podset["metadata"]["name"]))
         return keys
 

@@ -164,37 +164,3 @@ def parse_spec(podset: Mapping[str, Any]) -> ParsedSpec:
     _check_int_or_percent(rolling.max_unavailable, "maxUnavailable")
     name = str((podset.get("metadata") or {}).get("name") or "")
     return ParsedSpec(name=name, api=api, selector=_effective_selector(api, name))
-
-
-class SelectorCache:
-    """Effective selectors of PodSets, parsed once per (uid, generation).
-
-    Pod events look up the selectors of every PodSet in the pod's namespace (adoption
-    candidates); validating each spec with pydantic on every pod event would be wasted work,
-    as the selector can only change with the spec, i.e. with metadata.generation.
-    """
-
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[object, LabelSelector | None]] = {}
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def selector(self, podset: Mapping[str, Any]) -> LabelSelector | None:
-        """The PodSet's effective selector; None when its spec is invalid."""
-        meta = podset.get("metadata") or {}
-        uid = str(meta.get("uid", ""))
-        generation = meta.get("generation")
-        cached = self._entries.get(uid)
-        if cached is not None and cached[0] == generation:
-            return cached[1]
-        try:
-            selector: LabelSelector | None = parse_spec(podset).selector
-        except InvalidSpecError:
-            selector = None
-        self._entries[uid] = (generation, selector)
-        return selector
-
-    def forget(self, uid: str) -> None:
-        """Drop the entry of a deleted PodSet."""
-        self._entries.pop(uid, None)

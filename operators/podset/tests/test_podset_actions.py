@@ -15,11 +15,9 @@ from opsuite_common.kube import ApiException, KubeApi
 from opsuite_common.metrics import REGISTRY
 from opsuite_common.store import ObjectKey
 from podset_operator import metrics
-from podset_operator import spec as spec_module
 from podset_operator.actions import api_error, apply_plan
 from podset_operator.expectations import Expectations
 from podset_operator.reconcile import plan
-from podset_operator.spec import SelectorCache
 from podset_operator.status import FAILED_CREATE, FAILED_DELETE
 
 JSON = dict[str, Any]
@@ -200,31 +198,6 @@ def test_api_error_without_a_status_body() -> None:
     assert api_error(status_error(403, 'pods "web-" is forbidden: exceeded quota')) == (
         'pods "web-" is forbidden: exceeded quota'
     )
-
-
-def test_selector_cache_parses_once_per_generation(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
-    original = spec_module.parse_spec
-
-    def counting(podset_: Mapping[str, Any]) -> Any:
-        calls.append(1)
-        return original(podset_)
-
-    monkeypatch.setattr(spec_module, "parse_spec", counting)
-    cache = SelectorCache()
-    ps = podset(2)
-    for _ in range(5):
-        selector = cache.selector(ps)
-        assert selector is not None
-        assert selector.match_labels == {"apps.opsuite.dev/podset": "web"}
-    assert len(calls) == 1
-    changed = {**ps, "metadata": {**ps["metadata"], "generation": 2}}
-    changed["spec"] = {**ps["spec"], "selector": {"matchLabels": {"app": "other"}}}
-    assert cache.selector(changed) is None  # invalid spec: does not match the template
-    assert cache.selector(changed) is None
-    assert len(calls) == 2
-    cache.forget("u-1")
-    assert len(cache) == 0
 
 
 def test_replica_gauges_are_set_and_removed() -> None:
