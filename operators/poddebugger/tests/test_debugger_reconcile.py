@@ -214,12 +214,14 @@ def test_image_allowlist_policy_is_a_policy_binding_and_a_cluster_scoped_param()
 
 
 def test_only_new_pods_and_label_changes_can_call_for_an_injection() -> None:
-    pod = {"metadata": {"name": "p", "labels": {"app": "web"}}, "status": {"phase": "Pending"}}
+    meta = {"name": "p", "namespace": "ns", "uid": "p1"}
+    pod = {"metadata": {**meta, "labels": {"app": "web"}}, "status": {"phase": "Pending"}}
     running = {**pod, "status": {"phase": "Running"}}
-    relabelled = {**pod, "metadata": {"name": "p", "labels": {"app": "db"}}}
+    relabelled = {**pod, "metadata": {**meta, "labels": {"app": "db"}}}
     assert injection_may_be_due(None, pod)
     assert not injection_may_be_due(pod, running)
     assert injection_may_be_due(pod, relabelled)
     # The planner agrees: a phase change alone plans no injection it did not plan before.
     d = debugger()
-    assert plan(d, [pod], NOW).injections and plan(d, [running], NOW).injections
+    assert plan(d, [pod], NOW).injections
+    assert plan(d, [running], NOW).injections
