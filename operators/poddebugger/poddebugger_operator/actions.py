@@ -1,51 +1,57 @@
 """Carry out a PodDebugger :class:`~poddebugger_operator.reconcile.Plan` through the API.
 
 Every injection is one strategic-merge PATCH of the pod's ``ephemeralcontainers``
-subresource adding one container (merge key: its name) after the existing ones, all in
-parallel (API futures gathered, no tasks). A repeat of the same patch, from a stale cache,
-changes nothing: the container of that name is already there with the same content. Nothing
-else of a pod is written. Successful patches go through to the pod cache at once, and stay
-there however stale the versions the watch delivers next (:mod:`poddebugger_operator.injected`),
-so the next pass never plans the same container again. Then the status is written with the
-refusals of this pass.
+subresource adding one container (merge key: its name) after the existing ones. Nothing else
+of a pod is written. A pass does not wait for its PATCHes (:class:`Injector`): pods matched
+while they are in flight go out at once in the next pass, as a plain client would send them.
+A pod is marked as holding its container before the PATCH leaves (in the pod cache, through
+:mod:`poddebugger_operator.injected`), so no pass sends it twice, however stale the versions
+the watch delivers meanwhile; a failed PATCH takes the mark back. A repeat of the same patch
+would change nothing anyway: the container of that name is already there, the same.
+
+Refusals (4xx other than 404/409/429) are remembered per debugger and pod and given to the
+planner, which reports them and does not try those pods again; transient failures hold the
+pod back for a backoff (1 s doubling up to 5 min). The status is written by the pass, paced
+(:mod:`opsuite_common.status_pacer`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from opsuite_common.kube import ApiException, KubeApi, gather_results, resource_path
+from opsuite_common.kube import ApiException, KubeApi, resource_path
 from opsuite_common.status_pacer import StatusPacer
-from opsuite_common.store import Store
+from opsuite_common.store import ObjectKey, Store
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import API_VERSION, PLURAL
-from poddebugger_operator.reconcile import Failure, Injection, Outcome, Plan, status_patch
+from poddebugger_operator.reconcile import Failure, Injection
 
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 RETRYABLE = frozenset({404, 409, 429})
-"""Statuses after which the pass runs again soon (pod replaced, conflict, throttled); 5xx too."""
+"""Statuses after which a pod is tried again after a backoff (pod replaced, conflict,
+throttled); 5xx and connection errors too."""
 RETRY_AFTER = 1.0
+MAX_RETRY_AFTER = 300.0
 
 
-@dataclass
-class Execution:
-    """What executing a plan did."""
+@dataclass(frozen=True)
+class InjectionResult:
+    """How one injection ended: added, refused (``failure``) or to be retried."""
 
-    outcome: Outcome | None = None
-    injected: list[Injection] = field(default_factory=list)
-    refused: list[Failure] = field(default_factory=list)
-    """Injections the API server rejected (reported, not retried)."""
-    requeue_after: float | None = None
-    failed: bool = False
-    """Some injection failed for a transient reason (retry with backoff)."""
+    injection: Injection
+    failure: Failure | None = None
+    """The API server refused it: reported, not retried."""
+    retry_after: float | None = None
+    """It failed for a transient reason: the pod is tried again after this many seconds."""
 
 
 def slim_pod(pod: Mapping[str, Any]) -> JSON:
@@ -102,58 +108,121 @@ def _inject(kube: KubeApi, injection: Injection) -> asyncio.Future[JSON]:
     return kube.patch(path, patch, patch_type="strategic")
 
 
-async def execute(
-    kube: KubeApi,
-    pods: Store,
-    injected: Injected,
-    debugger: Mapping[str, Any],
-    plan: Plan,
-    pacer: StatusPacer,
-    now: datetime | None = None,
-) -> Execution:
-    """Execute ``plan`` for ``debugger``; added containers go through to the pod cache
-    ``pods`` at once and are remembered in ``injected`` until the watch shows them.
+class Injector:
+    """Sends injections without making the pass wait; reports each outcome to ``on_result``.
 
-    The status is written when ``pacer`` allows, else the execution asks for a pass then;
-    refusals are written at once, so that the next pass does not try those pods again."""
-    execution = Execution()
-    results = await gather_results([_inject(kube, i) for i in plan.injections])
-    for injection, result in zip(plan.injections, results, strict=True):
+    ``on_result(debugger key, result)`` runs on the event loop when a PATCH completes.
+    """
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        pods: Store,
+        injected: Injected,
+        on_result: Callable[[ObjectKey, InjectionResult], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kube = kube
+        self._pods = pods
+        self._injected = injected
+        self._on_result = on_result
+        self._clock = clock
+        self._refused: dict[ObjectKey, dict[str, Failure]] = {}
+        self._backoff: dict[ObjectKey, dict[str, tuple[float, int]]] = {}
+        """Per debugger and pod uid: (when the pod may be tried again, failures in a row)."""
+
+    def refused(self, key: ObjectKey) -> dict[str, Failure]:
+        """Refusals of ``key``'s injections, by pod uid."""
+        return dict(self._refused.get(key, {}))
+
+    def waiting(self, key: ObjectKey) -> set[str]:
+        """Uids of pods whose injection for ``key`` is held back by a backoff."""
+        now = self._clock()
+        return {uid for uid, (due, _) in self._backoff.get(key, {}).items() if due > now}
+
+    def forget_debugger(self, key: ObjectKey) -> None:
+        """The PodDebugger is gone."""
+        self._refused.pop(key, None)
+        self._backoff.pop(key, None)
+
+    def forget_pod(self, uid: str) -> None:
+        """The pod is gone."""
+        for refused in self._refused.values():
+            refused.pop(uid, None)
+        for backoff in self._backoff.values():
+            backoff.pop(uid, None)
+
+    def send(self, key: ObjectKey, injections: Sequence[Injection]) -> None:
+        """Mark each pod as holding its container and send the PATCHes."""
+        for injection in injections:
+            self._mark(injection, add=True)
+            future = _inject(self._kube, injection)
+            future.add_done_callback(functools.partial(self._done, key, injection))
+
+    def _mark(self, injection: Injection, *, add: bool) -> None:
+        if add:
+            self._injected.add(injection.pod_uid, injection.container)
+        else:
+            self._injected.discard(injection.pod_uid, injection.container["name"])
+        meta = injection.pod["metadata"]
+        cached = self._pods.get(meta["namespace"], injection.pod_name)
+        if cached is None or cached["metadata"].get("uid") != injection.pod_uid:
+            return
+        if not add:
+            cached = without_container(cached, injection.container["name"])
+        self._pods.apply("MODIFIED", self._injected.fill(cached))
+
+    def _done(self, key: ObjectKey, injection: Injection, future: asyncio.Future[JSON]) -> None:
+        if future.cancelled():
+            return  # shutting down
+        error = future.exception()
+        uid, container = injection.pod_uid, injection.container["name"]
         name = f"{injection.pod['metadata']['namespace']}/{injection.pod_name}"
-        container = injection.container["name"]
-        if isinstance(result, ApiException):
-            log.warning("adding %s to pod %s failed: %s", container, name, api_message(result))
-            if result.status in RETRYABLE:
-                execution.requeue_after = RETRY_AFTER
-            elif result.status >= 500:
-                execution.failed = True
-            else:
-                execution.refused.append(
-                    Failure(injection.pod_name, injection.pod_uid, container, api_message(result))
-                )
-            continue
-        injected.add(injection.pod_uid, injection.container)
-        cached = pods.get(injection.pod["metadata"]["namespace"], injection.pod_name)
-        if cached is not None and cached["metadata"].get("uid") == injection.pod_uid:
-            pods.apply("MODIFIED", injected.fill(cached))
-        execution.injected.append(injection)
-        log.info("added ephemeral container %s to pod %s", container, name)
-    execution.outcome = plan.outcome.with_results(execution.injected, execution.refused)
-    if execution.requeue_after is not None or execution.failed:
-        return execution  # the next pass, with a fresher cache, writes the status
-    patch = status_patch(debugger, execution.outcome, now or datetime.now(UTC))
+        if error is None:
+            self._backoff.get(key, {}).pop(uid, None)
+            log.info("added ephemeral container %s to pod %s", container, name)
+            self._on_result(key, InjectionResult(injection))
+            return
+        self._mark(injection, add=False)
+        if isinstance(error, ApiException) and error.status not in RETRYABLE and error.status < 500:
+            message = api_message(error)
+            log.warning("adding %s to pod %s was refused: %s", container, name, message)
+            failure = Failure(injection.pod_name, uid, container, message)
+            self._refused.setdefault(key, {})[uid] = failure
+            self._on_result(key, InjectionResult(injection, failure=failure))
+            return
+        backoff = self._backoff.setdefault(key, {})
+        failures = backoff.get(uid, (0.0, 0))[1] + 1
+        delay = min(RETRY_AFTER * 2 ** (failures - 1), MAX_RETRY_AFTER)
+        backoff[uid] = (self._clock() + delay, failures)
+        reason = api_message(error) if isinstance(error, ApiException) else repr(error)
+        log.warning(
+            "adding %s to pod %s failed (retry in %.0f s): %s", container, name, delay, reason
+        )
+        self._on_result(key, InjectionResult(injection, retry_after=delay))
+
+
+def without_container(record: JSON, name: str) -> JSON:
+    """``record`` without the ephemeral container ``name``."""
+    spec = record.get("spec") or {}
+    kept = [c for c in spec.get("ephemeralContainers") or () if c.get("name") != name]
+    return {**record, "spec": {**spec, "ephemeralContainers": kept}}
+
+
+async def write_status(
+    kube: KubeApi, pacer: StatusPacer, key: ObjectKey, patch: JSON | None
+) -> float | None:
+    """Write the status ``patch`` of PodDebugger ``key`` if ``pacer`` allows; else return the
+    seconds after which to try again (None: written, or nothing to write)."""
     if patch is None:
-        return execution
-    key = (debugger["metadata"]["namespace"], debugger["metadata"]["name"])
+        return None
     delay = pacer.delay(key)
-    if delay > 0 and not execution.refused:  # refusals are recorded at once: never retried
-        execution.requeue_after = delay
-        return execution
-    path = resource_path(API_VERSION, PLURAL, *key, "status")
+    if delay > 0:
+        return delay
     try:
-        await kube.patch(path, {"status": patch})
+        await kube.patch(resource_path(API_VERSION, PLURAL, *key, "status"), {"status": patch})
     except ApiException as exc:
         if exc.status != 404:  # deleted meanwhile
             raise
     pacer.wrote(key)
-    return execution
+    return None

@@ -26,7 +26,7 @@ from opsuite_common.spec_cache import SpecCache
 from opsuite_common.status_pacer import STATUS_INTERVAL, StatusPacer
 from opsuite_common.store import JSON, ObjectKey, Store, by_namespace, object_key, status_only
 from poddebugger_operator import metrics
-from poddebugger_operator.actions import Execution, execute, slim_pod
+from poddebugger_operator.actions import InjectionResult, Injector, slim_pod, write_status
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import GROUP, KIND, PLURAL, VERSION
 from poddebugger_operator.reconcile import (
@@ -74,72 +74,70 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
         debugger = debuggers.get(*key)
         if debugger is None:
             pacer.forget(key)
+            injector.forget_debugger(key)
             for entry in [k for k in seen if k[0] == key]:
                 seen.pop(entry, None)
             return None
-        actions = plan(debugger, pods.items(key[0]), datetime.now(UTC), allowed_prefixes=prefixes)
-        if actions.is_empty:
-            return None
-        started = time.monotonic()
+        actions = plan(
+            debugger,
+            pods.items(key[0]),
+            datetime.now(UTC),
+            allowed_prefixes=prefixes,
+            refused=injector.refused(key),
+            waiting=injector.waiting(key),
+        )
         if len(seen) > MAX_PENDING:
             seen.clear()
+        started = time.monotonic()
         for uid in actions.new_matches:
             seen.setdefault((key, uid), started)
-        done = await execute(
-            manager.kube,
-            pods,
-            injected,
-            debugger,
-            actions,
-            pacer,
-        )
-        finished = time.monotonic()
-        for injection in done.injected:
-            metrics.observe_injection(finished - seen.pop((key, injection.pod_uid), started))
-        metrics.observe_failures(len(done.refused) + (1 if done.failed else 0))
-        for failure in done.refused:
-            seen.pop((key, failure.uid), None)
-        record_events(debugger, done)
-        if done.requeue_after is not None:
-            return Result(requeue_after=done.requeue_after)
-        if done.failed:
-            return Result(requeue=True)
-        return None
+        injector.send(key, actions.injections)
+        delay = await write_status(manager.kube, pacer, key, actions.status_patch)
+        return None if delay is None else Result(requeue_after=delay)
 
     controller = manager.add_controller(CONTROLLER, reconcile)
 
-    def record_events(debugger: JSON, done: Execution) -> None:
-        name = f"{KIND} {debugger['metadata']['name']}"
-        for injection in done.injected:
-            container = injection.container
-            message = (
-                f"{name} added ephemeral container {container['name']} (image {container['image']})"
-            )
-            recorder.normal(_pod_ref(dict(injection.pod)), "DebugContainerAdded", message)
-            recorder.normal(
-                debugger,
-                "DebugContainerAdded",
-                f"added {container['name']} to pod {injection.pod_name}",
-            )
-        for failure in done.refused:
-            recorder.warning(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {
-                        "name": failure.pod,
-                        "namespace": debugger["metadata"]["namespace"],
-                        "uid": failure.uid,
-                    },
-                },
-                "DebugContainerRefused",
-                f"{name} could not add ephemeral container {failure.container}: {failure.message}",
-            )
+    def on_result(key: ObjectKey, result: InjectionResult) -> None:
+        """Metrics, Events and the next pass for one completed injection."""
+        injection = result.injection
+        started = seen.pop((key, injection.pod_uid), None)
+        debugger = debuggers.get(*key)
+        if result.retry_after is not None:
+            metrics.observe_failures(1)
+            if started is not None:
+                seen[(key, injection.pod_uid)] = started
+            controller.enqueue(key, after=result.retry_after)
+            return
+        name = f"{KIND} {key[1]}"
+        container = injection.container
+        pod = _pod_ref(dict(injection.pod))
+        if result.failure is None:
+            metrics.observe_injection(time.monotonic() - (started or time.monotonic()))
+            message = f"{name} added ephemeral container {container['name']}"
+            recorder.normal(pod, "DebugContainerAdded", f"{message} (image {container['image']})")
+            if debugger is not None:
+                recorder.normal(
+                    debugger,
+                    "DebugContainerAdded",
+                    f"added {container['name']} to pod {injection.pod_name}",
+                )
+            return
+        failure = result.failure
+        metrics.observe_failures(1)
+        recorder.warning(
+            pod,
+            "DebugContainerRefused",
+            f"{name} could not add ephemeral container {failure.container}: {failure.message}",
+        )
+        if debugger is not None:
             recorder.warning(
                 debugger,
                 "InjectionFailed",
                 f"pod {failure.pod} refused {failure.container}: {failure.message}",
             )
+        controller.enqueue(key)  # the status reports it
+
+    injector = Injector(manager.kube, pods, injected, on_result)
 
     def enqueue_selecting(pods_: Sequence[JSON], after: float) -> None:
         """Enqueue the PodDebuggers whose selector matches one of ``pods_`` (one pod, as it
@@ -161,6 +159,7 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
         record = injected.fill(slim_pod(obj))
         if event_type == "DELETED":
             injected.forget(record["metadata"].get("uid", ""))
+            injector.forget_pod(record["metadata"].get("uid", ""))
         old = pods.apply(event_type, record)
         if event_type != "DELETED" and old == record:
             return  # nothing the planner reads changed

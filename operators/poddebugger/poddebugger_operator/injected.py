@@ -1,4 +1,4 @@
-"""Ephemeral containers this operator added that the pod watch has not shown yet.
+"""Ephemeral containers this operator added (or is adding) that the watch has not shown yet.
 
 A successful PATCH proves the container is on the pod, but the cache is fed by the watch, and
 the watch may still deliver older versions of the pod first (kwok's status updates, the
@@ -39,6 +39,14 @@ class Injected:
         """Remember that ``container`` (name and image suffice) was added to pod ``uid``."""
         entry = {"name": container["name"], "image": container.get("image")}
         self._pods.setdefault(uid, {})[str(container["name"])] = (entry, self._clock())
+
+    def discard(self, uid: str, name: str) -> None:
+        """The container ``name`` was not added to pod ``uid`` after all."""
+        pending = self._pods.get(uid)
+        if pending is not None:
+            pending.pop(name, None)
+            if not pending:
+                del self._pods[uid]
 
     def forget(self, uid: str) -> None:
         """The pod is gone."""

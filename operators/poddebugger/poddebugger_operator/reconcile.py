@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -261,13 +261,9 @@ class Plan:
     outcome: Outcome
     injections: tuple[Injection, ...] = ()
     status_patch: JSON | None = None
-    """Status to write if nothing was refused; None when unchanged."""
+    """Status to write, as it will be once the injections are done; None when unchanged."""
     new_matches: tuple[str, ...] = field(default=())
     """Uids of pods planned for injection (for the latency metric)."""
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.injections and self.status_patch is None
 
 
 def _known_failures(debugger: Mapping[str, Any], container: str) -> dict[str, Failure]:
@@ -302,11 +298,16 @@ def plan(
     now: datetime,
     *,
     allowed_prefixes: Sequence[str] = (),
+    refused: Mapping[str, Failure] | None = None,
+    waiting: Collection[str] = (),
 ) -> Plan:
     """Plan one reconcile of ``debugger`` over cached ``pods`` (any namespace).
 
     ``allowed_prefixes`` (the operator's --allowed-image-prefix): when given, a debugger whose
     image starts with none of them injects nothing and is reported (ImageNotAllowed).
+    ``refused``: refusals by pod uid not in the status yet (they count as those in it);
+    ``waiting``: uids of pods whose last injection failed for a transient reason and that are
+    not to be tried again yet (they keep their place under maxPods).
     """
     meta = _meta(debugger)
     namespace = meta.get("namespace")
@@ -336,6 +337,7 @@ def plan(
     )
     holders = [p for p in matching if name in ephemeral_names(p)]
     known = _known_failures(debugger, name)
+    known.update((uid, f) for uid, f in (refused or {}).items() if f.container == name)
     room = max(spec.max_pods - len(holders), 0)
     candidates = [p for p in matching if name not in ephemeral_names(p)]
     # Pods that hold an older container of this debugger come first: they were chosen before.
@@ -349,7 +351,7 @@ def plan(
         uid = str(_meta(pod).get("uid") or "")
         if uid in known:
             failures.append(known[uid])
-        else:
+        elif uid not in waiting:
             injections.append(Injection(pod, container))
     containers = tuple(
         DebuggedPod(pod=str(_meta(p)["name"]), container=n, image=_image(p, n), state=_state(p, n))

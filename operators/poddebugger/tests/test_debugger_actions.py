@@ -1,4 +1,4 @@
-"""Executing plans against a fake API: the subresource only, write-through, refusals."""
+"""Executing plans against a fake API: the subresource only, marks, refusals, backoff, status."""
 
 from __future__ import annotations
 
@@ -9,44 +9,53 @@ from typing import Any
 
 from opsuite_common.kube import ApiException
 from opsuite_common.status_pacer import StatusPacer
-from opsuite_common.store import Store
-from poddebugger_operator.actions import execute, slim_pod
+from opsuite_common.store import ObjectKey, Store
+from poddebugger_operator.actions import InjectionResult, Injector, slim_pod, write_status
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.reconcile import plan
 
 JSON = dict[str, Any]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+KEY: ObjectKey = ("ns", "dbg")
 REFUSAL = 'pods "b" is forbidden: violates PodSecurity "restricted:latest": privileged'
+DEBUGGER = {
+    "metadata": {"name": "dbg", "namespace": "ns", "uid": "u", "generation": 1},
+    "spec": {"selector": {"matchLabels": {"app": "w"}}, "image": "busybox"},
+}
 
 
 class FakeKube:
-    """Records requests; the pod subresource answers with the patched pod, or a refusal."""
+    """Records requests; pod subresource PATCHes answer once ``release`` is called: with the
+    patched pod, a refusal (403) or a server error (500)."""
 
-    def __init__(self, pods: dict[str, JSON], refuse: set[str]) -> None:
-        self.calls: list[tuple[str, str, Any, str]] = []
-        self.pods = pods
+    def __init__(self, refuse: set[str] = frozenset(), fail: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        self.calls: list[tuple[str, Any]] = []
         self.refuse = refuse
+        self.fail = fail
+        self.open: list[tuple[str, asyncio.Future[JSON]]] = []
 
     def patch(self, path: str, patch: Any, *, patch_type: str = "merge") -> Any:
-        self.calls.append(("PATCH", path, patch, patch_type))
+        assert patch_type == ("strategic" if "/pods/" in path else "merge")
+        self.calls.append((path, patch))
         future: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
-        name = path.split("/pods/")[-1].split("/")[0] if "/pods/" in path else ""
-        if name in self.refuse:
-            body = json.dumps({"kind": "Status", "message": REFUSAL})
-            exc = ApiException(status=403, reason="Forbidden")
-            exc.body = body
-            future.set_exception(exc)
-        elif name:
-            pod = self.pods[name]
-            added = patch["spec"]["ephemeralContainers"]
-            spec = {
-                **pod["spec"],
-                "ephemeralContainers": [*pod["spec"]["ephemeralContainers"], *added],
-            }
-            future.set_result({**pod, "spec": spec})
+        if "/pods/" in path:
+            self.open.append((path.split("/pods/")[1].split("/")[0], future))
         else:
             future.set_result({})
         return future
+
+    async def release(self) -> None:
+        for name, future in self.open:
+            if name in self.refuse:
+                exc = ApiException(status=403, reason="Forbidden")
+                exc.body = json.dumps({"kind": "Status", "message": REFUSAL})
+                future.set_exception(exc)
+            elif name in self.fail:
+                future.set_exception(ApiException(status=500, reason="Internal Server Error"))
+            else:
+                future.set_result({})
+        self.open.clear()
+        await asyncio.sleep(0)  # the done callbacks
 
 
 def _pod(name: str) -> JSON:
@@ -57,59 +66,103 @@ def _pod(name: str) -> JSON:
     }
 
 
-def test_injections_patch_only_the_subresource_and_refusals_are_reported() -> None:
-    debugger = {
-        "metadata": {"name": "dbg", "namespace": "ns", "uid": "u", "generation": 1},
-        "spec": {"selector": {"matchLabels": {"app": "w"}}, "image": "busybox"},
-    }
-    pods = {n: _pod(n) for n in ("a", "b")}
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _setup(
+    kube: FakeKube, clock: Clock | None = None
+) -> tuple[Store, Injected, Injector, list[InjectionResult]]:
     cache = Store("pods")
-    for p in pods.values():
-        cache.apply("ADDED", slim_pod(p))
-    kube = FakeKube(pods, refuse={"b"})
-    actions = plan(debugger, cache.items(), NOW)
-    assert len(actions.injections) == 2
-
+    for name in ("a", "b"):
+        cache.apply("ADDED", slim_pod(_pod(name)))
     injected = Injected()
-    done = asyncio.run(execute(kube, cache, injected, debugger, actions, StatusPacer(), NOW))  # type: ignore[arg-type]
+    results: list[InjectionResult] = []
+    injector = Injector(
+        kube,  # type: ignore[arg-type]
+        cache,
+        injected,
+        lambda _key, r: results.append(r),
+        clock=clock or Clock(),
+    )
+    return cache, injected, injector, results
 
-    pod_calls = [c for c in kube.calls if "/pods/" in c[1]]
-    assert {c[1] for c in pod_calls} == {
+
+def _again(cache: Store, injector: Injector, status: JSON | None = None) -> Any:
+    debugger = {**DEBUGGER, "status": status} if status else DEBUGGER
+    return plan(
+        debugger, cache.items(), NOW, refused=injector.refused(KEY), waiting=injector.waiting(KEY)
+    )
+
+
+async def test_a_pass_sends_without_waiting_and_refusals_are_not_retried() -> None:
+    kube = FakeKube(refuse={"b"})
+    cache, injected, injector, results = _setup(kube)
+    actions = plan(DEBUGGER, cache.items(), NOW)
+    assert len(actions.injections) == 2
+    injector.send(KEY, actions.injections)
+    assert {path for path, _ in kube.calls} == {
         "/api/v1/namespaces/ns/pods/a/ephemeralcontainers",
         "/api/v1/namespaces/ns/pods/b/ephemeralcontainers",
     }
-    assert all(c[3] == "strategic" for c in pod_calls)
-    assert [i.pod_name for i in done.injected] == ["a"]
-    assert [(f.pod, f.message) for f in done.refused] == [("b", REFUSAL)]
-    # Written through: the next pass plans nothing for a, and does not retry b.
-    (status_call,) = [c for c in kube.calls if c[1].endswith("/status")]
-    status = status_call[2]["status"]
-    assert status["failedPods"][0]["message"] == REFUSAL
-    again = plan({**debugger, "status": status}, cache.items(), NOW)
+    # In flight: a pass now sends nothing again.
+    assert _again(cache, injector).injections == ()
+    await kube.release()
+    assert [(r.injection.pod_name, r.failure is None) for r in results] == [
+        ("a", True),
+        ("b", False),
+    ]
+    assert results[1].failure is not None
+    assert results[1].failure.message == REFUSAL
+    # b's mark was taken back, yet it is not tried again: the refusal is remembered, and the
+    # status the next pass writes reports it.
+    again = _again(cache, injector)
     assert again.injections == ()
-    # A version of a older than the PATCH (kwok's status update), delivered by the watch after
-    # it, does not bring the container back to the planner.
-    stale = {**pods["a"], "status": {"phase": "Running", "hostIP": "10.0.0.1"}}
+    assert again.status_patch is not None
+    assert again.status_patch["failedPods"][0]["message"] == REFUSAL
+    assert len(injected) == 1
+    # A version of a older than the PATCH (kwok's status update), delivered by the watch
+    # after it, does not bring the container back to the planner.
+    stale = {**_pod("a"), "status": {"phase": "Running", "hostIP": "10.0.0.1"}}
     cache.apply("MODIFIED", injected.fill(slim_pod(stale)))
-    assert plan({**debugger, "status": status}, cache.items(), NOW).injections == ()
+    assert _again(cache, injector).injections == ()
 
 
-def test_status_writes_are_paced_but_refusals_are_written_at_once() -> None:
-    debugger = {
-        "metadata": {"name": "dbg", "namespace": "ns", "uid": "u", "generation": 1},
-        "spec": {"selector": {"matchLabels": {"app": "w"}}, "image": "busybox"},
-    }
-    for refused, status_writes in ((set(), 0), ({"b"}, 1)):
-        pods = {n: _pod(n) for n in ("a", "b")}
-        cache = Store("pods")
-        for p in pods.values():
-            cache.apply("ADDED", slim_pod(p))
-        kube = FakeKube(pods, refuse=refused)
-        pacer = StatusPacer(interval=60)
-        pacer.wrote(("ns", "dbg"))
-        actions = plan(debugger, cache.items(), NOW)
-        done = asyncio.run(execute(kube, cache, Injected(), debugger, actions, pacer, NOW))  # type: ignore[arg-type]
-        assert len([c for c in kube.calls if c[1].endswith("/status")]) == status_writes
-        if not refused:  # a pass comes when the write is due
-            assert done.requeue_after is not None
-            assert 59 < done.requeue_after <= 60
+async def test_a_transient_failure_holds_the_pod_back_with_a_growing_backoff() -> None:
+    kube = FakeKube(fail={"b"})
+    clock = Clock()
+    cache, _, injector, results = _setup(kube, clock)
+    injector.send(KEY, plan(DEBUGGER, cache.items(), NOW).injections)
+    await kube.release()
+    assert [r.retry_after for r in results] == [None, 1.0]
+    assert injector.waiting(KEY) == {"uid-b"}
+    assert _again(cache, injector).injections == ()  # b waits, a holds its container
+    clock.now += 1.0  # the backoff ran out
+    retry = _again(cache, injector).injections
+    assert [i.pod_name for i in retry] == ["b"]
+    injector.send(KEY, retry)
+    await kube.release()
+    assert results[-1].retry_after == 2.0
+    injector.forget_pod("uid-b")
+    assert injector.waiting(KEY) == set()
+
+
+async def test_status_writes_are_paced() -> None:
+    kube = FakeKube()
+    pacer = StatusPacer(interval=60)
+    assert await write_status(kube, pacer, KEY, {"matchedPods": 1}) is None  # type: ignore[arg-type]
+    assert kube.calls == [
+        (
+            "/apis/debug.opsuite.dev/v1alpha1/namespaces/ns/poddebuggers/dbg/status",
+            {"status": {"matchedPods": 1}},
+        )
+    ]
+    delay = await write_status(kube, pacer, KEY, {"matchedPods": 2})  # type: ignore[arg-type]
+    assert delay is not None
+    assert 59 < delay <= 60
+    assert len(kube.calls) == 1
+    assert await write_status(kube, pacer, KEY, None) is None  # type: ignore[arg-type]
