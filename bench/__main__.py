@@ -94,8 +94,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--rounds",
         type=_positive_int,
-        default=defaults.rounds,
-        help="Rounds; each runs both controllers, the order alternating (default 2).",
+        default=None,
+        help="Rounds; each runs the operator and its reference, the order alternating "
+        "(default: podset and configmapsync 2, poddebugger 3).",
     )
     parser.add_argument(
         "--timeout",
@@ -206,7 +207,7 @@ def run_one(args: argparse.Namespace) -> int:
         return operator_bench.main(args, environment)
     config = Config(
         replicas=args.replicas,
-        rounds=args.rounds,
+        rounds=args.rounds or Config.rounds,
         phase_timeout=args.timeout,
         pause=args.pause,
         retries=args.retries,

@@ -30,12 +30,15 @@ def main(
         config = configmapsync.Config(
             destinations=args.destinations,
             updates=args.samples or 30,
-            rounds=args.rounds,
+            rounds=args.rounds or 2,
             timeout=args.timeout,
         )
     else:
         config = poddebugger.Config(
-            pods=args.pods, singles=args.samples or 20, timeout=args.timeout
+            pods=args.pods,
+            singles=args.samples or 20,
+            rounds=args.rounds or poddebugger.Config.rounds,
+            timeout=args.timeout,
         )
     try:
         plane.ensure_up()

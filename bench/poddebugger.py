@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import math
 import os
 import secrets
@@ -72,6 +73,8 @@ class Config:
 
     pods: int = 200
     singles: int = 20
+    rounds: int = 3
+    """Bursts of each kind, alternating which goes first; the table shows medians."""
     timeout: float = 300.0
     threads: int = THREADS
 
@@ -82,16 +85,17 @@ class Result:
 
     namespace_prefix: str = ""
     debuggers: int = 0
-    op_created_s: float = 0.0
-    """First POST sent -> last POST answered."""
-    op_running_s: float = 0.0
-    """First POST sent -> all N Running (watch)."""
-    op_injected_s: float = 0.0
-    """First POST sent -> all N carry the container (watch)."""
-    ref_created_s: float = 0.0
-    """First POST sent -> last PATCH answered (each thread: POST a pod, then PATCH it)."""
-    ref_running_s: float = 0.0
-    ref_injected_s: float = 0.0
+    op_created_s: list[float] = field(default_factory=list)
+    """Per round: first POST sent -> last POST answered."""
+    op_running_s: list[float] = field(default_factory=list)
+    """Per round: first POST sent -> all N Running (watch)."""
+    op_injected_s: list[float] = field(default_factory=list)
+    """Per round: first POST sent -> all N carry the container (watch)."""
+    ref_created_s: list[float] = field(default_factory=list)
+    """Per round: first POST sent -> last PATCH answered (each thread: POST a pod, then PATCH
+    it)."""
+    ref_running_s: list[float] = field(default_factory=list)
+    ref_injected_s: list[float] = field(default_factory=list)
     ref_patches_alone_s: float = 0.0
     """N PATCHes on N Running pods, first sent -> last answered."""
     ref_patch_p50_s: float = 0.0
@@ -100,8 +104,8 @@ class Result:
     single_created_latency_s: list[float] = field(default_factory=list)
     """Per single pod: POST sent -> container seen (the operator does not wait for Running)."""
     single_reference_s: list[float] = field(default_factory=list)
-    cpu_op_s: dict[str, float] = field(default_factory=dict)
-    cpu_ref_s: dict[str, float] = field(default_factory=dict)
+    cpu_op_s: list[dict[str, float]] = field(default_factory=list)
+    cpu_ref_s: list[dict[str, float]] = field(default_factory=list)
     load_average: float = 0.0
 
 
@@ -193,6 +197,21 @@ def _create_and_inject(
     _inject(api, namespace, name, container)
 
 
+def _delete_burst_pods(api: client.ApiClient, namespaces: tuple[str, ...], timeout: float) -> None:
+    """Delete the burst pods of ``namespaces`` and wait until they are gone."""
+    query = {"labelSelector": GROUP_LABEL}
+    for ns in namespaces:
+        read(request(api, "DELETE", resource_path("v1", "pods", ns), query=query))
+    deadline = time.monotonic() + timeout
+    while any(
+        json.loads(read(request(api, "GET", resource_path("v1", "pods", ns), query=query)))["items"]
+        for ns in namespaces
+    ):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"burst pods of {', '.join(namespaces)} not gone")
+        time.sleep(0.5)
+
+
 def run(api: client.ApiClient, config: Config) -> Result:
     """Set up, measure, clean up (always)."""
     wide = wide_client(config.threads)
@@ -234,36 +253,45 @@ def run(api: client.ApiClient, config: Config) -> Result:
         trackers += [op_pods, ref_pods]
         time.sleep(2.0)
 
-        # --- burst, operator
-        names = [f"p{i:04d}" for i in range(n)]
-        running = op_pods.arm("all Running", lambda _k, s: s[0] == "Running", n)
-        injected = op_pods.arm("all injected", lambda _k, s: s[1] >= 1, n)
-        meter = _cpu(operator)
-        began = time.monotonic()
-        wall, _ = timed_parallel(
-            lambda i: _create_pod(wide, op_ns, _pod(names[i], f"g{i % groups}")),
-            list(range(n)),
-            config.threads,
-        )
-        result.op_created_s = wall
-        result.op_injected_s = injected.wait(config.timeout) - began
-        result.op_running_s = running.wait(config.timeout) - began
-        result.cpu_op_s = meter.stop()
-        time.sleep(3.0)
+        def operator_burst(names: list[str]) -> None:
+            running = op_pods.arm("all Running", lambda _k, s: s[0] == "Running", n)
+            injected = op_pods.arm("all injected", lambda _k, s: s[1] >= 1, n)
+            meter = _cpu(operator)
+            began = time.monotonic()
+            wall, _ = timed_parallel(
+                lambda i: _create_pod(wide, op_ns, _pod(names[i], f"g{i % groups}")),
+                list(range(n)),
+                config.threads,
+            )
+            result.op_created_s.append(wall)
+            result.op_injected_s.append(injected.wait(config.timeout) - began)
+            result.op_running_s.append(running.wait(config.timeout) - began)
+            result.cpu_op_s.append(meter.stop())
 
-        # --- burst, reference
-        running = ref_pods.arm("all Running", lambda _k, s: s[0] == "Running", n)
-        injected = ref_pods.arm("all injected", lambda _k, s: s[1] >= 1, n)
-        meter = _cpu(operator)
-        began = time.monotonic()
-        wall, _ = timed_parallel(
-            functools.partial(_create_and_inject, wide, ref_ns, container), names, config.threads
-        )
-        result.ref_created_s = wall
-        result.ref_injected_s = injected.wait(config.timeout) - began
-        result.ref_running_s = running.wait(config.timeout) - began
-        result.cpu_ref_s = meter.stop()
-        time.sleep(2.0)
+        def reference_burst(names: list[str]) -> None:
+            running = ref_pods.arm("all Running", lambda _k, s: s[0] == "Running", n)
+            injected = ref_pods.arm("all injected", lambda _k, s: s[1] >= 1, n)
+            meter = _cpu(operator)
+            began = time.monotonic()
+            wall, _ = timed_parallel(
+                functools.partial(_create_and_inject, wide, ref_ns, container),
+                names,
+                config.threads,
+            )
+            result.ref_created_s.append(wall)
+            result.ref_injected_s.append(injected.wait(config.timeout) - began)
+            result.ref_running_s.append(running.wait(config.timeout) - began)
+            result.cpu_ref_s.append(meter.stop())
+
+        for round_ in range(config.rounds):
+            if round_:
+                _delete_burst_pods(api, (op_ns, ref_ns), config.timeout)
+                time.sleep(2.0)
+            names = [f"r{round_}-p{i:04d}" for i in range(n)]
+            bursts = (operator_burst, reference_burst)
+            for burst in bursts if round_ % 2 == 0 else reversed(bursts):
+                burst(names)
+                time.sleep(3.0)
         second = {**container, "name": "bench-second"}
         wall, durations = timed_parallel(
             lambda p: _add(wide, ref_ns, p, second), names, config.threads
@@ -306,7 +334,8 @@ def run(api: client.ApiClient, config: Config) -> Result:
 
 def summary(result: Result, config: Config) -> list[dict[str, Any]]:
     """Rows: metric, operator, reference, ratio, target, met."""
-    burst = result.op_injected_s / result.ref_injected_s
+    op, ref = statistics.median(result.op_injected_s), statistics.median(result.ref_injected_s)
+    burst = op / ref
     p50 = percentile(result.single_latency_s, 50)
     p99 = percentile(result.single_latency_s, 99)
     r50 = percentile(result.single_reference_s, 50)
@@ -317,8 +346,8 @@ def summary(result: Result, config: Config) -> list[dict[str, Any]]:
         {
             "metric": "burst_injected_s",
             "label": f"{config.pods} pods created -> all injected (s)",
-            "operator": result.op_injected_s,
-            "reference": result.ref_injected_s,
+            "operator": op,
+            "reference": ref,
             "ratio": burst,
             "target": f"ratio <= {MAX_RATIO}",
             "met": burst <= MAX_RATIO,
@@ -370,15 +399,21 @@ def table(rows: list[dict[str, Any]], result: Result, config: Config) -> str:
 
     lines = [
         f"PodDebugger vs plain client, {config.pods} pods ({result.debuggers} PodDebuggers of "
-        f"maxPods {MAX_PODS}), {config.singles} single pods, {config.threads} threads",
+        f"maxPods {MAX_PODS}), {config.rounds} rounds, {config.singles} single pods, "
+        f"{config.threads} threads",
         "",
         f"{'burst (s from first POST)':28} {'Running':>8} {'injected':>9}  CPU s",
-        f"{'operator':28} {result.op_running_s:8.2f} {result.op_injected_s:9.2f}  "
-        f"{cpu(result.cpu_op_s)}",
-        f"{'plain client':28} {result.ref_running_s:8.2f} {result.ref_injected_s:9.2f}  "
-        f"{cpu(result.cpu_ref_s)}",
-        f"operator: all Running -> all injected {result.op_injected_s - result.op_running_s:.2f} s;"
-        f" plain client: {result.ref_injected_s - result.ref_running_s:.2f} s",
+    ]
+    for i in range(len(result.op_injected_s)):
+        first = "operator first" if i % 2 == 0 else "plain client first"
+        lines += [
+            f"round {i + 1} ({first})",
+            f"{'  operator':28} {result.op_running_s[i]:8.2f} {result.op_injected_s[i]:9.2f}  "
+            f"{cpu(result.cpu_op_s[i])}",
+            f"{'  plain client':28} {result.ref_running_s[i]:8.2f} "
+            f"{result.ref_injected_s[i]:9.2f}  {cpu(result.cpu_ref_s[i])}",
+        ]
+    lines += [
         f"{config.pods} PATCHes alone on Running pods: {result.ref_patches_alone_s:.2f} s "
         f"(median round-trip {result.ref_patch_p50_s:.3f} s)",
         "",

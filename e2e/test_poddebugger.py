@@ -146,15 +146,23 @@ def test_matching_pods_get_one_container_through_the_subresource_only(
         "image": "busybox",
         "state": "Running",
     }
-    # An event on each pod names the PodDebugger.
+    # The PodDebugger's Events name each pod; the pods get none from the operator (the
+    # kubelet reports the container's own life on the pod).
     for name in ("web-1", "web-2"):
-        events = wait_until(
-            lambda n=name: debuggers.events(a, "Pod", n),
-            lambda found: any(e.reason == "DebugContainerAdded" for e in found),
+        wait_until(
+            lambda n=name: debuggers.events(a, "PodDebugger", "shell"),
+            lambda found, n=name: any(
+                e.reason == "DebugContainerAdded" and f"to pod {n}" in (e.message or "")
+                for e in found
+            ),
             timeout=20,
-            what=f"event on {name}",
+            what=f"event naming {name}",
         )
-        assert any("PodDebugger shell" in (e.message or "") for e in events)
+        assert not [
+            e
+            for e in debuggers.events(a, "Pod", name)
+            if e.source.component != "kubelet" and e.reason == "DebugContainerAdded"
+        ]
     table = cluster.kubectl("get", "pdbg", "shell", "-n", a).splitlines()
     assert table[0].split() == ["NAME", "IMAGE", "MATCHED", "DEBUGGED", "READY", "AGE"]
     assert table[1].split()[:5] == ["shell", "busybox", "2", "2", "True"]

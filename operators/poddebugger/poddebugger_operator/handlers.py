@@ -108,26 +108,24 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
                 seen[(key, injection.pod_uid)] = started
             controller.enqueue(key, after=result.retry_after)
             return
-        name = f"{KIND} {key[1]}"
         container = injection.container
-        pod = _pod_ref(dict(injection.pod))
         if result.failure is None:
             metrics.observe_injection(time.monotonic() - (started or time.monotonic()))
-            message = f"{name} added ephemeral container {container['name']}"
-            recorder.normal(pod, "DebugContainerAdded", f"{message} (image {container['image']})")
-            if debugger is not None:
+            if debugger is not None:  # the kubelet reports the container's life on the pod
                 recorder.normal(
                     debugger,
                     "DebugContainerAdded",
-                    f"added {container['name']} to pod {injection.pod_name}",
+                    f"added {container['name']} (image {container['image']}) to pod "
+                    f"{injection.pod_name}",
                 )
             return
         failure = result.failure
         metrics.observe_failures(1)
         recorder.warning(
-            pod,
+            _pod_ref(dict(injection.pod)),
             "DebugContainerRefused",
-            f"{name} could not add ephemeral container {failure.container}: {failure.message}",
+            f"{KIND} {key[1]} could not add ephemeral container {failure.container}: "
+            f"{failure.message}",
         )
         if debugger is not None:
             recorder.warning(
