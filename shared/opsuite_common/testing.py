@@ -7,6 +7,7 @@
   the subset of OpenAPI v3 the generated CRDs use; unknown fields count as errors (the API
   server would prune them, losing what the operator meant to write).
 - Checks of Kubernetes names, label keys and values, as apimachinery's validation does them.
+- :class:`FakeClock`: a monotonic clock the test moves by hand.
 """
 
 from __future__ import annotations
@@ -20,6 +21,17 @@ from hypothesis import strategies as st
 from opsuite_common.kube_model import LABEL_VALUE_PATTERN, QUALIFIED_NAME_PATTERN
 
 Schema = Mapping[str, Any]
+
+
+class FakeClock:
+    """A stand-in for ``time.monotonic``: returns ``now``, which the test sets."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

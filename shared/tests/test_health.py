@@ -18,14 +18,7 @@ from opsuite_common.health import (
     parse_bind_address,
     run_check,
 )
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from opsuite_common.testing import FakeClock
 
 
 @pytest.mark.parametrize(

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 from opsuite_common.status_pacer import StatusPacer
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from opsuite_common.testing import FakeClock
 
 
 def test_a_write_waits_for_the_interval_since_the_last_one_of_the_same_object() -> None:
-    clock = Clock()
+    clock = FakeClock()
     pacer = StatusPacer(interval=1.0, clock=clock)
     assert pacer.delay("a") == 0.0
     pacer.wrote("a")

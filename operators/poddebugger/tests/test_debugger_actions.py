@@ -10,6 +10,7 @@ from typing import Any
 from opsuite_common.kube import ApiException
 from opsuite_common.status_pacer import StatusPacer
 from opsuite_common.store import ObjectKey, Store
+from opsuite_common.testing import FakeClock
 from poddebugger_operator.actions import InjectionResult, Injector, slim_pod, write_status
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.reconcile import plan
@@ -66,16 +67,8 @@ def _pod(name: str) -> JSON:
     }
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _setup(
-    kube: FakeKube, clock: Clock | None = None
+    kube: FakeKube, clock: FakeClock | None = None
 ) -> tuple[Store, Injected, Injector, list[InjectionResult]]:
     cache = Store("pods")
     for name in ("a", "b"):
@@ -87,7 +80,7 @@ def _setup(
         cache,
         injected,
         lambda _key, r: results.append(r),
-        clock=clock or Clock(),
+        clock=clock or FakeClock(0.0),
     )
     return cache, injected, injector, results
 
@@ -134,7 +127,7 @@ async def test_a_pass_sends_without_waiting_and_refusals_are_not_retried() -> No
 
 async def test_a_transient_failure_holds_the_pod_back_with_a_growing_backoff() -> None:
     kube = FakeKube(fail={"b"})
-    clock = Clock()
+    clock = FakeClock(0.0)
     cache, _, injector, results = _setup(kube, clock)
     injector.send(KEY, plan(DEBUGGER, cache.items(), NOW).injections)
     await kube.release()

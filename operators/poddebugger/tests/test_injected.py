@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opsuite_common.testing import FakeClock
 from poddebugger_operator.injected import Injected
 
 JSON = dict[str, Any]
@@ -17,16 +18,8 @@ def _record(uid: str, *names: str) -> JSON:
     }
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_stale_record_gets_the_added_container_until_the_watch_shows_it() -> None:
-    injected = Injected(ttl=60, clock=Clock())
+    injected = Injected(ttl=60, clock=FakeClock(0.0))
     injected.add("u1", {"name": "dbg", "image": "busybox", "command": ["sh"]})
     stale = _record("u1", "old")
     filled = injected.fill(stale)
@@ -41,7 +34,7 @@ def test_a_stale_record_gets_the_added_container_until_the_watch_shows_it() -> N
 
 
 def test_entries_expire_and_go_with_their_pod() -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     injected = Injected(ttl=60, clock=clock)
     injected.add("u1", {"name": "a", "image": "busybox"})
     injected.add("u2", {"name": "b", "image": "busybox"})
