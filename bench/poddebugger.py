@@ -23,7 +23,6 @@ with the same container (busybox ``sleep 3600``, profile ``restricted``, the def
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import math
 import os
@@ -253,35 +252,36 @@ def run(api: client.ApiClient, config: Config) -> Result:
         trackers += [op_pods, ref_pods]
         time.sleep(2.0)
 
-        def operator_burst(names: list[str]) -> None:
-            running = op_pods.arm("all Running", lambda _k, s: s[0] == "Running", n)
-            injected = op_pods.arm("all injected", lambda _k, s: s[1] >= 1, n)
+        def measure(
+            pods: Tracker[PodSummary], work: Callable[[int], None]
+        ) -> tuple[float, float, float, dict[str, float]]:
+            """N pods made by ``work`` (called once per index, in parallel): seconds until the
+            last call returned, until all carry a container, until all run; CPU seconds."""
+            running = pods.arm("all Running", lambda _k, s: s[0] == "Running", n)
+            injected = pods.arm("all injected", lambda _k, s: s[1] >= 1, n)
             meter = _cpu(operator)
             began = time.monotonic()
-            wall, _ = timed_parallel(
-                lambda i: _create_pod(wide, op_ns, _pod(names[i], f"g{i % groups}")),
-                list(range(n)),
-                config.threads,
+            wall, _ = timed_parallel(work, list(range(n)), config.threads)
+            injected_s = injected.wait(config.timeout) - began
+            return wall, injected_s, running.wait(config.timeout) - began, meter.stop()
+
+        def operator_burst(names: list[str]) -> None:
+            created, injected, running, cpu = measure(
+                op_pods, lambda i: _create_pod(wide, op_ns, _pod(names[i], f"g{i % groups}"))
             )
-            result.op_created_s.append(wall)
-            result.op_injected_s.append(injected.wait(config.timeout) - began)
-            result.op_running_s.append(running.wait(config.timeout) - began)
-            result.cpu_op_s.append(meter.stop())
+            result.op_created_s.append(created)
+            result.op_injected_s.append(injected)
+            result.op_running_s.append(running)
+            result.cpu_op_s.append(cpu)
 
         def reference_burst(names: list[str]) -> None:
-            running = ref_pods.arm("all Running", lambda _k, s: s[0] == "Running", n)
-            injected = ref_pods.arm("all injected", lambda _k, s: s[1] >= 1, n)
-            meter = _cpu(operator)
-            began = time.monotonic()
-            wall, _ = timed_parallel(
-                functools.partial(_create_and_inject, wide, ref_ns, container),
-                names,
-                config.threads,
+            created, injected, running, cpu = measure(
+                ref_pods, lambda i: _create_and_inject(wide, ref_ns, container, names[i])
             )
-            result.ref_created_s.append(wall)
-            result.ref_injected_s.append(injected.wait(config.timeout) - began)
-            result.ref_running_s.append(running.wait(config.timeout) - began)
-            result.cpu_ref_s.append(meter.stop())
+            result.ref_created_s.append(created)
+            result.ref_injected_s.append(injected)
+            result.ref_running_s.append(running)
+            result.cpu_ref_s.append(cpu)
 
         for round_ in range(config.rounds):
             if round_:
