@@ -100,14 +100,12 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
     def on_result(key: ObjectKey, result: InjectionResult) -> None:
         """Metrics, Events and the next pass for one completed injection."""
         injection = result.injection
-        started = seen.pop((key, injection.pod_uid), None)
-        debugger = debuggers.get(*key)
-        if result.retry_after is not None:
+        if result.retry_after is not None:  # the pod stays seen: its latency runs on
             metrics.observe_failures(1)
-            if started is not None:
-                seen[(key, injection.pod_uid)] = started
             controller.enqueue(key, after=result.retry_after)
             return
+        started = seen.pop((key, injection.pod_uid), None)
+        debugger = debuggers.get(*key)
         container = injection.container
         if result.failure is None:
             metrics.observe_injection(time.monotonic() - (started or time.monotonic()))
