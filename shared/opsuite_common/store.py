@@ -110,11 +110,9 @@ class Store:
         """The cached object, or None."""
         return self._objects.get((namespace, name))
 
-    def items(self, namespace: str | None = None) -> list[JSON]:
-        """All cached objects, or those of one namespace."""
-        if namespace is None:
-            return list(self._objects.values())
-        return [o for (ns, _), o in self._objects.items() if ns == namespace]
+    def items(self) -> list[JSON]:
+        """All cached objects (those of one namespace: an index, e.g. :func:`by_namespace`)."""
+        return list(self._objects.values())
 
     def by_index(self, index: str, value: Hashable) -> list[JSON]:
         """Objects whose indexer ``index`` yielded ``value``."""

@@ -80,7 +80,7 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
             return None
         actions = plan(
             debugger,
-            pods.items(key[0]),
+            pods.by_index("namespace", key[0]),
             datetime.now(UTC),
             allowed_prefixes=prefixes,
             refused=injector.refused(key),
