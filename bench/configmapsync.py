@@ -55,7 +55,7 @@ class Config:
     destinations: int = 500
     updates: int = 30
     """Single-destination updates (and reference PUT round-trips)."""
-    rounds: int = 1
+    rounds: int = 2
     """Fan-out rounds (each: one operator update, one reference burst)."""
     timeout: float = 300.0
     threads: int = THREADS

@@ -30,7 +30,7 @@ def main(
         config = configmapsync.Config(
             destinations=args.destinations,
             updates=args.samples or 30,
-            rounds=args.rounds or 2,
+            rounds=args.rounds or configmapsync.Config.rounds,
             timeout=args.timeout,
         )
     else:
