@@ -29,14 +29,14 @@ def main(
     if name == "configmapsync":
         config = configmapsync.Config(
             destinations=args.destinations,
-            updates=args.samples or 30,
+            updates=args.samples or configmapsync.Config.updates,
             rounds=args.rounds or configmapsync.Config.rounds,
             timeout=args.timeout,
         )
     else:
         config = poddebugger.Config(
             pods=args.pods,
-            singles=args.samples or 20,
+            singles=args.samples or poddebugger.Config.singles,
             rounds=args.rounds or poddebugger.Config.rounds,
             timeout=args.timeout,
         )
