@@ -147,6 +147,7 @@ class Injector:
 
     def forget_pod(self, uid: str) -> None:
         """The pod is gone."""
+        self._injected.forget(uid)
         for refused in self._refused.values():
             refused.pop(uid, None)
         for backoff in self._backoff.values():

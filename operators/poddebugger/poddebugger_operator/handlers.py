@@ -154,7 +154,6 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
     def on_pod(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
         record = injected.fill(slim_pod(obj))
         if event_type == "DELETED":
-            injected.forget(record["metadata"].get("uid", ""))
             injector.forget_pod(record["metadata"].get("uid", ""))
         old = pods.apply(event_type, record)
         if event_type != "DELETED" and old == record:

@@ -128,7 +128,7 @@ async def test_a_pass_sends_without_waiting_and_refusals_are_not_retried() -> No
 async def test_a_transient_failure_holds_the_pod_back_with_a_growing_backoff() -> None:
     kube = FakeKube(fail={"b"})
     clock = FakeClock(0.0)
-    cache, _, injector, results = _setup(kube, clock)
+    cache, injected, injector, results = _setup(kube, clock)
     injector.send(KEY, plan(DEBUGGER, cache.items(), NOW).injections)
     await kube.release()
     assert [r.retry_after for r in results] == [None, 1.0]
@@ -142,6 +142,9 @@ async def test_a_transient_failure_holds_the_pod_back_with_a_growing_backoff() -
     assert results[-1].retry_after == 2.0
     injector.forget_pod("uid-b")
     assert injector.waiting(KEY) == set()
+    assert len(injected) == 1  # a's container, until the watch shows it or a is gone
+    injector.forget_pod("uid-a")
+    assert len(injected) == 0
 
 
 async def test_status_writes_are_paced() -> None:
