@@ -20,7 +20,10 @@ done
 
 tool_packages() {
   case "$1" in
-    kubernetes) echo "k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl" ;;
+    kubernetes) echo "k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy" ;;
+    containerd) echo "github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr" ;;
+    runc) echo "github.com/opencontainers/runc" ;;
+    buildkit) echo "github.com/moby/buildkit/cmd/buildkitd github.com/moby/buildkit/cmd/buildctl" ;;
     etcd) echo "go.etcd.io/etcd/server/v3 go.etcd.io/etcd/etcdctl/v3" ;;
     kwok) echo "sigs.k8s.io/kwok/cmd/kwok" ;;
     helm) echo "helm.sh/helm/v3/cmd/helm" ;;
@@ -57,7 +60,18 @@ collect_kwok_stages() {
 tool_tags() {
   case "$1" in
     opm | olm | bundle-validate) echo "containers_image_openpgp" ;;
+    containerd) echo "no_btrfs,no_devmapper,no_zfs" ;;
+    runc) echo "seccomp" ;;
     *) echo "" ;;
+  esac
+}
+
+# runc filters system calls with libseccomp (Debian's libseccomp-dev), so it needs cgo; every
+# other tool is a static pure-Go binary.
+tool_cgo() {
+  case "$1" in
+    runc) echo 1 ;;
+    *) echo 0 ;;
   esac
 }
 
@@ -71,7 +85,7 @@ build_tool() {
     local start=$SECONDS tmp="$out.tmp.$$"
     rm -rf "$tmp"; mkdir -p "$tmp"
     # shellcheck disable=SC2046
-    (cd "$mod_dir" && CGO_ENABLED=0 go build -trimpath -tags "$(tool_tags "$name")" \
+    (cd "$mod_dir" && CGO_ENABLED="$(tool_cgo "$name")" go build -trimpath -tags "$(tool_tags "$name")" \
       -ldflags "-s -w $(tool_ldflags "$name")" -o "$tmp/" $(tool_packages "$name"))
     # go names the etcd main package after its module path (".../server/v3" -> "server").
     if [[ -f "$tmp/server" ]]; then mv "$tmp/server" "$tmp/etcd"; fi
@@ -89,5 +103,5 @@ build_tool() {
 
 command -v go >/dev/null || { echo "go is required (hack/install-deps.sh installs it)" >&2; exit 1; }
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes helm actionlint opm bundle-validate olm)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes containerd runc buildkit helm actionlint opm bundle-validate olm)
 for t in "${tools[@]}"; do build_tool "$t"; done

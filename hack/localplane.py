@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""A real Kubernetes control plane as local processes on 127.0.0.1, without Docker.
+"""A real Kubernetes control plane as local processes on this machine, without Docker.
 
-Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (fake nodes, so
-pods are scheduled and go Running) from the binaries hack/build-tools.sh links into .local/bin,
-and writes an admin kubeconfig to .local/kubeconfig. Everything else lives in .local/plane/
-(certificates, data, logs, the PIDs of what was started); the audit log is .local/audit.log.
+Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (fake nodes for scale
+work: their pods are scheduled and go Running, but nothing runs) and one real node (containerd,
+runc, kubelet and kube-proxy: hack/node.py) from the binaries hack/build-tools.sh links into
+.local/bin, and writes an admin kubeconfig to .local/kubeconfig. Everything else lives in
+.local/plane/ (certificates, data, logs, the PIDs of what was started); the audit log is
+.local/audit.log. The API server listens on every address and advertises the real node's
+(10.244.0.1), which pods reach it through.
 
     hack/localplane.py up        start (no-op when already running), wait until usable
-    hack/localplane.py down      stop exactly the recorded processes, remove the data
+    hack/localplane.py down      stop exactly the recorded processes, remove the data and
+                                 everything the real node made; fail if anything is left
     hack/localplane.py status    print the recorded processes and whether they are alive
+    hack/localplane.py load ARCHIVE...   import OCI image archives into the real node
 
 One component at a time (fault injection; the PID file follows every restart):
 
@@ -38,6 +43,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import node
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ROOT / ".local"
@@ -78,11 +85,13 @@ class Ports:
     controller_manager: int
     scheduler: int
     kwok: int
+    node: node.NodePorts
 
     @classmethod
     def from_env(cls) -> Ports:
         base = int(os.environ.get("OPSUITE_PLANE_PORT_BASE", "36400"))
-        return cls(base, base + 1, base + 43, base + 57, base + 59, base + 47)
+        node_ports = node.NodePorts(base + 50, base + 48, base + 56, base + 49)
+        return cls(base, base + 1, base + 43, base + 57, base + 59, base + 47, node_ports)
 
 
 def log(msg: str) -> None:
@@ -167,6 +176,7 @@ def make_pki() -> None:
     sans = [
         "IP:127.0.0.1",
         "IP:10.96.0.1",
+        f"IP:{node.NODE_IP}",
         "DNS:localhost",
         "DNS:kubernetes",
         "DNS:kubernetes.default",
@@ -180,6 +190,8 @@ def make_pki() -> None:
     # kwok updates the status of every node and pod it fakes: it runs with admin rights, as
     # kwokctl does.
     make_cert("kwok", "/O=system:masters/CN=kwok-controller")
+    make_cert("kubelet", f"/O=system:nodes/CN=system:node:{node.NODE_NAME}")
+    make_cert("kube-proxy", "/CN=system:kube-proxy")
     make_cert("kwok-serving", "/CN=kwok-serving", server_sans=["IP:127.0.0.1", "DNS:localhost"])
     if not (PKI / "sa.key").exists():
         run(["openssl", "genrsa", "-out", str(PKI / "sa.key"), "2048"])
@@ -238,8 +250,9 @@ def alive(pid: int, binary: str) -> bool:
     return Path(cmdline).name == binary
 
 
-def start(name: str, binary: str, args: list[str]) -> None:
-    """Start one component detached from this process, logging to .local/plane/logs."""
+def start(name: str, binary: str, args: list[str], env: dict[str, str] | None = None) -> None:
+    """Start one component detached from this process, logging to .local/plane/logs; ``env``
+    is added to this process's environment (and recorded, for ``start <component>``)."""
     exe = BIN / binary
     if not exe.exists():
         sys.exit(f"{exe} is missing: run hack/build-tools.sh (make tools) first")
@@ -252,9 +265,10 @@ def start(name: str, binary: str, args: list[str]) -> None:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             cwd=PLANE,
+            env={**os.environ, **(env or {})},
         )
     state = read_state()
-    state[name] = {"pid": proc.pid, "binary": exe.resolve().name, "args": args}
+    state[name] = {"pid": proc.pid, "binary": exe.resolve().name, "args": args, "env": env or {}}
     STATE.write_text(json.dumps(state, indent=2) + "\n")
 
 
@@ -347,12 +361,16 @@ def fake_nodes_manifest() -> str:
 def up() -> None:
     """Start every component that is not already running, then wait until usable."""
     ports = Ports.from_env()
+    if missing := node.preflight(BIN):
+        sys.exit("this machine cannot run the real node; missing:\n  " + "\n  ".join(missing))
+    claim_node()
     PLANE.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    node.make_bridge()
     make_pki()
     (PLANE / "audit-policy.yaml").write_text(AUDIT_POLICY)
     write_kubeconfig(KUBECONFIG, "admin", ports.apiserver)
-    for component in ("controller-manager", "scheduler", "kwok"):
+    for component in ("controller-manager", "scheduler", "kwok", "kubelet", "kube-proxy"):
         write_kubeconfig(PKI / f"{component}.kubeconfig", component, ports.apiserver)
     state = read_state()
 
@@ -387,8 +405,9 @@ def up() -> None:
             "kube-apiserver",
             [
                 f"--etcd-servers=http://{HOST}:{ports.etcd_client}",
-                f"--bind-address={HOST}",
-                f"--advertise-address={HOST}",
+                "--bind-address=0.0.0.0",
+                f"--advertise-address={node.NODE_IP}",
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
                 f"--secure-port={ports.apiserver}",
                 f"--tls-cert-file={PKI / 'apiserver.crt'}",
                 f"--tls-private-key-file={PKI / 'apiserver.key'}",
@@ -408,7 +427,6 @@ def up() -> None:
                 "--audit-log-maxbackup=2",
                 "--audit-log-mode=batch",
                 "--audit-log-batch-max-wait=1s",
-                "--endpoint-reconciler-type=none",
                 "--v=1",
             ],
         )
@@ -481,7 +499,8 @@ def up() -> None:
             ],
         )
     kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=fake_nodes_manifest())
-    wait_for("fake nodes Ready", lambda: _nodes_ready(), 60, "kwok")
+    start_node(ports, running)
+    wait_for("nodes Ready (kwok's and the real one)", lambda: _nodes_ready(), 120, "kubelet")
     wait_for("default ServiceAccount", lambda: _has_default_sa(), 60, "kube-controller-manager")
     log(f"control plane up in {time.monotonic() - t0:.1f} s; KUBECONFIG={KUBECONFIG}")
 
@@ -497,7 +516,56 @@ def _nodes_ready() -> bool:
     except RuntimeError:
         return False
     statuses = out.split()
-    return len(statuses) >= FAKE_NODES and all(s == "True" for s in statuses)
+    return len(statuses) >= FAKE_NODES + 1 and all(s == "True" for s in statuses)
+
+
+def claim_node() -> None:
+    """Make the real node this plane's: clear one left by a plane whose directory is gone;
+    refuse when another plane's runs (one real node per machine)."""
+    holder = node.owner()
+    if holder is None or holder == PLANE:
+        return
+    if holder.exists():
+        sys.exit(
+            f"the real node belongs to the plane in {holder}: run `make cluster-down` there first"
+        )
+    log(f"clearing the real node left by {holder} (directory gone)")
+    node.teardown(BIN, holder)
+
+
+def start_node(ports: Ports, running: Callable[[str], bool]) -> None:
+    """containerd, then the kubelet and kube-proxy of the real node (hack/node.py)."""
+    node.write_files(PLANE, BIN, PKI / "ca.crt", ports.node)
+    if not running("containerd"):
+        start(
+            "containerd",
+            "containerd",
+            [f"--config={node.STATE_DIR / 'containerd.toml'}", "--log-level=warn"],
+            env=node.containerd_env(BIN),
+        )
+        wait_for("containerd", node.SOCKET.exists, 30, "containerd")
+    if not running("kubelet"):
+        start("kubelet", "kubelet", node.kubelet_args(PLANE))
+    if not running("kube-proxy"):
+        start("kube-proxy", "kube-proxy", [f"--config={PLANE / 'kube-proxy.yaml'}", "--v=1"])
+
+
+def load(archives: list[Path]) -> None:
+    """Import OCI image archives into the real node's containerd, named as their index says."""
+    for archive in archives:
+        subprocess.run(
+            [
+                str(BIN / "ctr"),
+                f"--address={node.SOCKET}",
+                "--namespace=k8s.io",
+                "images",
+                "import",
+                str(archive),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        log(f"loaded {archive.name}")
 
 
 def _has_default_sa() -> bool:
@@ -513,12 +581,16 @@ def down() -> None:
     state = read_state()
     for name in reversed(list(state)):
         stop(name, state[name])
+    if node.owner() == PLANE:
+        node.teardown(BIN, PLANE)
     if PLANE.exists():
         subprocess.run(["rm", "-rf", str(PLANE)], check=True)
     for p in (KUBECONFIG, AUDIT_LOG):
         p.unlink(missing_ok=True)
     for old in LOCAL.glob("audit-*.log"):
         old.unlink()
+    if node.owner() in (None, PLANE) and (left := node.leftovers()):
+        sys.exit("cluster-down left these behind:\n  " + "\n  ".join(left))
     log("control plane stopped and data removed")
 
 
@@ -571,7 +643,8 @@ def start_component(name: str) -> None:
     if alive(int(str(entry["pid"])), str(entry["binary"])):
         sys.exit(f"{name} is already running (pid {entry['pid']})")
     args = [str(a) for a in entry["args"]]  # type: ignore[attr-defined]
-    start(name, str(entry["binary"]), args)
+    env = {str(k): str(v) for k, v in dict(entry.get("env") or {}).items()}  # type: ignore[call-overload]
+    start(name, str(entry["binary"]), args, env)
     ports = Ports.from_env()
     if name == "etcd":
         wait_for("etcd", lambda: port_open(ports.etcd_client), 30, name)
@@ -593,9 +666,12 @@ def signal_component(name: str, sig: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "command", choices=["up", "down", "status", "stop", "start", "restart", "pause", "resume"]
+        "command",
+        choices=["up", "down", "status", "stop", "start", "restart", "pause", "resume", "load"],
     )
-    parser.add_argument("component", nargs="?", help="for stop/start/restart/pause/resume")
+    parser.add_argument(
+        "component", nargs="*", help="for stop/start/restart/pause/resume; load: archives"
+    )
     parser.add_argument("--signal", default="TERM", help="stop/restart: TERM (default) or KILL")
     args = parser.parse_args()
     cmd = args.command
@@ -607,9 +683,12 @@ def main() -> int:
         return 0
     if cmd == "status":
         return status()
-    if args.component is None:
-        parser.error(f"{cmd} needs a component")
-    name = str(args.component)
+    if cmd == "load":
+        load([Path(a) for a in args.component])
+        return 0
+    if len(args.component) != 1:
+        parser.error(f"{cmd} needs one component")
+    name = str(args.component[0])
     if cmd in ("stop", "restart"):
         stop_component(name, signal.Signals[f"SIG{args.signal.upper()}"])
     if cmd in ("start", "restart"):
