@@ -7,7 +7,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 poetry_version="2.5.1"
-apt_packages=(openssl git make ca-certificates procps)
+# The real node: libseccomp-dev and pkg-config (runc), containernetworking-plugins (CNI), iptables
+# and iproute2 (kubelet, kube-proxy); the images: debootstrap, busybox-static, gcc (pause).
+apt_packages=(openssl git make ca-certificates procps libseccomp-dev pkg-config
+  containernetworking-plugins iptables iproute2 debootstrap busybox-static gcc libc6-dev)
 
 sudo_() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
