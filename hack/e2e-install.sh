@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Install the three charts as the in-cluster operators of the e2e suite (E2E_OPERATORS=in-cluster):
-# each image is <image-prefix>/<chart>:<tag>, already on the nodes (kind load docker-image; kwok on
-# the local plane starts no container), so it is never pulled. The values are the ones the e2e
-# tests expect of every operator: debug logs, PodDebugger's allowed image prefix busybox, and the
-# cluster-wide admission policies off (the policy tests bind their own copies to their namespaces).
+# each image is <image-prefix>/<chart>:<tag>, already on the nodes (hack/e2e-in-cluster.sh load),
+# so it is never pulled. The values are the ones the e2e tests expect of every operator: debug
+# logs, PodDebugger's allowed image prefix busybox, and the cluster-wide admission policies off
+# (the policy tests bind their own copies to their namespaces). The namespace enforces Pod Security
+# "restricted". On the local plane the operator pods go to its real node (the one labelled
+# opsuite.dev/real-node=true, tainted so that nothing else lands there by chance).
 #
 # Usage: hack/e2e-install.sh <image-prefix> <tag>
 # Environment: HELM (default helm), E2E_NAMESPACE (default opsuite-system), E2E_RELEASE_PREFIX
@@ -20,6 +22,17 @@ prefix="$1" tag="$2"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 helm="${HELM:-helm}"
 namespace="${E2E_NAMESPACE:-opsuite-system}"
+kubectl="${KUBECTL:-kubectl}"
+
+"$kubectl" create namespace "$namespace" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+"$kubectl" label namespace "$namespace" --overwrite \
+  pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest
+placement=()
+if [[ -n "$("$kubectl" get nodes -l opsuite.dev/real-node=true -o name)" ]]; then
+  placement=(--set-string 'nodeSelector.opsuite\.dev/real-node=true'
+    --set 'tolerations[0].key=opsuite.dev/real-node' --set 'tolerations[0].operator=Equal'
+    --set-string 'tolerations[0].value=true' --set 'tolerations[0].effect=NoSchedule')
+fi
 
 for chart in podset-operator configmapsync-operator pod-debugger-operator; do
   values=()
@@ -30,7 +43,7 @@ for chart in podset-operator configmapsync-operator pod-debugger-operator; do
         --set 'imageAllowlist.prefixes={busybox}') ;;
   esac
   "$helm" upgrade --install "${E2E_RELEASE_PREFIX:-}$chart" "$root/charts/$chart" \
-    --namespace "$namespace" --create-namespace \
+    --namespace "$namespace" "${placement[@]}" \
     --set image.repository="$prefix/$chart" --set image.tag="$tag" --set image.pullPolicy=Never \
     --set logLevel=debug --set logFormat=text "${values[@]}" \
     --wait --timeout 5m

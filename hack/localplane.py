@@ -419,6 +419,9 @@ def up() -> None:
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
+                # A namespace can send all its pods to the real node (make run's demo does):
+                # scheduler.alpha.kubernetes.io/node-selector and .../defaultTolerations.
+                "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
                 "--allow-privileged=true",
                 f"--audit-policy-file={PLANE / 'audit-policy.yaml'}",
                 f"--audit-log-path={AUDIT_LOG}",

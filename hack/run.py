@@ -9,6 +9,7 @@ running until `make cluster-down`.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".venv" / "bin"
 KUBECTL = ROOT / ".local" / "bin" / "kubectl"
 DEMO_NAMESPACE = "opsuite-demo"
+REAL_NODE = "opsuite.dev/real-node"
 
 
 @dataclass(frozen=True)
@@ -50,10 +52,41 @@ def kubeconfig() -> str:
         print(f"using the cluster of KUBECONFIG={configured}")
         return configured
     subprocess.run(
-        [str(ROOT / "hack" / "build-tools.sh"), "etcd", "kwok", "kubernetes"], check=True
+        [str(ROOT / "hack" / "build-tools.sh"), "etcd", "kwok", "kubernetes", "containerd", "runc"],
+        check=True,
     )
     subprocess.run([sys.executable, str(ROOT / "hack" / "localplane.py"), "up"], check=True)
     return str(ROOT / ".local" / "kubeconfig")
+
+
+def demo_namespace(config: str) -> dict[str, object]:
+    """The demo namespace; on the local plane its pods all go to the real node (namespace
+    annotations read by the PodNodeSelector and PodTolerationRestriction admission plugins),
+    so the samples' pods really run."""
+    real = subprocess.run(
+        [
+            str(KUBECTL),
+            "--kubeconfig",
+            config,
+            "get",
+            "nodes",
+            "-l",
+            f"{REAL_NODE}=true",
+            "-o",
+            "name",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    annotations = {
+        "scheduler.alpha.kubernetes.io/node-selector": f"{REAL_NODE}=true",
+        "scheduler.alpha.kubernetes.io/defaultTolerations": json.dumps(
+            [{"key": REAL_NODE, "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+        ),
+    }
+    metadata = {"name": DEMO_NAMESPACE, "annotations": annotations if real else {}}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
 def _answers(config: str) -> bool:
@@ -84,7 +117,7 @@ def main() -> int:
         kubectl(config, "apply", "--server-side", "-f", str(ROOT / "charts" / op.chart / "crds"))
     subprocess.run(
         [str(KUBECTL), "--kubeconfig", config, "apply", "-f", "-"],
-        input=f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {DEMO_NAMESPACE}\n",
+        input=json.dumps(demo_namespace(config)),
         text=True,
         check=True,
     )
