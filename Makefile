@@ -17,23 +17,27 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 ##@ Set-up
-.PHONY: deps tools
+.PHONY: deps tools images
 deps: ## Install system packages, poetry and the virtualenv (skips what is there)
 	hack/install-deps.sh
 
 tools: deps ## Build the pinned Go tools (control plane, kwok, helm, actionlint) into .local/bin
 	hack/build-tools.sh
 
+images: deps ## Build the images (operators with BuildKit, workloads from Debian packages) into .local/images
+	hack/build-tools.sh buildkit runc
+	python3 hack/images.py build
+
 ##@ Local control plane
 .PHONY: cluster cluster-down
-cluster: tools ## Start etcd, kube-apiserver, controller-manager, scheduler and kwok on 127.0.0.1
+cluster: tools images ## Start etcd, kube-apiserver, controller-manager, scheduler, kwok and a real node
 	python3 hack/localplane.py up
 
 cluster-down: ## Stop the local control plane and remove its data
 	python3 hack/localplane.py down
 
 ##@ Development
-.PHONY: run manifests bundle verify lint typecheck unit e2e chaos test bench
+.PHONY: run manifests bundle verify lint typecheck unit e2e e2e-in-cluster chaos test bench
 run: deps ## Bring up the plane (unless KUBECONFIG is set), run all operators with samples
 	$(PY) hack/run.py
 
@@ -70,12 +74,22 @@ e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plan
 	hack/build-tools.sh helm
 	$(PYTEST) e2e -m "not chaos"
 
+e2e-in-cluster: deps images ## The charts with the real images on the local plane's real node, then e2e (E2E_MARKERS)
+	@echo "============= e2e tests, operators in-cluster ======"
+	@if [[ -z "$${KUBECONFIG:-}" ]]; then $(MAKE) --no-print-directory cluster; fi
+	hack/build-tools.sh helm
+	hack/e2e-in-cluster.sh load
+	hack/e2e-in-cluster.sh install
+	hack/e2e-in-cluster.sh test
+	hack/e2e-in-cluster.sh uninstall
+
 chaos: deps ## Chaos tests (API server and etcd faults, operator SIGKILLs) on the local plane
 	@echo "==================== chaos tests ==================="
 	hack/build-tools.sh helm
 	$(PYTEST) e2e -m chaos
 
-test: lint typecheck unit verify e2e ## Everything CI checks
+test: lint typecheck unit verify e2e ## Everything CI checks (the e2e suite with local operators, then in-cluster: smoke and the Deployments' own checks)
+	E2E_MARKERS="smoke or in_cluster" $(MAKE) --no-print-directory e2e-in-cluster
 
 bench: deps ## Benchmarks (bench/) against references run alongside, then bench/README.md's report
 	$(PY) -m bench all

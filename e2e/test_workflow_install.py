@@ -68,7 +68,7 @@ def test_the_workflow_builds_then_runs_the_scripts_steps_in_order() -> None:
 def test_make_runs_the_same_steps_in_the_same_order() -> None:
     makefile = (ROOT / "Makefile").read_text()
     target = makefile[makefile.index("\ne2e-in-cluster:") :].split("\n\n", 1)[0]
-    assert _script_steps(target) == STEPS
+    assert _script_steps(target) == [*STEPS, "uninstall"]
 
 
 def test_install_script_refuses_to_guess_its_arguments() -> None:

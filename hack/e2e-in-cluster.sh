@@ -9,6 +9,8 @@
 #                                    (hack/e2e-install.sh)
 #   hack/e2e-in-cluster.sh test      the e2e suite against the operators the charts run
 #                                    (E2E_MARKERS, default "not chaos")
+#   hack/e2e-in-cluster.sh uninstall the three releases (make e2e-in-cluster, after a pass, so a
+#                                    later run with local operators has the cluster to itself)
 #
 # Environment: IMAGE_PREFIX and IMAGE_TAG (the images; defaults: what hack/images.py built),
 # KUBECONFIG (default: the local plane's), KIND_CLUSTER.
@@ -29,8 +31,11 @@ image_ref() {
   [[ -f "$built" ]] || { echo "no IMAGE_PREFIX/IMAGE_TAG and no $built: run make images" >&2; exit 1; }
   python3 -c '
 import json, sys
-names = [i["name"] for i in json.load(open(sys.argv[1])) if i["name"].split("/")[-1].startswith("podset-operator:")]
-prefix, _, tag = names[0].rpartition("/podset-operator:")
+names = [i["name"] for i in json.load(open(sys.argv[1]))]
+# The content tag (hack/images.py also writes :dev): a rebuilt image gets a new one, so the
+# Deployments roll to it.
+(ref,) = [n for n in names if "/podset-operator:" in n and not n.endswith(":dev")]
+prefix, _, tag = ref.rpartition("/podset-operator:")
 print(prefix, tag)' "$built"
 }
 
@@ -57,8 +62,14 @@ print("\n".join(i["archive"] for i in json.load(open(sys.argv[1]))))' "$built" |
     E2E_OPERATORS=in-cluster E2E_KUBECONFIG="$KUBECONFIG" \
       .venv/bin/pytest e2e -m "${E2E_MARKERS:-not chaos}" -p no:kind
     ;;
+  uninstall)
+    for chart in "${charts[@]}"; do
+      "${HELM:-helm}" uninstall "$chart" --namespace "${E2E_NAMESPACE:-opsuite-system}" --wait \
+        --ignore-not-found
+    done
+    ;;
   *)
-    echo "usage: $0 load|install|test" >&2
+    echo "usage: $0 load|install|test|uninstall" >&2
     exit 2
     ;;
 esac

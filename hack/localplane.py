@@ -55,6 +55,9 @@ LOGS = PLANE / "logs"
 STATE = PLANE / "processes.json"
 KUBECONFIG = LOCAL / "kubeconfig"
 AUDIT_LOG = LOCAL / "audit.log"
+IMAGES = LOCAL / "images" / "images.json"
+OPERATOR_IMAGES = ("opsuite.local/", "docker.io/opsuite.local/")
+"""Names of images hack/images.py builds for the charts, not for workload pods."""
 
 HOST = "127.0.0.1"
 SERVICE_CIDR = "10.96.0.0/16"
@@ -547,10 +550,23 @@ def start_node(ports: Ports, running: Callable[[str], bool]) -> None:
             env=node.containerd_env(BIN),
         )
         wait_for("containerd", node.SOCKET.exists, 30, "containerd")
+        load(workload_images())
     if not running("kubelet"):
         start("kubelet", "kubelet", node.kubelet_args(PLANE))
     if not running("kube-proxy"):
         start("kube-proxy", "kube-proxy", [f"--config={PLANE / 'kube-proxy.yaml'}", "--v=1"])
+
+
+def workload_images() -> list[Path]:
+    """The archives of the images pods use (the sandbox's pause, busybox, ...), which
+    hack/images.py built; the operators' own images are loaded by hack/e2e-in-cluster.sh."""
+    if not IMAGES.exists():
+        sys.exit(f"{IMAGES} is missing: run `make images` (hack/images.py build) first")
+    listed = json.loads(IMAGES.read_text())
+    archives = {i["archive"] for i in listed if not i["name"].startswith(OPERATOR_IMAGES)}
+    if not any(i["name"] == node.SANDBOX_IMAGE for i in listed):
+        sys.exit(f"{IMAGES} has no {node.SANDBOX_IMAGE}: run `make images`")
+    return sorted(Path(a) for a in archives)
 
 
 def load(archives: list[Path]) -> None:
