@@ -1,10 +1,13 @@
-# syntax=docker/dockerfile:1
 # The operators' images, one target each (docs/images.md):
 #   docker buildx build --target podset-operator --build-arg VERSION=0.1.0 .
 # builder: the project's wheel and its locked runtime requirements (hack/image/build-wheel.sh);
 # install: a virtualenv of exactly those (hack/image/install-runtime.sh, also run by
 # hack/tests/test_image_recipe.py); runtime: the base image without pip, plus that virtualenv;
 # one stage per operator on top, whose entrypoint is the operator's console script.
+# No "syntax" line: BuildKit's built-in frontend (which has RUN --mount) builds it offline too.
+# PYTHON_IMAGE may also be hack/images.py's Debian base (python3.11 under /usr, no pip module).
+# Steps that reach the package index trust the CA bundle passed as the optional secret "ca"
+# (hack/images.py passes the machine's); it is mounted for the step only, never in an image.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
@@ -22,22 +25,24 @@ COPY operators/configmapsync/configmapsync_operator operators/configmapsync/conf
 COPY operators/poddebugger/poddebugger_operator operators/poddebugger/poddebugger_operator
 COPY hack/image/build-wheel.sh hack/image/
 RUN --mount=type=cache,target=/root/.cache/pip \
-    hack/image/build-wheel.sh /dist /opt/poetry
+    --mount=type=secret,id=ca,required=false,target=/run/secrets/ca \
+    if [ -f /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \
+    && hack/image/build-wheel.sh /dist /opt/poetry
 
 FROM python AS install
 ENV PIP_ROOT_USER_ACTION=ignore
 COPY hack/image/install-runtime.sh /usr/local/bin/
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=secret,id=ca,required=false,target=/run/secrets/ca \
     --mount=type=bind,from=builder,source=/dist,target=/dist \
-    install-runtime.sh /dist /opt/venv
+    if [ -f /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \
+    && install-runtime.sh /dist /opt/venv
 
 FROM python AS runtime
-# No package installer is left: the interpreter's pip (and setuptools and wheel, if the base
-# image has them) and ensurepip's bundled wheels go. The standard library's bytecode (the base
-# image ships none) is compiled now, as the virtualenv's was: nothing is written at run time.
-RUN python -m pip uninstall --yes --quiet --root-user-action=ignore pip setuptools wheel \
-    && rm -rf /usr/local/lib/python3.*/ensurepip \
-    && python -m compileall -q -j 0 --invalidation-mode unchecked-hash /usr/local/lib/python3.*
+# No package installer is left (pip, setuptools, wheel, ensurepip and its wheels) and the
+# standard library's bytecode is compiled: hack/image/strip-runtime.sh, for either base image.
+RUN --mount=type=bind,source=hack/image/strip-runtime.sh,target=/run/strip-runtime.sh \
+    sh /run/strip-runtime.sh
 COPY --from=install /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:${PATH}
 ARG VERSION=dev

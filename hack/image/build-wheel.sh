@@ -14,6 +14,21 @@ out="$(mkdir -p "$1" && cd "$1" && pwd)"
 tools="${2:-/opt/poetry}"
 cd "$(dirname "$0")/../.."
 
+# A pip for "--python VENV install": the interpreter's own, or (Debian's python3.11 has no pip
+# module, only ensurepip's wheel) one that ensurepip puts into a throwaway virtualenv.
+pip_() {
+  if [[ -z "${pip_python:-}" ]]; then
+    pip_python=python3
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+      pip_venv="$(mktemp -d)"
+      python3 -m venv "$pip_venv"
+      pip_python="$pip_venv/bin/python"
+    fi
+  fi
+  "$pip_python" -m pip "$@"
+}
+trap 'rm -rf "${pip_venv:-}"' EXIT
+
 if ! "$tools/bin/python" -c "
 import sys
 from importlib.metadata import version
@@ -21,7 +36,7 @@ sys.exit(version('poetry') != '$poetry_version'
          or version('poetry-plugin-export') != '$export_plugin_version')" 2>/dev/null; then
   # Without ensurepip (Debian's python3 may lack it), as in install-runtime.sh.
   python3 -m venv --clear --without-pip "$tools"
-  python3 -m pip --python "$tools/bin/python" install -q --disable-pip-version-check \
+  pip_ --python "$tools/bin/python" install -q --disable-pip-version-check \
     "poetry==$poetry_version" "poetry-plugin-export==$export_plugin_version"
 fi
 

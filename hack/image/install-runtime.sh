@@ -10,9 +10,24 @@ set -euo pipefail
 dist="$1"
 venv="$2"
 
+# A pip for "--python VENV install": the interpreter's own, or (Debian's python3.11 has no pip
+# module, only ensurepip's wheel) one that ensurepip puts into a throwaway virtualenv.
+pip_() {
+  if [[ -z "${pip_python:-}" ]]; then
+    pip_python=python3
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+      pip_venv="$(mktemp -d)"
+      python3 -m venv "$pip_venv"
+      pip_python="$pip_venv/bin/python"
+    fi
+  fi
+  "$pip_python" -m pip "$@"
+}
+trap 'rm -rf "${pip_venv:-}"' EXIT
+
 python3 -m venv --without-pip "$venv"
-# The interpreter's own pip installs into VENV; the venv never gets one.
-pip=(python3 -m pip --python "$venv/bin/python" install --disable-pip-version-check --no-input
+# The interpreter's pip (or the throwaway one) installs into VENV; the venv never gets one.
+pip=(pip_ --python "$venv/bin/python" install --disable-pip-version-check --no-input
   --no-deps --only-binary=:all: --no-compile)
 "${pip[@]}" --require-hashes --requirement "$dist/requirements.txt"
 "${pip[@]}" "$dist"/opsuite-*-py3-none-any.whl
