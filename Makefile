@@ -68,11 +68,15 @@ unit: deps ## Unit and property tests (no cluster)
 	hack/build-tools.sh helm opm bundle-validate
 	$(PYTEST) shared/tests operators hack/tests bench/tests -p no:kind
 
-e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plane
+e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plane (E2E_OPERATORS=in-cluster: make e2e-in-cluster)
+ifeq ($(E2E_OPERATORS),in-cluster)
+	$(MAKE) --no-print-directory e2e-in-cluster
+else
 	@echo "==================== e2e tests ====================="
 	@if [[ -z "$${E2E_KUBECONFIG:-}" ]] && ! docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory cluster; fi
 	hack/build-tools.sh helm
 	$(PYTEST) e2e -m "not chaos"
+endif
 
 e2e-in-cluster: deps images ## The charts with the real images on the local plane's real node, then e2e (E2E_MARKERS)
 	@echo "============= e2e tests, operators in-cluster ======"

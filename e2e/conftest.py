@@ -45,7 +45,9 @@ def cluster(request: pytest.FixtureRequest) -> Cluster:
         return Cluster("kind", Path(kind_cluster.kubeconfig_path), None)
     if operators_mode() == "in-cluster":
         raise pytest.UsageError(
-            "E2E_OPERATORS=in-cluster needs a cluster whose nodes run containers"
+            "E2E_OPERATORS=in-cluster needs the charts installed in a cluster whose nodes run"
+            " containers: run `make e2e-in-cluster` (the local plane's real node) or set"
+            " E2E_KUBECONFIG"
         )
     return start_local_plane()
 
