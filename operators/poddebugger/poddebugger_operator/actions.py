@@ -54,8 +54,26 @@ class InjectionResult:
     """It failed for a transient reason: the pod is tried again after this many seconds."""
 
 
+_STATE_FIELDS = {"waiting": ("reason", "message"), "terminated": ("exitCode", "reason", "message")}
+"""What the status reports of each ephemeral container's state (``running``: only that)."""
+
+
+def _slim_state(state: Any) -> JSON:
+    """A container state as the status reports it: which one, the kubelet's reason and
+    message, the exit code. Timestamps and container ids are dropped, so that they change
+    nothing in the cache (and wake no PodDebugger)."""
+    if not isinstance(state, Mapping):
+        return {}
+    for kind in ("running", "terminated", "waiting"):
+        if kind in state:
+            detail = state[kind] if isinstance(state[kind], Mapping) else {}
+            return {kind: {k: detail[k] for k in _STATE_FIELDS.get(kind, ()) if k in detail}}
+    return {}
+
+
 def slim_pod(pod: Mapping[str, Any]) -> JSON:
-    """What the planner needs of a pod: identity, labels, phase and ephemeral containers."""
+    """What the planner needs of a pod: identity, labels, phase, ephemeral containers (name
+    and image) and their states (:func:`_slim_state`)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -71,7 +89,7 @@ def slim_pod(pod: Mapping[str, Any]) -> JSON:
         "status": {
             "phase": status.get("phase"),
             "ephemeralContainerStatuses": [
-                {"name": s.get("name"), "state": s.get("state") or {}}
+                {"name": s.get("name"), "state": _slim_state(s.get("state"))}
                 for s in status.get("ephemeralContainerStatuses") or ()
             ],
         },

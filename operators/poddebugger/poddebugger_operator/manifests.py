@@ -57,7 +57,14 @@ CRD = CrdDescriptor(
             "Ready",
             "string",
             '.status.conditions[?(@.type=="Ready")].status',
-            "Every selected pod holds the debug container",
+            "Every selected pod holds a running debug container of the current spec",
+        ),
+        PrinterColumn(
+            "Reason",
+            "string",
+            '.status.conditions[?(@.type=="Ready")].reason',
+            "Why Ready is what it is: Debugged, NoMatchingPods, Starting, ContainerFailed, "
+            "InjectionFailed, InvalidSpec or ImageNotAllowed",
         ),
     ),
 )

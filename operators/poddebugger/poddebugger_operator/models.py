@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, model_validator
 
 from opsuite_common.kube_model import (
     REASON_PATTERN,
@@ -25,6 +25,16 @@ API_VERSION = f"{GROUP}/{VERSION}"
 MAX_PODS_LIMIT = 100
 """Upper bound of spec.maxPods (and so of status.debuggedPods)."""
 MAX_FAILED_PODS = 20
+MAX_STATE_REASON = 128
+MAX_STATE_MESSAGE = 256
+"""Longest kubelet message kept per debug container in status.debuggedPods (200 entries at
+most: the status stays well under the object size limit)."""
+NON_ROOT_USER = 65532
+"""The user the restricted profile runs a debug container as when spec.runAsUser is omitted:
+the conventional "nonroot" user of distroless and kubebuilder images. Any uid other than 0
+would do; images that run as root (busybox...) have no such user, which is fine."""
+MAX_USER_ID = 2**31 - 1
+"""The API server refuses a pod's runAsUser above this (apimachinery IsValidUserID)."""
 CONTAINER_PREFIX = "pdbg-"
 """Every ephemeral container a PodDebugger adds is named ``pdbg-<debugger>-<spec hash>``."""
 
@@ -41,6 +51,19 @@ _SELECTOR_NOT_EMPTY = cel(
     reason="FieldValueRequired",
 )
 
+ROOT_WHEN_RESTRICTED = (
+    "runAsUser 0 (root) is not allowed with profile restricted, which runs the debug container "
+    "as non-root: omit runAsUser (65532), give another uid, or choose another profile"
+)
+_NOT_ROOT_WHEN_RESTRICTED = cel(
+    # profile has a default, so the API server always has it here; has() keeps the rule total.
+    "!has(self.runAsUser) || self.runAsUser != 0 "
+    "|| (has(self.profile) && self.profile != 'restricted')",
+    ROOT_WHEN_RESTRICTED,
+    field_path=".runAsUser",
+    reason="FieldValueForbidden",
+)
+
 Argument = Annotated[str, Field(max_length=4096)]
 
 
@@ -55,6 +78,8 @@ class EnvVar(KubeModel):
 
 class PodDebuggerSpec(KubeModel):
     """Which pods get a debug container, and what that container is."""
+
+    model_config = ConfigDict(json_schema_extra=validations(_NOT_ROOT_WHEN_RESTRICTED))
 
     selector: LabelSelector = Field(json_schema_extra=validations(_SELECTOR_NOT_EMPTY))
     """Pods of the PodDebugger's namespace whose labels match get the debug container. Must
@@ -82,9 +107,24 @@ class PodDebuggerSpec(KubeModel):
     restricted (default: non-root, no capabilities, no privilege escalation, RuntimeDefault
     seccomp), baseline (none), general (SYS_PTRACE), netadmin (NET_ADMIN, NET_RAW) or sysadmin
     (privileged)."""
+    run_as_user: int | None = Field(
+        default=None, ge=0, le=MAX_USER_ID, json_schema_extra={"format": "int64"}
+    )
+    """The uid the debug container runs as (securityContext.runAsUser), whatever the image's
+    USER. With profile restricted it defaults to 65532, so that images which run as root
+    (busybox...) start under runAsNonRoot instead of failing with CreateContainerConfigError;
+    0 is refused there. With other profiles it is set only when given (the image's user
+    otherwise)."""
     max_pods: int = Field(default=10, ge=1, le=MAX_PODS_LIMIT)
     """At most this many pods get a debug container from this PodDebugger; further matching
     pods are reported (skippedPods)."""
+
+    @model_validator(mode="after")
+    def _not_root_when_restricted(self) -> Self:
+        # The CEL rule above, for objects the API server did not validate (tests, old objects).
+        if self.profile == "restricted" and self.run_as_user == 0:
+            raise ValueError(ROOT_WHEN_RESTRICTED)
+        return self
 
 
 class DebuggedPod(KubeModel):
@@ -97,8 +137,17 @@ class DebuggedPod(KubeModel):
     image: str = Field(max_length=512)
     """Its image."""
     state: ContainerState
-    """From the pod's ephemeralContainerStatuses: Running, Waiting, Terminated, or Unknown
-    while the kubelet has not reported it."""
+    """From the pod's status.ephemeralContainerStatuses: Running, Waiting, Terminated, or
+    Unknown while the kubelet has not reported it."""
+    reason: str | None = Field(default=None, max_length=MAX_STATE_REASON)
+    """The kubelet's reason when Waiting (ContainerCreating; or an error:
+    CreateContainerConfigError, ErrImagePull, ImagePullBackOff, InvalidImageName,
+    CreateContainerError, RunContainerError, CrashLoopBackOff...) or Terminated (Completed,
+    Error...)."""
+    message: str | None = Field(default=None, max_length=MAX_STATE_MESSAGE)
+    """The kubelet's message with that reason (shortened to 256 characters)."""
+    exit_code: int | None = Field(default=None, json_schema_extra={"format": "int32"})
+    """The exit code when Terminated."""
 
 
 class FailedPod(KubeModel):
@@ -138,8 +187,14 @@ class PodDebuggerStatus(KubeModel):
     observed_generation: int | None = Field(default=None, ge=0)
     """The .metadata.generation this status describes."""
     conditions: ConditionList | None = None
-    """Ready (every selected pod holds the debug container) and Degraded (the API server
-    refused some: InjectionFailed; or the spec is invalid: InvalidSpec)."""
+    """Ready: True (Debugged) when every selected pod holds the debug container of the current
+    spec and each is Running or Terminated with exit code 0 (NoMatchingPods when none
+    match); False while some are being created or not reported yet (Starting), when one
+    failed (ContainerFailed), when the API server refused some (InjectionFailed), or when
+    nothing can be done (InvalidSpec, ImageNotAllowed). Degraded: True with ContainerFailed
+    (a debug container of the current spec Waiting with an error reason or Terminated with a
+    non-zero exit code: pods, containers and the kubelet's reasons in the message),
+    InjectionFailed, InvalidSpec or ImageNotAllowed; else False (AsExpected)."""
 
 
 IMAGE_POLICY_KIND = "DebugImagePolicy"

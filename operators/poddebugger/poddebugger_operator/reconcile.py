@@ -12,7 +12,11 @@ Rules:
 * at most ``maxPods`` pods hold the current container: those holding it first, then the
   oldest matching pods; the others are counted as skipped;
 * a pod the API server refused the current container for (status.failedPods, same uid and
-  container) is not tried again until the spec or the pod changes.
+  container) is not tried again until the spec or the pod changes;
+* the status reports each container as the kubelet does (status.ephemeralContainerStatuses),
+  and Ready is True only when every container of the current spec is Running or Terminated
+  with exit code 0: Starting while some are created or not reported yet, ContainerFailed
+  (and Degraded) when one waits with an error reason or exited non-zero.
 
 Executing a Plan is :mod:`poddebugger_operator.actions`' job; :func:`status_patch` turns the
 outcome (after the injections, with their failures) into the status to write.
@@ -35,7 +39,10 @@ from opsuite_common.kube_model import ConditionStatus
 from poddebugger_operator.models import (
     CONTAINER_PREFIX,
     MAX_FAILED_PODS,
-    ContainerState,
+    MAX_PODS_LIMIT,
+    MAX_STATE_MESSAGE,
+    MAX_STATE_REASON,
+    NON_ROOT_USER,
     DebuggedPod,
     FailedPod,
     PodDebuggerSpec,
@@ -48,7 +55,8 @@ JSON = dict[str, Any]
 READY = "Ready"
 DEGRADED = "Degraded"
 DEBUGGED = "Debugged"
-INJECTING = "Injecting"
+STARTING = "Starting"
+CONTAINER_FAILED = "ContainerFailed"
 NO_MATCHING_PODS = "NoMatchingPods"
 AS_EXPECTED = "AsExpected"
 INVALID_SPEC = "InvalidSpec"
@@ -59,6 +67,13 @@ HASH_LENGTH = 10
 MAX_NAME = 63
 MAX_MESSAGE = 1024
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
+STARTING_REASONS = frozenset({"", "ContainerCreating", "PodInitializing"})
+"""Waiting reasons of a container on its way up; any other Waiting reason is an error
+(CreateContainerConfigError, ErrImagePull, ImagePullBackOff, InvalidImageName...)."""
+MAX_DEBUGGED_PODS = 2 * MAX_PODS_LIMIT
+"""status.debuggedPods' bound (containers of the current spec are listed first)."""
+SHOWN = 3
+"""Pods named in a condition message."""
 
 
 class InvalidSpecError(ValueError):
@@ -81,22 +96,31 @@ def parse_spec(debugger: Mapping[str, Any]) -> PodDebuggerSpec:
     return spec
 
 
-def security_context(profile: Profile) -> JSON | None:
-    """The securityContext kubectl debug --profile gives a debug container."""
+def security_context(profile: Profile, run_as_user: int | None = None) -> JSON | None:
+    """The securityContext kubectl debug --profile gives a debug container, with
+    ``run_as_user`` (restricted: :data:`NON_ROOT_USER` when None, so that an image running
+    as root passes runAsNonRoot; elsewhere only when given)."""
+    context: JSON
     if profile == "restricted":
-        return {
+        context = {
             "runAsNonRoot": True,
+            "runAsUser": NON_ROOT_USER if run_as_user is None else run_as_user,
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
         }
+        return context
     if profile == "general":
-        return {"capabilities": {"add": ["SYS_PTRACE"]}}
-    if profile == "netadmin":
-        return {"capabilities": {"add": ["NET_ADMIN", "NET_RAW"]}}
-    if profile == "sysadmin":
-        return {"privileged": True}
-    return None  # baseline
+        context = {"capabilities": {"add": ["SYS_PTRACE"]}}
+    elif profile == "netadmin":
+        context = {"capabilities": {"add": ["NET_ADMIN", "NET_RAW"]}}
+    elif profile == "sysadmin":
+        context = {"privileged": True}
+    else:  # baseline
+        context = {}
+    if run_as_user is not None:
+        context["runAsUser"] = run_as_user
+    return context or None
 
 
 def _container_body(spec: PodDebuggerSpec) -> JSON:
@@ -113,7 +137,7 @@ def _container_body(spec: PodDebuggerSpec) -> JSON:
         body["tty"] = True
     if spec.target_container:
         body["targetContainerName"] = spec.target_container
-    context = security_context(spec.profile)
+    context = security_context(spec.profile, spec.run_as_user)
     if context is not None:
         body["securityContext"] = context
     return body
@@ -174,16 +198,46 @@ def is_live(pod: Mapping[str, Any]) -> bool:
     return phase not in TERMINATED_PHASES and not _meta(pod).get("deletionTimestamp")
 
 
-def _state(pod: Mapping[str, Any], name: str) -> ContainerState:
+def _text(value: Any, limit: int) -> str | None:
+    """``value`` as a string of at most ``limit`` characters; None when empty."""
+    return str(value)[:limit] or None if value else None
+
+
+def _state(pod: Mapping[str, Any], name: str, image: str) -> DebuggedPod:
+    """The container ``name`` of ``pod`` as the kubelet reports it (Unknown: not yet)."""
+    fields: dict[str, Any] = {"pod": str(_meta(pod)["name"]), "container": name, "image": image}
     for status in (pod.get("status") or {}).get("ephemeralContainerStatuses") or ():
-        if isinstance(status, Mapping) and status.get("name") == name:
-            state = status.get("state") or {}
-            for key, value in (("running", "Running"), ("terminated", "Terminated")):
-                if key in state:
-                    return "Running" if value == "Running" else "Terminated"
-            if "waiting" in state:
-                return "Waiting"
-    return "Unknown"
+        if not (isinstance(status, Mapping) and status.get("name") == name):
+            continue
+        state = status.get("state")
+        state = state if isinstance(state, Mapping) else _EMPTY
+        if "running" in state:
+            return DebuggedPod(**fields, state="Running")
+        terminated = "terminated" in state  # else waiting; no member set means waiting too
+        detail = state.get("terminated" if terminated else "waiting")
+        detail = detail if isinstance(detail, Mapping) else _EMPTY
+        code = detail.get("exitCode")
+        return DebuggedPod(
+            **fields,
+            state="Terminated" if terminated else "Waiting",
+            reason=_text(detail.get("reason"), MAX_STATE_REASON),
+            message=_text(detail.get("message"), MAX_STATE_MESSAGE),
+            exit_code=code if terminated and type(code) is int else None,
+        )
+    return DebuggedPod(**fields, state="Unknown")
+
+
+def failed(entry: DebuggedPod) -> bool:
+    """Whether the kubelet gave up on the container: Waiting with an error reason, or
+    Terminated with a non-zero exit code."""
+    if entry.state == "Waiting":
+        return (entry.reason or "") not in STARTING_REASONS
+    return entry.state == "Terminated" and entry.exit_code != 0
+
+
+def up(entry: DebuggedPod) -> bool:
+    """Whether the container runs, or ran and exited 0 (a one-shot command that succeeded)."""
+    return entry.state == "Running" or (entry.state == "Terminated" and entry.exit_code == 0)
 
 
 def _image(pod: Mapping[str, Any], name: str) -> str:
@@ -236,6 +290,8 @@ class Outcome:
     failures: tuple[Failure, ...] = ()
     containers: tuple[DebuggedPod, ...] = ()
     """Every container of this debugger in matching pods (before this pass's injections)."""
+    retrying: tuple[str, ...] = ()
+    """Pods chosen for the current container whose injection waits out a backoff."""
 
     def with_results(self, injected: Iterable[Injection], failed: Iterable[Failure]) -> Outcome:
         """The outcome once injections were carried out (some maybe refused)."""
@@ -347,14 +403,17 @@ def plan(
     container = ephemeral_container(str(meta["name"]), spec)
     injections: list[Injection] = []
     failures: list[Failure] = []
+    retrying: list[str] = []
     for pod in chosen:
         uid = str(_meta(pod).get("uid") or "")
         if uid in known:
             failures.append(known[uid])
-        elif uid not in waiting:
+        elif uid in waiting:
+            retrying.append(str(_meta(pod)["name"]))
+        else:
             injections.append(Injection(pod, container))
     containers = tuple(
-        DebuggedPod(pod=str(_meta(p)["name"]), container=n, image=_image(p, n), state=_state(p, n))
+        _state(p, n, _image(p, n))
         for p in matching
         for n in ephemeral_names(p)
         if n.startswith(prefix)
@@ -369,6 +428,7 @@ def plan(
         skipped=skipped,
         failures=tuple(failures),
         containers=containers,
+        retrying=tuple(sorted(retrying)),
     )
     after = outcome.with_results(injections, ())
     return Plan(
@@ -382,23 +442,72 @@ def plan(
 _Condition = tuple[str, ConditionStatus, str, str]
 
 
+def _describe(entry: DebuggedPod) -> str:
+    """``pod/container: reason: message`` of a container that failed."""
+    if entry.state == "Terminated":
+        code = "?" if entry.exit_code is None else entry.exit_code
+        what = f"Terminated with exit code {code}" + (f" ({entry.reason})" if entry.reason else "")
+    else:
+        what = entry.reason or entry.state
+    return f"{entry.pod}/{entry.container}: {what}" + (
+        f": {entry.message}" if entry.message else ""
+    )
+
+
+def _listed(items: Sequence[str], more: int) -> str:
+    return "; ".join(items[:SHOWN]) + (f"; and {more - SHOWN} more" if more > SHOWN else "")
+
+
 def _conditions(outcome: Outcome) -> list[_Condition]:
     if outcome.blocked is not None:
         reason, message = outcome.blocked
         return [(READY, "False", reason, message), (DEGRADED, "True", reason, message)]
     over = f"; {outcome.skipped} more matching pods over maxPods" if outcome.skipped else ""
-    if outcome.failures:
-        shown = "; ".join(f"{f.pod}: {f.message}" for f in outcome.failures[:3])
-        message = f"{len(outcome.failures)} pods refused the debug container: {shown}"
-        return [
-            (READY, "False", INJECTION_FAILED, message[:MAX_MESSAGE]),
-            (DEGRADED, "True", INJECTION_FAILED, message[:MAX_MESSAGE]),
-        ]
+    current = sorted(
+        (c for c in outcome.containers if c.container == outcome.container),
+        key=lambda c: c.pod,
+    )
+    broken = [c for c in current if failed(c)]
+    if outcome.failures or broken:
+        parts = []
+        if outcome.failures:
+            shown = [f"{f.pod}: {f.message}" for f in outcome.failures]
+            parts.append(
+                f"{len(shown)} pods refused the debug container: {_listed(shown, len(shown))}"
+            )
+        if broken:
+            shown = [_describe(c) for c in broken]
+            parts.append(f"{len(shown)} debug containers failed: {_listed(shown, len(shown))}")
+        room = MAX_MESSAGE // len(parts) - 2  # each part keeps its share of the message
+        message = ". ".join(p[:room] for p in parts)
+        reason = INJECTION_FAILED if outcome.failures else CONTAINER_FAILED
+        return [(READY, "False", reason, message), (DEGRADED, "True", reason, message)]
     healthy: _Condition = (DEGRADED, "False", AS_EXPECTED, "")
     if not outcome.matched:
         return [(READY, "True", NO_MATCHING_PODS, "no pod matches the selector"), healthy]
+    pending = [c for c in current if not up(c)]
+    if pending or outcome.retrying:
+        parts = []
+        if pending:
+            shown = [f"{c.pod} ({c.reason or c.state})" for c in pending]
+            shown = [s.replace("(Unknown)", "(not reported yet)") for s in shown]
+            parts.append(
+                f"{len(current) - len(pending)} of {len(current)} debug containers running; "
+                f"starting: {_listed(shown, len(shown))}"
+            )
+        if outcome.retrying:
+            retrying = list(outcome.retrying)
+            parts.append(f"injection to be retried: {_listed(retrying, len(retrying))}")
+        return [(READY, "False", STARTING, ("; ".join(parts) + over)[:MAX_MESSAGE]), healthy]
     count = f"{len(outcome.debugged)} of {len(outcome.matched)} matching pods debugged{over}"
     return [(READY, "True", DEBUGGED, count), healthy]
+
+
+def _bounded(containers: Iterable[DebuggedPod], current: str) -> list[DebuggedPod]:
+    """At most :data:`MAX_DEBUGGED_PODS` entries, those of the ``current`` container first
+    (at most maxPods of them), sorted by pod and container."""
+    kept = sorted(containers, key=lambda d: d.container != current)[:MAX_DEBUGGED_PODS]
+    return sorted(kept, key=lambda d: (d.pod, d.container))
 
 
 def status_patch(debugger: Mapping[str, Any], outcome: Outcome, now: datetime) -> JSON | None:
@@ -417,7 +526,7 @@ def status_patch(debugger: Mapping[str, Any], outcome: Outcome, now: datetime) -
         matched_pods=len(outcome.matched),
         debugged_count=len(outcome.debugged),
         skipped_pods=outcome.skipped,
-        debugged_pods=sorted(outcome.containers, key=lambda d: (d.pod, d.container)),
+        debugged_pods=_bounded(outcome.containers, outcome.container),
         failed_pods=[
             FailedPod(
                 pod=f.pod,

@@ -162,3 +162,65 @@ async def test_status_writes_are_paced() -> None:
     assert 59 < delay <= 60
     assert len(kube.calls) == 1
     assert await write_status(kube, pacer, KEY, None) is None  # type: ignore[arg-type]
+
+
+def test_slim_records_keep_what_the_status_reports_of_each_container_and_nothing_more() -> None:
+    whole = _pod("a")
+    whole["spec"]["ephemeralContainers"] = [
+        {"name": n, "image": "busybox", "securityContext": {"runAsUser": 65532}}
+        for n in ("w", "r", "t", "e")
+    ]
+    whole["status"]["ephemeralContainerStatuses"] = [
+        {
+            "name": "w",
+            "image": "busybox",
+            "imageID": "",
+            "ready": False,
+            "restartCount": 0,
+            "state": {"waiting": {"reason": "CreateContainerConfigError", "message": "root"}},
+        },
+        {
+            "name": "r",
+            "containerID": "containerd://1",
+            "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+        },
+        {
+            "name": "t",
+            "lastState": {},
+            "state": {
+                "terminated": {
+                    "exitCode": 1,
+                    "signal": 9,
+                    "reason": "Error",
+                    "message": "bye",
+                    "startedAt": "2026-01-01T00:00:00Z",
+                    "finishedAt": "2026-01-01T00:00:01Z",
+                    "containerID": "containerd://2",
+                }
+            },
+        },
+        {"name": "e", "state": {}},
+    ]
+    assert slim_pod(whole)["status"] == {
+        "phase": "Running",
+        "ephemeralContainerStatuses": [
+            {
+                "name": "w",
+                "state": {"waiting": {"reason": "CreateContainerConfigError", "message": "root"}},
+            },
+            {"name": "r", "state": {"running": {}}},
+            {
+                "name": "t",
+                "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": "bye"}},
+            },
+            {"name": "e", "state": {}},
+        ],
+    }
+    assert slim_pod(whole)["spec"] == {
+        "ephemeralContainers": [{"name": n, "image": "busybox"} for n in ("w", "r", "t", "e")]
+    }
+    # A running container's restart of its clock, or a new containerID, is not a change.
+    later = json.loads(json.dumps(whole))
+    later["status"]["ephemeralContainerStatuses"][1]["state"]["running"]["startedAt"] = "x"
+    later["status"]["ephemeralContainerStatuses"][1]["containerID"] = "containerd://3"
+    assert slim_pod(later) == slim_pod(whole)

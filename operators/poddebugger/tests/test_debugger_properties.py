@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from opsuite_common.crd import structural_schema
 from opsuite_common.testing import LABELS, from_schema, schema_errors
+from poddebugger_operator.actions import slim_pod
 from poddebugger_operator.models import PodDebuggerSpec, PodDebuggerStatus
 from poddebugger_operator.reconcile import (
     container_name,
@@ -49,6 +50,9 @@ def debuggers(draw: st.DrawFn) -> dict[str, Any]:
     }
     if draw(st.booleans()):
         spec["command"] = ["sleep", "3600"]
+    run_as_user = draw(st.sampled_from([None, 0, 1000, 65532]))
+    if run_as_user is not None and not (run_as_user == 0 and spec["profile"] == "restricted"):
+        spec["runAsUser"] = run_as_user
     return {
         "apiVersion": "debug.opsuite.dev/v1alpha1",
         "kind": "PodDebugger",
@@ -57,11 +61,58 @@ def debuggers(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
+OLD_CONTAINER = "pdbg-dbg-0123456789"
+"""A container of an older spec of the debugger named dbg (the same name prefix)."""
+BENIGN_WAITING = ("ContainerCreating", "PodInitializing")
+WAITING_REASONS = (
+    *BENIGN_WAITING,
+    "CreateContainerConfigError",
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CrashLoopBackOff",
+    "not a reason: " + "x" * 200,
+)
+messages = st.one_of(st.just(""), st.text(max_size=20), st.just("m" * 3000))
+
+
 @st.composite
-def pod_lists(draw: st.DrawFn) -> list[dict[str, Any]]:
+def container_states(draw: st.DrawFn) -> dict[str, Any] | None:
+    """What the kubelet reports of one ephemeral container (None: not reported yet), as a
+    real kubelet writes it, with the fields the planner does not read."""
+    kind = draw(st.sampled_from(["none", "empty", "running", "waiting", "terminated"]))
+    if kind == "none":
+        return None
+    if kind == "empty":
+        return {}
+    if kind == "running":
+        return {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+    detail: dict[str, Any] = {}
+    if kind == "terminated":
+        detail = {
+            "exitCode": draw(st.sampled_from([0, 0, 1, 2, 137])),
+            "startedAt": "2026-01-01T00:00:00Z",
+            "finishedAt": "2026-01-01T00:00:01Z",
+            "containerID": "containerd://0123",
+        }
+    if draw(st.integers(0, 4)):
+        detail["reason"] = draw(
+            st.sampled_from(WAITING_REASONS if kind == "waiting" else ("Completed", "Error"))
+        )
+    message = draw(messages)
+    if message:
+        detail["message"] = message
+    return {kind: detail}
+
+
+@st.composite
+def pod_lists(draw: st.DrawFn, current: str | None = None) -> list[dict[str, Any]]:
+    """Pods of two namespaces; some hold an older container of the debugger dbg, a foreign
+    one, or ``current`` (the debugger's current container), each reported in some state."""
+    names = [OLD_CONTAINER, "other-debug", *([current] if current else [])]
     pods = []
     for i in range(draw(st.integers(0, 12))):
-        extra = draw(st.lists(st.sampled_from(["pdbg-dbg-0123456789", "other-debug"]), max_size=2))
+        extra = sorted(set(draw(st.lists(st.sampled_from(names), max_size=3))))
         meta: dict[str, Any] = {
             "name": f"p{i}",
             "namespace": draw(st.sampled_from(["ns", "ns", "other"])),
@@ -71,16 +122,38 @@ def pod_lists(draw: st.DrawFn) -> list[dict[str, Any]]:
         }
         if draw(st.integers(0, 9)) == 0:
             meta["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+        statuses = []
+        for name in extra:
+            state = draw(container_states())
+            if state is not None:
+                statuses.append(
+                    {"name": name, "state": state, "ready": False, "restartCount": 0, "image": "x"}
+                )
         pods.append(
             {
-                "metadata": meta,
-                "spec": {"ephemeralContainers": [{"name": n, "image": "x"} for n in set(extra)]},
+                "metadata": {**meta, "resourceVersion": str(i)},
+                "spec": {
+                    "containers": [{"name": "main", "image": "app"}],
+                    "ephemeralContainers": [
+                        {"name": n, "image": "x", "terminationMessagePolicy": "File"} for n in extra
+                    ],
+                },
                 "status": {
-                    "phase": draw(st.sampled_from(["Pending", "Running", "Running", "Succeeded"]))
+                    "phase": draw(st.sampled_from(["Pending", "Running", "Running", "Succeeded"])),
+                    "podIP": "10.0.0.1",
+                    "ephemeralContainerStatuses": statuses,
                 },
             }
         )
     return pods
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A debugger and pods, some of which hold its current container."""
+    debugger = draw(debuggers())
+    current = container_name("dbg", parse_spec(debugger))
+    return debugger, draw(pod_lists(current))
 
 
 def _matches(debugger: dict[str, Any], pod: dict[str, Any]) -> bool:
@@ -93,10 +166,11 @@ def _matches(debugger: dict[str, Any], pod: dict[str, Any]) -> bool:
 
 
 @FAST
-@given(debuggers(), pod_lists())
+@given(worlds())
 def test_only_matching_live_pods_of_the_namespace_get_a_container(
-    debugger: dict[str, Any], pods: list[dict[str, Any]]
+    world: tuple[dict[str, Any], list[dict[str, Any]]],
 ) -> None:
+    debugger, pods = world
     actions = plan(debugger, pods, NOW)
     for injection in actions.injections:
         assert _matches(debugger, dict(injection.pod))
@@ -105,10 +179,11 @@ def test_only_matching_live_pods_of_the_namespace_get_a_container(
 
 
 @FAST
-@given(debuggers(), pod_lists())
+@given(worlds())
 def test_at_most_max_pods_hold_the_current_container(
-    debugger: dict[str, Any], pods: list[dict[str, Any]]
+    world: tuple[dict[str, Any], list[dict[str, Any]]],
 ) -> None:
+    debugger, pods = world
     actions = plan(debugger, pods, NOW)
     name = container_name("dbg", parse_spec(debugger))
     matching = [p for p in pods if _matches(debugger, p)]
@@ -119,22 +194,175 @@ def test_at_most_max_pods_hold_the_current_container(
 
 
 @FAST
-@given(debuggers(), pod_lists())
+@given(worlds())
 def test_applying_the_plan_then_planning_again_injects_nothing(
-    debugger: dict[str, Any], pods: list[dict[str, Any]]
+    world: tuple[dict[str, Any], list[dict[str, Any]]],
 ) -> None:
-    world = copy.deepcopy(pods)
-    actions = plan(debugger, world, NOW)
-    by_name = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in world}
+    debugger, pods = world
+    cluster = copy.deepcopy(pods)
+    actions = plan(debugger, cluster, NOW)
+    by_name = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in cluster}
     for injection in actions.injections:
         pod = by_name[(injection.pod["metadata"]["namespace"], injection.pod_name)]
         pod["spec"]["ephemeralContainers"].append(dict(injection.container))
     applied = dict(debugger, status=actions.status_patch or debugger.get("status"))
-    again = plan(applied, world, NOW)
+    again = plan(applied, cluster, NOW)
     assert again.injections == ()
     assert again.status_patch is None
     # The container spec did not change: the same pods, the same container, every time.
-    assert plan(applied, copy.deepcopy(world), NOW).injections == ()
+    assert plan(applied, copy.deepcopy(cluster), NOW).injections == ()
+
+
+# --- the status tells what the kubelet reports, and Ready claims no more than that ---------
+
+
+def _reported(pod: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The kubelet's state of the container ``name`` (None: not reported)."""
+    for status in pod["status"].get("ephemeralContainerStatuses") or ():
+        if status["name"] == name:
+            return dict(status["state"])
+    return None
+
+
+def _verdict(state: dict[str, Any] | None) -> str:
+    """ok (running, or exited 0), failed (an error reason, or exited non-zero) or starting."""
+    if state is None or not state:
+        return "starting"
+    if "running" in state:
+        return "ok"
+    if "terminated" in state:
+        return "ok" if state["terminated"].get("exitCode") == 0 else "failed"
+    reason = state["waiting"].get("reason") or ""
+    return "starting" if reason in ("", *BENIGN_WAITING) else "failed"
+
+
+def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {c["type"]: (c["status"], c["reason"], c["message"]) for c in status["conditions"]}
+
+
+@FAST
+@given(worlds())
+def test_each_listed_container_carries_the_kubelets_state(
+    world: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    debugger, pods = world
+    status = plan(debugger, pods, NOW).status_patch
+    assert status is not None  # the debugger had no status yet
+    by_name = {p["metadata"]["name"]: p for p in pods if _matches(debugger, p)}
+    for entry in status["debuggedPods"]:
+        state = _reported(by_name[entry["pod"]], entry["container"])
+        if state is None:
+            assert entry["state"] == "Unknown"
+            assert entry.keys() == {"pod", "container", "image", "state"}
+            continue
+        kind = next(iter(state), "waiting")
+        assert entry["state"] == kind.capitalize()
+        detail = state.get(kind) or {}
+        assert entry.get("reason", "") == (detail.get("reason") or "")[:128]
+        assert entry.get("exitCode") == detail.get("exitCode")
+        message = detail.get("message") or ""
+        assert entry.get("message", "") == message[: len(entry.get("message", ""))]
+        assert bool(entry.get("message")) == bool(message)
+
+
+@FAST
+@given(worlds())
+def test_ready_only_when_every_current_container_runs_or_exited_zero(
+    world: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    debugger, pods = world
+    actions = plan(debugger, pods, NOW)
+    assert actions.status_patch is not None
+    found = _conditions(actions.status_patch)
+    name = container_name("dbg", parse_spec(debugger))
+    verdicts = [
+        _verdict(_reported(p, name))
+        for p in pods
+        if _matches(debugger, p) and name in ephemeral_names(p)
+    ] + ["starting"] * len(actions.injections)
+    ready, ready_reason, _ = found["Ready"]
+    degraded, degraded_reason, message = found["Degraded"]
+    if actions.outcome.failures:  # refused by the API server (not generated here)
+        assert (ready, degraded) == ("False", "True")
+    elif "failed" in verdicts:
+        assert (ready, ready_reason) == ("False", "ContainerFailed")
+        assert (degraded, degraded_reason) == ("True", "ContainerFailed")
+        assert f"/{name}" in message
+    elif "starting" in verdicts:
+        assert (ready, ready_reason) == ("False", "Starting")
+        assert degraded == "False"
+    else:
+        assert ready == "True"
+        assert ready_reason in ("Debugged", "NoMatchingPods")
+        assert degraded == "False"
+    # Older containers of the debugger never decide Ready.
+    assert ready_reason != "ContainerFailed" or "failed" in verdicts
+
+
+@FAST
+@given(worlds(), st.sampled_from(["running", "completed", "failing"]))
+def test_once_the_kubelet_runs_every_current_container_the_debugger_is_ready(
+    world: tuple[dict[str, Any], list[dict[str, Any]]], outcome: str
+) -> None:
+    debugger, pods = world
+    cluster = copy.deepcopy(pods)
+    actions = plan(debugger, cluster, NOW)
+    name = container_name("dbg", parse_spec(debugger))
+    by_name = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in cluster}
+    for injection in actions.injections:
+        pod = by_name[(injection.pod["metadata"]["namespace"], injection.pod_name)]
+        pod["spec"]["ephemeralContainers"].append(dict(injection.container))
+    state = {
+        "running": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+        "completed": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+        "failing": {"waiting": {"reason": "ErrImagePull", "message": "not found"}},
+    }[outcome]
+    for pod in cluster:
+        pod["status"]["ephemeralContainerStatuses"] = [
+            s for s in pod["status"]["ephemeralContainerStatuses"] if s["name"] != name
+        ]
+        if name in ephemeral_names(pod):
+            pod["status"]["ephemeralContainerStatuses"].append({"name": name, "state": state})
+    status = plan(dict(debugger, status=actions.status_patch), cluster, NOW).status_patch
+    found = _conditions({**(actions.status_patch or {}), **(status or {})})
+    debugged = any(_matches(debugger, p) and name in ephemeral_names(p) for p in cluster)
+    if outcome == "failing" and debugged:
+        assert found["Ready"][:2] == ("False", "ContainerFailed")
+        assert found["Degraded"][:2] == ("True", "ContainerFailed")
+        assert "ErrImagePull: not found" in found["Degraded"][2]
+    else:
+        assert found["Ready"][:2] == ("True", "Debugged" if debugged else "NoMatchingPods")
+        assert found["Degraded"][:2] == ("False", "AsExpected")
+
+
+@FAST
+@given(worlds())
+def test_slim_records_plan_like_whole_pods(
+    world: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    debugger, pods = world
+    whole = plan(debugger, pods, NOW)
+    slim = plan(debugger, [slim_pod(p) for p in pods], NOW)
+    assert slim.status_patch == whole.status_patch
+    assert [(i.pod_name, i.container) for i in slim.injections] == [
+        (i.pod_name, i.container) for i in whole.injections
+    ]
+
+
+@FAST
+@given(worlds())
+def test_restricted_containers_never_run_as_root(
+    world: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    debugger, pods = world
+    spec = debugger["spec"]
+    for injection in plan(debugger, pods, NOW).injections:
+        context = injection.container.get("securityContext") or {}
+        if spec["profile"] == "restricted":
+            assert context["runAsNonRoot"] is True
+            assert context["runAsUser"] == spec.get("runAsUser", 65532) != 0
+        else:
+            assert context.get("runAsUser") == spec.get("runAsUser")
 
 
 @FAST
@@ -184,6 +412,7 @@ EPHEMERAL_CONTAINER_SCHEMA = {
             "properties": {
                 "privileged": {"type": "boolean"},
                 "runAsNonRoot": {"type": "boolean"},
+                "runAsUser": {"type": "integer", "minimum": 0, "maximum": 2147483647},
                 "allowPrivilegeEscalation": {"type": "boolean"},
                 "capabilities": {
                     "type": "object",

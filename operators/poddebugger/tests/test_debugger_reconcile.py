@@ -15,10 +15,15 @@ from poddebugger_operator.manifests import (
     admission_policy,
     image_allowlist_policy,
 )
+from poddebugger_operator.models import MAX_PODS_LIMIT, MAX_STATE_MESSAGE
 from poddebugger_operator.reconcile import (
+    CONTAINER_FAILED,
+    DEBUGGED,
     IMAGE_NOT_ALLOWED,
     INJECTION_FAILED,
     INVALID_SPEC,
+    STARTING,
+    InvalidSpecError,
     container_name,
     ephemeral_container,
     injection_may_be_due,
@@ -52,6 +57,7 @@ def pod(name: str, *containers: str, phase: str = "Running", ns: str = "ns") -> 
             "restricted",
             {
                 "runAsNonRoot": True,
+                "runAsUser": 65532,
                 "allowPrivilegeEscalation": False,
                 "capabilities": {"drop": ["ALL"]},
                 "seccompProfile": {"type": "RuntimeDefault"},
@@ -163,7 +169,7 @@ def test_crd_and_policy() -> None:
     assert (names["shortNames"], names["categories"]) == (["pdbg"], ["opsuite"])
     version = crd["spec"]["versions"][0]
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert columns == ["Image", "Matched", "Debugged", "Ready", "Age"]
+    assert columns == ["Image", "Matched", "Debugged", "Ready", "Reason", "Age"]
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert sorted(spec["required"]) == ["image", "selector"]
     assert spec["properties"]["selector"]["x-kubernetes-validations"]
@@ -225,3 +231,324 @@ def test_only_new_pods_and_label_changes_can_call_for_an_injection() -> None:
     d = debugger()
     assert plan(d, [pod], NOW).injections
     assert plan(d, [running], NOW).injections
+
+
+# --- runAsUser: the restricted profile runs a root image as a non-root user ----------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({}, {"runAsNonRoot": True, "runAsUser": 65532}),
+        ({"runAsUser": 1000}, {"runAsNonRoot": True, "runAsUser": 1000}),
+        ({"profile": "restricted", "runAsUser": 7}, {"runAsNonRoot": True, "runAsUser": 7}),
+        ({"profile": "baseline"}, None),
+        ({"profile": "baseline", "runAsUser": 1000}, {"runAsUser": 1000}),
+        ({"profile": "general"}, {"capabilities": {"add": ["SYS_PTRACE"]}}),
+        ({"profile": "sysadmin", "runAsUser": 0}, {"privileged": True, "runAsUser": 0}),
+        (
+            {"profile": "netadmin", "runAsUser": 5},
+            {"capabilities": {"add": ["NET_ADMIN", "NET_RAW"]}, "runAsUser": 5},
+        ),
+    ],
+)
+def test_run_as_user_defaults_to_65532_under_restricted_and_is_only_set_elsewhere_when_given(
+    spec: dict[str, Any], expected: dict[str, Any] | None
+) -> None:
+    context = ephemeral_container("dbg", parse_spec(debugger(**spec))).get("securityContext")
+    if expected is None:
+        assert context is None
+    else:
+        assert context is not None
+        assert {k: context[k] for k in expected} == expected
+        if "runAsUser" not in spec and spec.get("profile", "restricted") != "restricted":
+            assert "runAsUser" not in context
+
+
+def test_the_run_as_user_is_part_of_the_container_name() -> None:
+    names = {
+        container_name("dbg", parse_spec(debugger(**spec)))
+        for spec in ({}, {"runAsUser": 65532}, {"runAsUser": 1000})
+    }
+    assert len(names) == 2  # the default is 65532: spelling it out is the same container
+
+
+@pytest.mark.parametrize("spec", [{"runAsUser": 0}, {"runAsUser": 0, "profile": "restricted"}])
+def test_root_under_the_restricted_profile_is_an_invalid_spec(spec: dict[str, Any]) -> None:
+    with pytest.raises(InvalidSpecError, match=r"spec.*runAsUser.*restricted"):
+        parse_spec(debugger(**spec))
+    actions = plan(debugger(**spec), [pod("a")], NOW)
+    assert actions.injections == ()
+    assert actions.status_patch is not None
+    ready = next(c for c in actions.status_patch["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", INVALID_SPEC)
+    assert "runAsUser" in ready["message"]
+
+
+def test_negative_run_as_user_is_refused() -> None:
+    with pytest.raises(InvalidSpecError, match="runAsUser"):
+        parse_spec(debugger(runAsUser=-1))
+
+
+def test_the_crd_refuses_root_under_restricted_with_a_cel_rule() -> None:
+    spec = build_crd(CRD)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    field = spec["properties"]["runAsUser"]
+    assert (field["type"], field["format"], field["minimum"]) == ("integer", "int64", 0)
+    assert field["maximum"] == 2147483647
+    assert "65532" in field["description"]
+    rules = {r["rule"]: r for r in spec["x-kubernetes-validations"]}
+    rule = rules[
+        "!has(self.runAsUser) || self.runAsUser != 0 "
+        "|| (has(self.profile) && self.profile != 'restricted')"
+    ]
+    assert rule["fieldPath"] == ".runAsUser"
+    assert rule["reason"] == "FieldValueForbidden"
+    assert "restricted" in rule["message"]
+    assert "root" in rule["message"]
+
+
+# --- truthful status: the kubelet's view of each container decides Ready and Degraded ------
+
+CURRENT = container_name("dbg", parse_spec(debugger()))
+OLD = container_name("dbg", parse_spec(debugger(image="old")))
+CONFIG_ERROR = (
+    'container has runAsNonRoot and image will run as root (pod: "a_ns(uid-a)", '
+    f"container: {CURRENT})"
+)
+
+
+def running() -> dict[str, Any]:
+    return {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+
+
+def waiting(reason: str, message: str = "") -> dict[str, Any]:
+    return {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+
+
+def terminated(code: int, reason: str = "Error") -> dict[str, Any]:
+    return {
+        "terminated": {"exitCode": code, "reason": reason, "finishedAt": "2026-01-01T00:00:09Z"}
+    }
+
+
+def reported(name: str, *states: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    """A pod holding the containers named in ``states``, each reported in that state
+    (an empty state: not reported by the kubelet yet)."""
+    record = pod(name, *(c for c, _ in states))
+    record["status"]["ephemeralContainerStatuses"] = [
+        {"name": c, "state": s, "ready": False, "restartCount": 0, "image": "busybox"}
+        for c, s in states
+        if s
+    ]
+    return record
+
+
+def conditions(status: dict[str, Any] | None) -> dict[str, tuple[str, str, str]]:
+    assert status is not None
+    return {c["type"]: (c["status"], c["reason"], c["message"]) for c in status["conditions"]}
+
+
+def entries(status: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
+    assert status is not None
+    return {(d["pod"], d["container"]): d for d in status["debuggedPods"]}
+
+
+def test_debugged_pods_report_the_kubelets_state_reason_message_and_exit_code() -> None:
+    pods = [
+        reported("a", (CURRENT, waiting("CreateContainerConfigError", CONFIG_ERROR))),
+        reported("b", (CURRENT, terminated(2))),
+        reported("c", (CURRENT, running())),
+        reported("d", (CURRENT, {})),
+        reported("e", (CURRENT, waiting("ContainerCreating"))),
+    ]
+    found = entries(plan(debugger(), pods, NOW).status_patch)
+    assert found[("a", CURRENT)] == {
+        "pod": "a",
+        "container": CURRENT,
+        "image": "busybox",
+        "state": "Waiting",
+        "reason": "CreateContainerConfigError",
+        "message": CONFIG_ERROR,
+    }
+    assert found[("b", CURRENT)] == {
+        "pod": "b",
+        "container": CURRENT,
+        "image": "busybox",
+        "state": "Terminated",
+        "reason": "Error",
+        "exitCode": 2,
+    }
+    # Running: the four fields, as before.
+    assert found[("c", CURRENT)] == {
+        "pod": "c",
+        "container": CURRENT,
+        "image": "busybox",
+        "state": "Running",
+    }
+    assert found[("d", CURRENT)]["state"] == "Unknown"
+    assert found[("e", CURRENT)] == {
+        "pod": "e",
+        "container": CURRENT,
+        "image": "busybox",
+        "state": "Waiting",
+        "reason": "ContainerCreating",
+    }
+
+
+def test_an_empty_reported_state_is_waiting_as_the_api_defines_it() -> None:
+    record = reported("a", (CURRENT, running()))
+    record["status"]["ephemeralContainerStatuses"][0]["state"] = {}
+    assert entries(plan(debugger(), [record], NOW).status_patch)[("a", CURRENT)]["state"] == (
+        "Waiting"
+    )
+
+
+@pytest.mark.parametrize(
+    "states",
+    [
+        [running()],
+        [running(), terminated(0, "Completed")],
+        [terminated(0, "Completed")],
+    ],
+)
+def test_ready_when_every_current_container_runs_or_exited_zero(
+    states: list[dict[str, Any]],
+) -> None:
+    pods = [reported(f"p{i}", (CURRENT, s)) for i, s in enumerate(states)]
+    found = conditions(plan(debugger(), pods, NOW).status_patch)
+    assert found["Ready"][:2] == ("True", DEBUGGED)
+    assert found["Degraded"][:2] == ("False", "AsExpected")
+
+
+@pytest.mark.parametrize(
+    "state",
+    [{}, waiting("ContainerCreating"), waiting("PodInitializing"), {"waiting": {}}],
+)
+def test_starting_while_a_container_is_created_or_not_reported(state: dict[str, Any]) -> None:
+    pods = [reported("a", (CURRENT, running())), reported("b", (CURRENT, state))]
+    found = conditions(plan(debugger(), pods, NOW).status_patch)
+    assert found["Ready"][:2] == ("False", STARTING)
+    assert "1 of 2" in found["Ready"][2]
+    assert "b" in found["Ready"][2]
+    assert found["Degraded"][:2] == ("False", "AsExpected")
+
+
+def test_a_container_just_added_is_starting() -> None:
+    actions = plan(debugger(), [pod("a")], NOW)
+    assert [i.pod_name for i in actions.injections] == ["a"]
+    found = conditions(actions.status_patch)
+    assert found["Ready"][:2] == ("False", STARTING)
+    assert entries(actions.status_patch)[("a", CURRENT)]["state"] == "Unknown"
+
+
+@pytest.mark.parametrize(
+    ("state", "shown"),
+    [
+        (waiting("CreateContainerConfigError", CONFIG_ERROR), "CreateContainerConfigError"),
+        (waiting("ErrImagePull", 'failed to pull image "busybox"'), "ErrImagePull"),
+        (waiting("ImagePullBackOff", 'Back-off pulling image "busybox"'), "ImagePullBackOff"),
+        (waiting("InvalidImageName"), "InvalidImageName"),
+        (waiting("CreateContainerError"), "CreateContainerError"),
+        (waiting("RunContainerError"), "RunContainerError"),
+        (waiting("CrashLoopBackOff"), "CrashLoopBackOff"),
+        (waiting("SomeFutureKubeletError"), "SomeFutureKubeletError"),
+        (terminated(1), "exit code 1"),
+        (terminated(128, "StartError"), "StartError"),
+    ],
+)
+def test_a_failed_container_makes_the_debugger_degraded_naming_pod_container_and_reason(
+    state: dict[str, Any], shown: str
+) -> None:
+    pods = [reported("a", (CURRENT, running())), reported("b", (CURRENT, state))]
+    found = conditions(plan(debugger(), pods, NOW).status_patch)
+    assert found["Ready"][:2] == ("False", CONTAINER_FAILED)
+    status, reason, message = found["Degraded"]
+    assert (status, reason) == ("True", CONTAINER_FAILED)
+    assert f"b/{CURRENT}" in message
+    assert shown in message
+    assert "a/" not in message
+    if state.get("waiting", {}).get("message"):
+        assert state["waiting"]["message"] in message
+
+
+def test_failures_outrank_containers_still_starting() -> None:
+    pods = [
+        reported("a", (CURRENT, waiting("ContainerCreating"))),
+        reported("b", (CURRENT, waiting("ErrImagePull"))),
+    ]
+    assert conditions(plan(debugger(), pods, NOW).status_patch)["Ready"][1] == CONTAINER_FAILED
+
+
+def test_refusals_and_failed_containers_are_both_named() -> None:
+    obj = debugger()
+    obj["status"] = {
+        "failedPods": [
+            {
+                "pod": "a",
+                "uid": "uid-a",
+                "container": CURRENT,
+                "reason": "Rejected",
+                "message": "no",
+            }
+        ]
+    }
+    pods = [pod("a"), reported("b", (CURRENT, waiting("ErrImagePull")))]
+    status, reason, message = conditions(plan(obj, pods, NOW).status_patch)["Degraded"]
+    assert (status, reason) == ("True", INJECTION_FAILED)
+    assert "a: no" in message
+    assert f"b/{CURRENT}: ErrImagePull" in message
+
+
+def test_containers_of_an_older_spec_are_listed_but_do_not_decide_ready() -> None:
+    # The old image never pulled; the spec was fixed: the new container runs.
+    pods = [reported("a", (OLD, waiting("ImagePullBackOff")), (CURRENT, running()))]
+    actions = plan(debugger(), pods, NOW)
+    found = conditions(actions.status_patch)
+    assert found["Ready"][:2] == ("True", DEBUGGED)
+    assert found["Degraded"][:2] == ("False", "AsExpected")
+    assert entries(actions.status_patch)[("a", OLD)]["reason"] == "ImagePullBackOff"
+
+
+def test_kubelet_messages_and_reasons_are_bounded_to_the_schema() -> None:
+    long = "x" * 5000
+    pods = [reported("a", (CURRENT, waiting("Weird reason!" + long, long)))]
+    status = plan(debugger(), pods, NOW).status_patch
+    entry = entries(status)[("a", CURRENT)]
+    assert len(entry["reason"]) <= 128
+    assert len(entry["message"]) <= MAX_STATE_MESSAGE
+    assert status is not None
+    assert all(len(c["message"]) <= 1024 for c in status["conditions"])
+
+
+def test_debugged_pods_keep_within_their_bound_current_containers_first() -> None:
+    olds = [container_name("dbg", parse_spec(debugger(image=f"old{i}"))) for i in range(3)]
+    pods = [reported(f"p{i:03}", *((n, running()) for n in olds)) for i in range(100)]
+    for record in pods[:40]:
+        record["spec"]["ephemeralContainers"].append({"name": CURRENT, "image": "busybox"})
+        record["status"]["ephemeralContainerStatuses"].append(
+            {"name": CURRENT, "state": waiting("ErrImagePull")}
+        )
+    actions = plan(debugger(maxPods=40), pods, NOW)
+    status = actions.status_patch
+    assert status is not None
+    listed = status["debuggedPods"]
+    assert len(listed) == 2 * MAX_PODS_LIMIT
+    assert sum(d["container"] == CURRENT for d in listed) == 40
+    assert listed == sorted(listed, key=lambda d: (d["pod"], d["container"]))
+    assert conditions(status)["Degraded"][:2] == ("True", CONTAINER_FAILED)
+    assert "40 debug containers failed" in conditions(status)["Degraded"][2]
+
+
+def test_a_status_that_did_not_change_is_not_written_again() -> None:
+    pods = [
+        reported("a", (CURRENT, waiting("CreateContainerConfigError", CONFIG_ERROR))),
+        reported("b", (CURRENT, waiting("ContainerCreating"))),
+        reported("c", (CURRENT, terminated(0, "Completed"))),
+    ]
+    first = plan(debugger(), pods, NOW).status_patch
+    assert first is not None
+    later = datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+    assert plan({**debugger(), "status": first}, pods, later).status_patch is None
+    # The kubelet's next word is written.
+    pods[1]["status"]["ephemeralContainerStatuses"][0]["state"] = running()
+    assert plan({**debugger(), "status": first}, pods, later).status_patch is not None
