@@ -455,10 +455,15 @@ def locked(path: Path) -> Iterator[None]:
         yield
 
 
-def debian_mirror(suite: str = "bookworm") -> str:
-    """The machine's Debian mirror for ``suite``, from the apt sources (one-line and deb822
-    formats); else $OPSUITE_DEBIAN_MIRROR."""
-    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+def apt_sources() -> list[Path]:
+    return [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+
+
+def debian_mirror(suite: str = "bookworm", sources: Sequence[Path] | None = None) -> str:
+    """The machine's Debian mirror for ``suite`` (main), from the apt sources (one-line and
+    deb822 formats); else $OPSUITE_DEBIAN_MIRROR."""
+    if sources is None:
+        sources = apt_sources()
     for source in sources:
         if not source.is_file():
             continue

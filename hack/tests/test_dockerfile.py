@@ -170,3 +170,42 @@ def test_builder_uses_the_poetry_of_install_deps() -> None:
         return found[1]
 
     assert poetry_version("hack/image/build-wheel.sh") == poetry_version("hack/install-deps.sh")
+
+
+def test_no_syntax_directive() -> None:
+    """A ``# syntax=`` line makes BuildKit pull the frontend image; hack/images.py builds offline
+    with the built-in one."""
+    first = (ROOT / "Dockerfile").read_text().splitlines()[0]
+    assert not re.match(r"#\s*syntax\s*=", first, re.I), first
+
+
+def test_package_index_steps_trust_the_optional_ca_secret() -> None:
+    """Every step that runs pip mounts the CA bundle secret (optional, so a plain buildx build
+    works) and points pip at it only when it is there; no step copies a bundle into a layer."""
+    pip_steps = [
+        run
+        for stage in STAGES.values()
+        for run in stage.args("RUN")
+        if re.search(r"build-wheel\.sh|install-runtime\.sh", run)
+    ]
+    assert len(pip_steps) == 2, pip_steps
+    for run in pip_steps:
+        assert "--mount=type=secret,id=ca,required=false,target=/run/secrets/ca" in run, run
+        assert "if [ -f /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi" in run, run
+    copied = [a for stage in STAGES.values() for kw in ("COPY", "ADD") for a in stage.args(kw)]
+    assert not [a for a in copied if re.search(r"\.(crt|pem)\b|ca-certificates", a)], copied
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_runtime_cleanup_is_the_script_for_either_base(target: str) -> None:
+    """The clean-up is hack/image/strip-runtime.sh, bind-mounted (not left in the image); no
+    step assumes the official image's layout (/usr/local/lib, a ``python`` command)."""
+    runs = [a for stage in lineage(STAGES, target) for a in stage.args("RUN")]
+    assert any(
+        "--mount=type=bind,source=hack/image/strip-runtime.sh," in a
+        and a.endswith("sh /run/strip-runtime.sh")
+        for a in runs
+    ), runs
+    for a in runs:
+        assert "/usr/local/lib" not in a, a
+        assert not re.search(r"(^|[\s;&|])python\s", a), a
