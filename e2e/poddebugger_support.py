@@ -17,6 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from e2e.cluster import ROOT, Cluster, wait_until
 from e2e.operators import OperatorHandle, OperatorProcess, operator_env, operator_handle
+from e2e.placement import real_pod_spec
 
 GROUP, VERSION, PLURAL = "debug.opsuite.dev", "v1alpha1", "poddebuggers"
 CRD_DIR = ROOT / "charts" / "pod-debugger-operator" / "crds"
@@ -67,6 +68,22 @@ def start_operator(cluster: Cluster, pool: Pool, log_dir: Path, *extra: str) -> 
         log,
         operator_env(cluster, "pod-debugger-operator", POD_NAME=pool.identity),
     ).start()
+
+
+def namespace_operator(cluster: Cluster, namespace: str, log_dir: Path) -> OperatorHandle:
+    """The pod-debugger-operator for a test in ``namespace``: a ready process serving only it
+    with --allowed-image-prefix=busybox, or the one in the cluster (e2e.operators)."""
+    log = log_dir / f"pod-debugger-operator-{uuid.uuid4().hex[:6]}.log"
+    return operator_handle(
+        cluster,
+        "pod-debugger-operator",
+        lambda: OperatorProcess(
+            "pod-debugger-operator",
+            [f"--namespace={namespace}", f"--allowed-image-prefix={ALLOWED_PREFIX}"],
+            log,
+            operator_env(cluster, "pod-debugger-operator", POD_NAME=f"pdbg-e2e-{namespace}"),
+        ).start(),
+    )
 
 
 def pool_operator(cluster: Cluster, pool: Pool, log_dir: Path) -> OperatorHandle:
@@ -179,23 +196,37 @@ class Debuggers:
     # --- pods ------------------------------------------------------------------------------
 
     def run_pod(
-        self, namespace: str, name: str, labels: dict[str, str], *, restricted: bool = False
+        self,
+        namespace: str,
+        name: str,
+        labels: dict[str, str],
+        *,
+        restricted: bool = False,
+        real: bool = False,
     ) -> None:
-        """Create a pod and wait until it is Running."""
-        container: dict[str, Any] = {"name": "main", "image": "nginx"}
+        """Create a pod and wait until it is Running.
+
+        ``real``: busybox:1.37 sleep 3600 on a node that runs containers (e2e.placement), for
+        tests that claim something runs in the pod; otherwise nginx wherever the scheduler puts
+        it (a kwok node on the local plane, where nothing runs)."""
+        spec: dict[str, Any] = (
+            real_pod_spec(self.core.api_client)
+            if real
+            else {"containers": [{"name": "main", "image": "nginx"}]}
+        )
         if restricted:
-            container.update(RESTRICTED_CONTAINER)
+            spec["containers"][0].update(RESTRICTED_CONTAINER)
         body = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": name, "labels": labels},
-            "spec": {"containers": [container]},
+            "spec": spec,
         }
         self.core.create_namespaced_pod(namespace, body)
         wait_until(
             lambda: self.core.read_namespaced_pod(name, namespace).status.phase,
             lambda phase: phase == "Running",
-            timeout=60,
+            timeout=120 if real else 60,
             what=f"pod {namespace}/{name} Running",
         )
 

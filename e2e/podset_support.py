@@ -157,23 +157,28 @@ def is_active(pod: client.V1Pod) -> bool:
 
 
 class PodCounter:
-    """Follows a namespace's pods through a watch (in a thread): how many now, how many at most.
+    """Follows a namespace's pods through a watch (in a thread): how many now, how many at most,
+    and how few of them were Ready at least.
 
-    Reconnects (listing again) when the watch ends or fails, so an API server pause only
-    leaves a gap; the counts are those of the pods the watch reported.
+    Every event is counted in the order the API server sent it, so a count that held for a
+    moment only is seen too. A watch that times out resumes from the last resourceVersion seen
+    (no gap); one that fails or expires lists again, so an API server pause only leaves a gap;
+    the counts are those of the pods the watch reported.
     """
 
     def __init__(self, api: client.ApiClient, namespace: str) -> None:
         self.core = client.CoreV1Api(api)
         self.namespace = namespace
-        self._pods: dict[str, bool] = {}  # uid -> active
+        self._pods: dict[str, tuple[bool, bool]] = {}  # uid -> (active, ready)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._watch: watch.Watch | None = None
         self._thread = threading.Thread(target=self._run, name=f"pods-{namespace}", daemon=True)
         self.highest_active = 0
         self.highest_total = 0
+        self.lowest_ready = 0
         self.events = 0
+        self.relists = 0
 
     def __enter__(self) -> PodCounter:
         self._thread.start()
@@ -189,7 +194,13 @@ class PodCounter:
     @property
     def active(self) -> int:
         with self._lock:
-            return sum(self._pods.values())
+            return self._active()
+
+    @property
+    def ready(self) -> int:
+        """Active pods whose Ready condition is True."""
+        with self._lock:
+            return self._ready()
 
     @property
     def total(self) -> int:
@@ -198,45 +209,65 @@ class PodCounter:
 
     def reset_highest(self) -> None:
         with self._lock:
-            self.highest_active = sum(self._pods.values())
+            self.highest_active = self._active()
             self.highest_total = len(self._pods)
 
-    def _update(self, uid: str, active: bool | None) -> None:
+    def reset_lowest(self) -> None:
+        """From now on, ``lowest_ready`` is the fewest Ready pods seen since this call."""
         with self._lock:
-            if active is None:
+            self.lowest_ready = self._ready()
+
+    def _active(self) -> int:
+        return sum(active for active, _ in self._pods.values())
+
+    def _ready(self) -> int:
+        return sum(active and ready for active, ready in self._pods.values())
+
+    def _update(self, uid: str, state: tuple[bool, bool] | None) -> None:
+        with self._lock:
+            if state is None:
                 self._pods.pop(uid, None)
             else:
-                self._pods[uid] = active
-            self.highest_active = max(self.highest_active, sum(self._pods.values()))
+                self._pods[uid] = state
+            self.highest_active = max(self.highest_active, self._active())
             self.highest_total = max(self.highest_total, len(self._pods))
+            self.lowest_ready = min(self.lowest_ready, self._ready())
             self.events += 1
 
     def _run(self) -> None:
+        version: str | None = None  # where the watch resumes; None: list first
         while not self._stop.is_set():
             try:
-                response = self.core.list_namespaced_pod(self.namespace, _preload_content=False)
-                listing = json.loads(response.data)
-                with self._lock:
-                    self._pods = {p["metadata"]["uid"]: _raw_active(p) for p in listing["items"]}
-                self._update("", None)  # recompute the highest counts
+                if version is None:
+                    response = self.core.list_namespaced_pod(self.namespace, _preload_content=False)
+                    listing = json.loads(response.data)
+                    with self._lock:
+                        self._pods = {p["metadata"]["uid"]: _raw_state(p) for p in listing["items"]}
+                    self._update("", None)  # recompute the extreme counts
+                    self.relists += 1
+                    version = listing["metadata"]["resourceVersion"]
                 self._watch = watch.Watch()
                 for event in self._watch.stream(
                     self.core.list_namespaced_pod,
                     self.namespace,
-                    resource_version=listing["metadata"]["resourceVersion"],
+                    resource_version=version,
+                    allow_watch_bookmarks=True,
                     timeout_seconds=30,
                     _request_timeout=45,
                     deserialize=False,  # plain dicts: a few hundred pods a second, cheaply
                 ):
                     if event["type"] == "ERROR":
-                        break  # 410 Gone: list again
+                        version = None  # 410 Gone: list again
+                        break
                     pod = event["object"]
+                    version = pod["metadata"]["resourceVersion"]
                     gone = event["type"] == "DELETED"
                     if event["type"] != "BOOKMARK":
-                        self._update(pod["metadata"]["uid"], None if gone else _raw_active(pod))
+                        self._update(pod["metadata"]["uid"], None if gone else _raw_state(pod))
                     if self._stop.is_set():
                         return
-            except Exception:  # a pause, a timeout: list again
+            except Exception:  # a pause, a timeout, an expired version: list again
+                version = None
                 time.sleep(0.2)
 
 
@@ -245,6 +276,13 @@ def _raw_active(pod: dict[str, Any]) -> bool:
     return "deletionTimestamp" not in pod["metadata"] and pod.get("status", {}).get(
         "phase"
     ) not in ("Succeeded", "Failed")
+
+
+def _raw_state(pod: dict[str, Any]) -> tuple[bool, bool]:
+    """(active, Ready condition True) of a pod as a plain dict."""
+    conditions = pod.get("status", {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return _raw_active(pod), ready
 
 
 def podset_events(api: client.ApiClient, namespace: str, name: str) -> list[client.CoreV1Event]:

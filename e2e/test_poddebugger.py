@@ -2,8 +2,10 @@
 
 One operator process serves the run's namespaces for the whole module (see
 poddebugger_support); each test uses its own namespace(s) of the pool and deletes its
-PodDebuggers when it ends. On the local plane a kwok Stage (hack/kwok/) reports ephemeral
-containers as running.
+PodDebuggers when it ends. Pods stay on kwok nodes on the local plane (a kwok Stage,
+hack/kwok/, reports ephemeral containers there as running, though nothing runs), except those of
+the test that claims the debug containers run: they go to a node that runs containers
+(e2e.placement).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from kubernetes.client.rest import ApiException
 from e2e.cluster import Cluster, service_account_client, wait_until
 from e2e.configmapsync_support import describe, metric_value, writes_by
 from e2e.operators import OperatorHandle
+from e2e.placement import BUSYBOX
 from e2e.poddebugger_support import (
     ALLOWED_PREFIX,
     GROUP,
@@ -90,8 +93,8 @@ def test_matching_pods_get_one_container_through_the_subresource_only(
     cluster: Cluster, pool: Pool, debuggers: Debuggers, operator: OperatorHandle
 ) -> None:
     a, other = pool.name("a"), pool.name("other")
-    for name in ("web-1", "web-2"):
-        debuggers.run_pod(a, name, WEB)
+    for name in ("web-1", "web-2"):  # the debug containers really run in these two
+        debuggers.run_pod(a, name, WEB, real=True)
     debuggers.run_pod(a, "db", {"app": "db"})
     debuggers.run_pod(a, "finished", WEB)
     debuggers.core.patch_namespaced_pod_status("finished", a, {"status": {"phase": "Succeeded"}})
@@ -99,8 +102,8 @@ def test_matching_pods_get_one_container_through_the_subresource_only(
     before = {n: debuggers.pod(a, n).metadata for n in ("web-1", "web-2", "db")}
     started = time.time()
 
-    debuggers.create(a, debugger_manifest("shell", WEB))
-    obj = debuggers.wait_debugged(a, "shell", 2)
+    debuggers.create(a, debugger_manifest("shell", WEB, image=BUSYBOX))
+    obj = debuggers.wait_debugged(a, "shell", 2, timeout=120)
     status = obj["status"]
     assert status["matchedPods"] == 2
     assert status["skippedPods"] == 0
@@ -112,10 +115,12 @@ def test_matching_pods_get_one_container_through_the_subresource_only(
     assert container.startswith("pdbg-shell-")
     assert len(container) <= 63
     debug = debuggers.pod(a, "web-1").spec.ephemeral_containers[0]
-    assert debug.image == "busybox"
+    assert debug.image == BUSYBOX
     assert debug.command == ["sleep", "3600"]
-    # The default profile is restricted, as kubectl debug --profile=restricted.
+    # The default profile is restricted, as kubectl debug --profile=restricted, with a non-root
+    # user of its own, so that an image whose user is root (busybox) can start.
     assert debug.security_context.run_as_non_root is True
+    assert debug.security_context.run_as_user == 65532
     assert debug.security_context.capabilities.drop == ["ALL"]
     assert debug.security_context.allow_privilege_escalation is False
     assert debug.security_context.seccomp_profile.type == "RuntimeDefault"
@@ -131,21 +136,21 @@ def test_matching_pods_get_one_container_through_the_subresource_only(
             meta.annotations,
             meta.finalizers,
         )
-    # The status follows the containers' state (the kwok stage reports them running).
+    # The status follows the containers' state, as the kubelet reports it.
     obj = debuggers.wait(
         a,
         "shell",
         lambda o: {d["state"] for d in o["status"].get("debuggedPods", [])} == {"Running"},
         "debug containers Running",
+        timeout=120,
     )
     pods = _containers_of(obj["status"])
     assert sorted(pods) == ["web-1", "web-2"]
-    assert pods["web-1"] == {
-        "pod": "web-1",
-        "container": container,
-        "image": "busybox",
-        "state": "Running",
-    }
+    entry = {k: pods["web-1"].get(k) for k in ("pod", "container", "image", "state")}
+    assert entry == {"pod": "web-1", "container": container, "image": BUSYBOX, "state": "Running"}
+    for name in ("web-1", "web-2"):
+        (running,) = debuggers.pod(a, name).status.ephemeral_container_statuses
+        assert (running.name, bool(running.state.running)) == (container, True), running
     # The PodDebugger's Events name each pod; the pods get none from the operator (the
     # kubelet reports the container's own life on the pod).
     for name in ("web-1", "web-2"):
@@ -164,8 +169,8 @@ def test_matching_pods_get_one_container_through_the_subresource_only(
             if e.source.component != "kubelet" and e.reason == "DebugContainerAdded"
         ]
     table = cluster.kubectl("get", "pdbg", "shell", "-n", a).splitlines()
-    assert table[0].split() == ["NAME", "IMAGE", "MATCHED", "DEBUGGED", "READY", "AGE"]
-    assert table[1].split()[:5] == ["shell", "busybox", "2", "2", "True"]
+    assert table[0].split() == ["NAME", "IMAGE", "MATCHED", "DEBUGGED", "READY", "REASON", "AGE"]
+    assert table[1].split()[:6] == ["shell", BUSYBOX, "2", "2", "True", "Debugged"]
     text = operator.metrics()
     assert metric_value(text, "opsuite_poddebugger_injections_total") >= 2
     assert metric_value(text, "opsuite_poddebugger_injection_latency_seconds_count") >= 2

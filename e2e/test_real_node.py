@@ -1,0 +1,368 @@
+"""What the operators claim about containers, where containers really run.
+
+Every pod here is placed by e2e.placement on a node that runs containers (the local plane's real
+node; any node on kind) and runs busybox:1.37, so Running, Ready, readiness probes, the
+user a debug container runs as and the kubelet's reasons are the kubelet's, not kwok's. Few pods
+(at most six at a time): the local real node has two cores.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from e2e.cluster import Cluster, wait_until
+from e2e.operators import OperatorHandle
+from e2e.placement import BUSYBOX, is_kwok, real_pod_spec, sleeper
+from e2e.poddebugger_support import Debuggers, debugger_manifest, ephemeral, namespace_operator
+from e2e.poddebugger_support import condition as pdbg_condition
+from e2e.poddebugger_support import install_crd as install_poddebugger_crd
+from e2e.podset_support import PodCounter, PodSets, condition, podset, podset_operator
+from e2e.podset_support import install_crd as install_podset_crd
+
+TEMPLATE_HASH_LABEL = "opsuite.dev/pod-template-hash"
+RESTRICTED_USER = "65532"
+"""The user the restricted profile runs a debug container as when the spec names none."""
+STARTING = frozenset({None, "", "ContainerCreating", "PodInitializing"})
+"""Waiting reasons of a container on its way up (any other is the kubelet giving up)."""
+MAX_STATE_MESSAGE = 256
+"""A debuggedPods entry keeps this much of the kubelet's message."""
+PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff"})
+MISSING_IMAGE = "busybox:does-not-exist"
+"""Allowed by the operator's image prefix; no registry answers for it on the local plane, none
+has it on kind: the kubelet cannot pull it."""
+START_FAILURES = frozenset({"RunContainerError", "StartError"})
+MISSING_COMMAND = "/no/such/command"
+"""Not in busybox: the runtime fails to start the container (RunContainerError)."""
+
+
+# --- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def podset_crd(cluster: Cluster) -> None:
+    install_podset_crd(cluster)
+
+
+@pytest.fixture
+def podset_op(
+    cluster: Cluster, podset_crd: None, namespace: str, tmp_path: Path
+) -> Iterator[OperatorHandle]:
+    handle = podset_operator(cluster, namespace, tmp_path)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def podsets(api: client.ApiClient, namespace: str) -> PodSets:
+    return PodSets(api, namespace)
+
+
+@pytest.fixture(scope="module")
+def poddebugger_crd(cluster: Cluster) -> None:
+    install_poddebugger_crd(cluster)
+
+
+@pytest.fixture
+def pdbg_op(
+    cluster: Cluster, poddebugger_crd: None, namespace: str, tmp_path: Path
+) -> Iterator[OperatorHandle]:
+    handle = namespace_operator(cluster, namespace, tmp_path)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def debuggers(api: client.ApiClient, pdbg_op: OperatorHandle) -> Iterator[Debuggers]:
+    access = Debuggers(api)
+    yield access
+    access.cleanup()
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _ready(pod: client.V1Pod) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+def _containers_running(pod: client.V1Pod) -> bool:
+    statuses = pod.status.container_statuses or []
+    return bool(statuses) and all(s.state.running is not None for s in statuses)
+
+
+def _describe(pods: list[client.V1Pod]) -> list[tuple[str, str, str, bool]]:
+    """(name, node, phase, ready) of each pod, for failure messages."""
+    return [(p.metadata.name, p.spec.node_name, p.status.phase, _ready(p)) for p in pods]
+
+
+def _wait_running_and_ready(
+    podsets: PodSets, selector: str, count: int, timeout: float = 120
+) -> list[client.V1Pod]:
+    """Exactly ``count`` active pods, each Running with its containers running and Ready."""
+    return wait_until(
+        lambda: podsets.active_pods(selector),
+        lambda pods: (
+            len(pods) == count
+            and all(
+                p.status.phase == "Running" and _containers_running(p) and _ready(p) for p in pods
+            )
+        ),
+        timeout=timeout,
+        what=f"{count} pods matching {selector} Running and Ready",
+    )
+
+
+def _assert_on_real_nodes(api: client.ApiClient, pods: list[client.V1Pod]) -> None:
+    fakes = {n.metadata.name for n in client.CoreV1Api(api).list_node().items if is_kwok(n)}
+    on_fakes = [p.metadata.name for p in pods if p.spec.node_name in fakes]
+    assert not on_fakes, f"pods on kwok nodes, where nothing runs: {on_fakes}"
+
+
+def _real_podset(api: client.ApiClient, name: str, replicas: int, **spec: Any) -> dict[str, Any]:
+    body = podset(name, replicas, **spec)
+    body["spec"]["template"]["spec"] = real_pod_spec(api)
+    return body
+
+
+# --- PodSet ------------------------------------------------------------------------------------
+
+
+@pytest.mark.smoke
+def test_podset_of_sleepers_runs_and_scales(
+    cluster: Cluster,
+    api: client.ApiClient,
+    podset_op: OperatorHandle,
+    podsets: PodSets,
+    namespace: str,
+) -> None:
+    """The README's busybox-sleepers on a node that runs them: 3, then 5, then 2 pods, each time
+    exactly that many Running and Ready for real."""
+    selector = "app=sleepers"
+    podsets.create(_real_podset(api, "sleepers", 3))
+    pods = _wait_running_and_ready(podsets, selector, 3)
+    _assert_on_real_nodes(api, pods)
+    # A process answers inside the container: its hostname is the pod's name.
+    name = pods[0].metadata.name
+    hostname = cluster.kubectl("exec", name, "-n", namespace, "-c", "main", "--", "hostname")
+    assert hostname.strip() == name
+    podsets.wait_status("sleepers", replicas=3, readyReplicas=3, availableReplicas=3)
+
+    for replicas in (5, 2):
+        cluster.kubectl("scale", "podset/sleepers", "-n", namespace, f"--replicas={replicas}")
+        pods = _wait_running_and_ready(podsets, selector, replicas)
+        _assert_on_real_nodes(api, pods)
+        ps = podsets.wait_status(
+            "sleepers", replicas=replicas, readyReplicas=replicas, availableReplicas=replicas
+        )
+        assert condition(ps, "Ready")["status"] == "True", ps["status"]
+        running = [p for p in podsets.pods(selector) if p.status.phase == "Running"]
+        active = [p for p in running if p.metadata.deletion_timestamp is None]
+        assert len(active) == replicas, _describe(running)
+
+
+ROLL_REPLICAS = 4
+ROLL_MAX_SURGE = 1
+ROLL_MAX_UNAVAILABLE = 1
+ROLL_WATCH_SECONDS = 30
+
+
+def test_rolling_update_to_pods_that_never_get_ready_keeps_enough_ready(
+    api: client.ApiClient, podset_op: OperatorHandle, podsets: PodSets, namespace: str
+) -> None:
+    """A template whose pods run but never pass their readinessProbe: for 30 s after the change,
+    a watch on the pods never sees fewer than replicas - maxUnavailable of them Ready, and the
+    rollout stalls as a Deployment's would (3 old Ready, 2 new not Ready)."""
+    selector = "app=roll"
+    strategy = {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": ROLL_MAX_SURGE, "maxUnavailable": ROLL_MAX_UNAVAILABLE},
+    }
+    podsets.create(_real_podset(api, "roll", ROLL_REPLICAS, updateStrategy=strategy))
+    old_pods = _wait_running_and_ready(podsets, selector, ROLL_REPLICAS)
+    podsets.wait_status("roll", readyReplicas=ROLL_REPLICAS, updatedReplicas=ROLL_REPLICAS)
+    min_ready = ROLL_REPLICAS - ROLL_MAX_UNAVAILABLE
+
+    with PodCounter(api, namespace) as pods:
+        wait_until(lambda: pods.ready, lambda n: n == ROLL_REPLICAS, timeout=30, what="4 Ready")
+        # The watch sees a drop below min_ready: two Ready pods deleted at once (what a rollout
+        # that ignored maxUnavailable would do) take it to 2 until their replacements are Ready.
+        pods.reset_lowest()
+        for pod in old_pods[:2]:
+            podsets.core.delete_namespaced_pod(pod.metadata.name, namespace)
+        wait_until(lambda: pods.lowest_ready, lambda n: n < min_ready, timeout=30, what="a drop")
+        old_pods = _wait_running_and_ready(podsets, selector, ROLL_REPLICAS)
+        wait_until(lambda: pods.ready, lambda n: n == ROLL_REPLICAS, timeout=30, what="4 Ready")
+        old_hash = old_pods[0].metadata.labels[TEMPLATE_HASH_LABEL]
+
+        pods.reset_lowest()
+        relists = pods.relists
+        never_ready = {
+            **sleeper(),
+            "readinessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1},
+        }
+        podsets.patch("roll", {"spec": {"template": {"spec": {"containers": [never_ready]}}}})
+        time.sleep(ROLL_WATCH_SECONDS)
+        lowest, gaps = pods.lowest_ready, pods.relists - relists
+
+    assert lowest >= min_ready, (
+        f"{lowest} Ready pods at one point, fewer than replicas - maxUnavailable = {min_ready}"
+    )
+    assert gaps == 0, "the pod watch had to list again: it may have missed a moment"
+    active = podsets.active_pods(selector)
+    old = [p for p in active if p.metadata.labels[TEMPLATE_HASH_LABEL] == old_hash]
+    new = [p for p in active if p.metadata.labels[TEMPLATE_HASH_LABEL] != old_hash]
+    assert len(old) == min_ready, _describe(old)
+    assert all(_ready(p) for p in old), _describe(old)
+    # The new pods run (their container started) and are not Ready because of their probe.
+    assert len(new) == ROLL_MAX_SURGE + ROLL_MAX_UNAVAILABLE, _describe(new)
+    assert all(_containers_running(p) and not _ready(p) for p in new), _describe(new)
+    _assert_on_real_nodes(api, active)
+    ps = podsets.wait_status(
+        "roll",
+        replicas=ROLL_REPLICAS + ROLL_MAX_SURGE,
+        readyReplicas=min_ready,
+        updatedReplicas=ROLL_MAX_SURGE + ROLL_MAX_UNAVAILABLE,
+    )
+    assert condition(ps, "Progressing")["status"] == "True", ps["status"]
+    assert condition(ps, "Ready")["status"] == "False", ps["status"]
+
+
+# --- PodDebugger -------------------------------------------------------------------------------
+
+
+def _debug_status(pod: client.V1Pod, container: str) -> client.V1ContainerStatus | None:
+    for status in pod.status.ephemeral_container_statuses or []:
+        if status.name == container:
+            return status
+    return None
+
+
+def _entries(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {d["pod"]: d for d in obj.get("status", {}).get("debuggedPods") or []}
+
+
+@pytest.mark.smoke
+def test_debug_container_runs_as_the_restricted_user(
+    cluster: Cluster, debuggers: Debuggers, namespace: str
+) -> None:
+    """A PodDebugger with the default (restricted) profile: its container starts in a real pod,
+    kubectl exec reaches it, it runs as 65532, and the status says Running and Ready."""
+    labels = {"app": "target"}
+    debuggers.run_pod(namespace, "target", labels, real=True)
+    debuggers.create(namespace, debugger_manifest("shell", labels, image=BUSYBOX))
+    (container,) = wait_until(
+        lambda: ephemeral(debuggers.pod(namespace, "target")),
+        bool,
+        timeout=60,
+        what="the debug container added",
+    )
+    status = wait_until(
+        lambda: _debug_status(debuggers.pod(namespace, "target"), container),
+        lambda s: s is not None and s.state.running is not None,
+        timeout=120,
+        what=f"{container} running in the pod's status",
+    )
+    assert status.image.endswith(BUSYBOX), status.image
+    uid = cluster.kubectl("exec", "target", "-n", namespace, "-c", container, "--", "id", "-u")
+    assert uid.strip() == RESTRICTED_USER
+    obj = debuggers.wait(
+        namespace,
+        "shell",
+        lambda o: (
+            pdbg_condition(o, "Ready").get("status") == "True"
+            and _entries(o).get("target", {}).get("state") == "Running"
+        ),
+        "Ready with the container Running",
+        timeout=60,
+    )
+    assert _entries(obj)["target"]["container"] == container
+    assert pdbg_condition(obj, "Degraded")["status"] == "False", obj["status"]
+
+
+def _kubelet_failure(status: client.V1ContainerStatus | None) -> tuple[str, str, str] | None:
+    """(state, reason, message) when the kubelet reports the container Waiting with an error
+    reason or Terminated (it never restarts an ephemeral container); None otherwise."""
+    if status is None:
+        return None
+    if (waiting := status.state.waiting) is not None and waiting.reason not in STARTING:
+        return "Waiting", waiting.reason or "", waiting.message or ""
+    if (terminated := status.state.terminated) is not None:
+        return "Terminated", terminated.reason or "", terminated.message or ""
+    return None
+
+
+CANNOT_START = [
+    pytest.param({"image": MISSING_IMAGE}, PULL_FAILURES, MISSING_IMAGE, id="image-not-pullable"),
+    pytest.param(
+        {"image": BUSYBOX, "command": [MISSING_COMMAND]},
+        START_FAILURES,
+        MISSING_COMMAND,
+        id="command-not-found",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "reasons", "needle"), CANNOT_START)
+def test_debug_container_that_cannot_start_is_reported_with_the_kubelets_reason(
+    debuggers: Debuggers,
+    namespace: str,
+    spec: dict[str, Any],
+    reasons: frozenset[str],
+    needle: str,
+) -> None:
+    """A debug container the kubelet cannot start: the PodDebugger's entry carries the state,
+    reason and message the kubelet reports on the pod; Ready is False (ContainerFailed) and
+    Degraded True, naming the pod."""
+    labels = {"app": "target"}
+    debuggers.run_pod(namespace, "target", labels, real=True)
+    debuggers.create(namespace, debugger_manifest("broken", labels, **spec))
+    (container,) = wait_until(
+        lambda: ephemeral(debuggers.pod(namespace, "target")),
+        bool,
+        timeout=60,
+        what="the debug container added",
+    )
+    # A failed pull reaches the pod's status only with the kubelet's next sync of the pod (about
+    # 10 s later on the local node, although its Failed Event comes at once): no container
+    # exists whose change would wake it earlier.
+    state, reason, message = wait_until(
+        lambda: _kubelet_failure(_debug_status(debuggers.pod(namespace, "target"), container)),
+        lambda failure: failure is not None,
+        timeout=120,
+        what=f"the kubelet failing to start {container}",
+    )
+    assert reason in reasons, (state, reason, message)
+    assert needle in message, message
+
+    def both() -> tuple[dict[str, Any], tuple[str, str, str] | None]:
+        obj = debuggers.get(namespace, "broken")
+        pod = debuggers.pod(namespace, "target")
+        return obj, _kubelet_failure(_debug_status(pod, container))
+
+    def agree(seen: tuple[dict[str, Any], tuple[str, str, str] | None]) -> bool:
+        obj, kubelet = seen
+        entry = _entries(obj).get("target", {})
+        reported = (entry.get("state"), entry.get("reason"), entry.get("message"))
+        return (
+            kubelet is not None
+            and reported == (kubelet[0], kubelet[1], kubelet[2][:MAX_STATE_MESSAGE])
+            and pdbg_condition(obj, "Degraded").get("status") == "True"
+            and obj["status"].get("observedGeneration") == obj["metadata"]["generation"]
+        )
+
+    obj, _ = wait_until(
+        both, agree, timeout=60, what="the PodDebugger reporting what the kubelet reports"
+    )
+    entry = _entries(obj)["target"]
+    assert (entry["container"], entry["image"]) == (container, spec["image"]), entry
+    assert entry["reason"] in reasons, entry
+    ready, degraded = pdbg_condition(obj, "Ready"), pdbg_condition(obj, "Degraded")
+    assert (ready["status"], ready["reason"]) == ("False", "ContainerFailed"), obj["status"]
+    assert degraded["reason"] == "ContainerFailed", obj["status"]
+    assert f"target/{container}: {entry['reason']}" in degraded["message"], degraded
