@@ -219,6 +219,9 @@ class Manager:
                 registry=self.registry,
                 settings=settings,
                 standalone=True,
+                # Without it kopf asks getpass for the user, and the images' uid 65532 has no
+                # passwd entry (KeyError).
+                identity=self.identity,  # type: ignore[arg-type]  # a str NewType kopf does not export
                 clusterwide=self.options.clusterwide,
                 namespaces=self.options.namespaces,
                 ready_flag=ready_flag,
