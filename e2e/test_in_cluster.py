@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from e2e.charts import CHARTS, RELEASE_NAMESPACE, helm
-from e2e.cluster import Cluster, wait_until
+from e2e.cluster import ROOT, Cluster, wait_until
 from e2e.operators import operators_mode
 
 pytestmark = [
@@ -27,6 +27,8 @@ pytestmark = [
 ]
 
 CHART_NAMES = [spec.name for spec in CHARTS.values()]
+METRICS_PORT = 8080
+"""The charts' default metrics.port."""
 READ_ONLY_ERRORS = ("Read-only file system", "EROFS", "Errno 30")
 
 
@@ -105,14 +107,28 @@ def test_metrics_through_the_service(api: client.ApiClient, chart: str) -> None:
     )
 
 
+def _leading(core: client.CoreV1Api, pod: str) -> float:
+    """A pod's leader_election_master_status, read from its own metrics port."""
+    text = core.connect_get_namespaced_pod_proxy_with_path(
+        f"{pod}:{METRICS_PORT}", RELEASE_NAMESPACE, "metrics"
+    )
+    (value,) = [
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("leader_election_master_status{")
+    ]
+    return value
+
+
 @pytest.fixture
 def two_podset_operators(cluster: Cluster, api: client.ApiClient) -> Iterator[str]:
     """podset-operator's release scaled to two replicas, back to one afterwards."""
     chart = "podset-operator"
-    helm(cluster, "upgrade", chart, "--namespace", RELEASE_NAMESPACE, "--reuse-values",
+    path = str(ROOT / "charts" / chart)
+    helm(cluster, "upgrade", chart, path, "--namespace", RELEASE_NAMESPACE, "--reuse-values",
          "--set", "replicaCount=2", "--wait", "--timeout", "3m")  # fmt: skip
     yield chart
-    helm(cluster, "upgrade", chart, "--namespace", RELEASE_NAMESPACE, "--reuse-values",
+    helm(cluster, "upgrade", chart, path, "--namespace", RELEASE_NAMESPACE, "--reuse-values",
          "--set", "replicaCount=1", "--wait", "--timeout", "3m")  # fmt: skip
 
 
@@ -137,6 +153,14 @@ def test_one_leader_and_hand_over(api: client.ApiClient, two_podset_operators: s
     )
     leader = lease.spec.holder_identity
     (standby,) = names - {leader}
+    # Each pod's own view (its metrics, through the API server's pod proxy): one leads.
+    statuses = wait_until(
+        lambda: {name: _leading(core, name) for name in names},
+        lambda seen: seen == {leader: 1.0, standby: 0.0},
+        timeout=30,
+        what=f"{leader} leading and {standby} standing by, by their own metrics",
+    )
+    assert statuses[leader] == 1.0
     deleted = time.monotonic()
     core.delete_namespaced_pod(leader, RELEASE_NAMESPACE)
     wait_until(

@@ -583,6 +583,7 @@ def load(archives: list[Path]) -> None:
             ],
             check=True,
             stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,  # ctr warns of cgroup v1 on every call
         )
         log(f"loaded {archive.name}")
 
