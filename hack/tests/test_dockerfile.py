@@ -121,7 +121,7 @@ def test_runtime_is_the_recipe_venv_without_build_stages(target: str) -> None:
     )
     assert builder_mount, "the install stage does not mount the builder's /dist"
     builder = STAGES[builder_mount[1]]
-    assert "hack/image/install-runtime.sh /usr/local/bin/" in install.args("COPY")
+    assert "hack/image/install-runtime.sh hack/image/pip.sh /usr/local/bin/" in install.args("COPY")
     assert any(re.search(rf"\binstall-runtime\.sh /dist {VENV}$", a) for a in install.args("RUN"))
     assert any(re.search(r"\bhack/image/build-wheel\.sh /dist\b", a) for a in builder.args("RUN"))
     assert {install.name, builder.name}.isdisjoint(stage.name for stage in chain)
@@ -148,7 +148,7 @@ def test_builder_copies_every_package_and_dockerignore_lets_it_through() -> None
     packages = PYPROJECT["tool"]["poetry"]["packages"]
     needed = ["pyproject.toml", "poetry.lock", PYPROJECT["project"]["readme"]]
     needed += [f"{p['from']}/{p['include']}" for p in packages]
-    needed.append("hack/image/build-wheel.sh")
+    needed += ["hack/image/build-wheel.sh", "hack/image/pip.sh"]
     builder = STAGES["builder"]
     copied = {w for a in builder.args("COPY") for w in a.split()[:-1] if not w.startswith("--")}
     allowed = [
