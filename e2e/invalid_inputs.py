@@ -218,6 +218,31 @@ PODSET: list[tuple[str, str, dict[str, Any], str]] = [
         _ps(minReadySeconds=86_401),
         "spec.minReadySeconds in body should be less than or equal to 86400",
     ),
+    # progressDeadlineSeconds
+    (
+        "progressDeadlineSeconds zero",
+        "a rollout gets at least a second before it counts as stalled",
+        _ps(progressDeadlineSeconds=0),
+        "spec.progressDeadlineSeconds in body should be greater than or equal to 1",
+    ),
+    (
+        "progressDeadlineSeconds as a string",
+        "the schema is typed: no duration strings",
+        _ps(progressDeadlineSeconds="10m"),
+        "spec.progressDeadlineSeconds in body must be of type integer",
+    ),
+    (
+        "progressDeadlineSeconds equal to minReadySeconds",
+        "no pod could become available before the deadline (CEL, as a Deployment)",
+        _ps(minReadySeconds=30, progressDeadlineSeconds=30),
+        "progressDeadlineSeconds must be greater than minReadySeconds",
+    ),
+    (
+        "minReadySeconds above the default progressDeadlineSeconds",
+        "the default deadline (600) counts too (CEL after defaulting)",
+        _ps(minReadySeconds=601),
+        "progressDeadlineSeconds must be greater than minReadySeconds",
+    ),
     # selector (CEL)
     (
         "selector not matching template",
@@ -307,6 +332,18 @@ PODSET: list[tuple[str, str, dict[str, Any], str]] = [
         "annotation values are strings",
         _tpl(metadata={"annotations": {"replicas": 3}}),
         "spec.template.metadata.annotations.replicas in body must be of type string",
+    ),
+    (
+        "restartPolicy Never",
+        "a PodSet replaces pods that exit: at once, with no backoff (CEL, as apps/v1)",
+        _tpl(spec={"restartPolicy": "Never"}),
+        "restartPolicy must be Always: a PodSet replaces pods that exit",
+    ),
+    (
+        "restartPolicy OnFailure",
+        "Succeeded pods would pile up (CEL, as apps/v1)",
+        _tpl(spec={"restartPolicy": "OnFailure"}),
+        "spec.template.spec.restartPolicy: Invalid value",
     ),
     (
         "template metadata name",

@@ -285,6 +285,92 @@ def _raw_state(pod: dict[str, Any]) -> tuple[bool, bool]:
     return _raw_active(pod), ready
 
 
+class ConditionHistory:
+    """Follows one PodSet through a watch (in a thread) and records each (status, reason) its
+    condition of ``type_`` takes, in order, so that a state held for a moment only is seen too.
+
+    A watch that ends resumes from the last resourceVersion seen; one that fails lists again
+    (what changed in between is then seen as its last state only).
+    """
+
+    def __init__(
+        self, api: client.ApiClient, namespace: str, name: str, type_: str = "Progressing"
+    ) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self.namespace, self.name, self.type = namespace, name, type_
+        self._seen: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watch: watch.Watch | None = None
+        self._thread = threading.Thread(target=self._run, name=f"pset-{name}", daemon=True)
+        self.events = 0
+
+    def __enter__(self) -> ConditionHistory:
+        self._thread.start()
+        wait_until(lambda: self.events, lambda n: n > 0, timeout=30, what="the PodSet watch")
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+        self._thread.join(timeout=60)
+
+    @property
+    def seen(self) -> list[tuple[str, str]]:
+        """The (status, reason) states in order, consecutive repeats folded."""
+        with self._lock:
+            return list(self._seen)
+
+    def _record(self, obj: dict[str, Any]) -> None:
+        found = condition(obj, self.type)
+        state = (found.get("status", ""), found.get("reason", ""))
+        with self._lock:
+            if found and (not self._seen or self._seen[-1] != state):
+                self._seen.append(state)
+            self.events += 1
+
+    def _run(self) -> None:
+        version: str | None = None
+        selector = f"metadata.name={self.name}"
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    listing = self.custom.list_namespaced_custom_object(
+                        GROUP, VERSION, self.namespace, PLURAL, field_selector=selector
+                    )
+                    for obj in listing["items"]:
+                        self._record(obj)
+                    if not listing["items"]:
+                        with self._lock:
+                            self.events += 1
+                    version = listing["metadata"]["resourceVersion"]
+                self._watch = watch.Watch()
+                for event in self._watch.stream(
+                    self.custom.list_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    self.namespace,
+                    PLURAL,
+                    field_selector=selector,
+                    resource_version=version,
+                    timeout_seconds=30,
+                    _request_timeout=45,
+                ):
+                    if event["type"] == "ERROR":
+                        version = None
+                        break
+                    obj = event["object"]
+                    version = obj["metadata"]["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self._record(obj)
+                    if self._stop.is_set():
+                        return
+            except Exception:  # a pause, a timeout, an expired version: list again
+                version = None
+                time.sleep(0.2)
+
+
 def podset_events(api: client.ApiClient, namespace: str, name: str) -> list[client.CoreV1Event]:
     """The core/v1 Events about the PodSet ``name``."""
     items: list[client.CoreV1Event] = (

@@ -15,13 +15,14 @@ from kubernetes import client
 
 from e2e.cluster import Cluster
 from e2e.podset_support import GROUP, PLURAL, VERSION, install_crd
-from opsuite_common.kube_model import (
-    LabelSelector,
-    LabelSelectorRequirement,
-    PodTemplateSpec,
-    TemplateMetadata,
+from opsuite_common.kube_model import LabelSelector, LabelSelectorRequirement, TemplateMetadata
+from podset_operator.models import (
+    MAX_INT32,
+    PodSetSpec,
+    PodSetTemplate,
+    RollingUpdate,
+    UpdateStrategy,
 )
-from podset_operator.models import PodSetSpec, RollingUpdate, UpdateStrategy
 
 _names = st.from_regex(r"[a-z]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
 _values = st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,6}[A-Za-z0-9])?", fullmatch=True)
@@ -60,15 +61,20 @@ def podset_specs(draw: st.DrawFn) -> PodSetSpec:
         else UpdateStrategy(type="OnDelete")
     )
     containers = [{"name": "main", "image": draw(st.sampled_from(["busybox", "nginx:1.27"]))}]
+    pod_spec: dict[str, Any] = {"containers": containers}
+    if draw(st.booleans()):
+        pod_spec["restartPolicy"] = "Always"  # the one value the CEL rule admits
+    min_ready = draw(st.integers(0, 86_400))
     return PodSetSpec(
         replicas=draw(st.integers(0, 100_000)),
         selector=draw(_selector(labels)),
-        template=PodTemplateSpec(
+        template=PodSetTemplate(
             metadata=TemplateMetadata(labels=labels or None),
-            spec={"containers": containers},
+            spec=pod_spec,
         ),
-        min_ready_seconds=draw(st.integers(0, 86_400)),
+        min_ready_seconds=min_ready,
         update_strategy=strategy,
+        progress_deadline_seconds=draw(st.integers(min_ready + 1, MAX_INT32)),
     )
 
 

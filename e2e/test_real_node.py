@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,14 @@ from e2e.placement import BUSYBOX, is_kwok, real_pod_spec, sleeper
 from e2e.poddebugger_support import Debuggers, debugger_manifest, ephemeral, namespace_operator
 from e2e.poddebugger_support import condition as pdbg_condition
 from e2e.poddebugger_support import install_crd as install_poddebugger_crd
-from e2e.podset_support import PodCounter, PodSets, condition, podset, podset_operator
+from e2e.podset_support import (
+    ConditionHistory,
+    PodCounter,
+    PodSets,
+    condition,
+    podset,
+    podset_operator,
+)
 from e2e.podset_support import install_crd as install_podset_crd
 
 TEMPLATE_HASH_LABEL = "opsuite.dev/pod-template-hash"
@@ -231,6 +239,115 @@ def test_rolling_update_to_pods_that_never_get_ready_keeps_enough_ready(
     )
     assert condition(ps, "Progressing")["status"] == "True", ps["status"]
     assert condition(ps, "Ready")["status"] == "False", ps["status"]
+
+
+STALL_REPLICAS = 2
+STALL_DEADLINE = 10
+"""progressDeadlineSeconds of the stalled rollout: short, so the test waits little."""
+QUIET_SECONDS = 5
+"""How long a stalled, reported rollout is watched for writes (there must be none)."""
+
+
+def _progress_state(ps: dict[str, Any]) -> tuple[str, str]:
+    found = condition(ps, "Progressing")
+    return found.get("status", ""), found.get("reason", "")
+
+
+def _seconds_between(earlier: str, later: str) -> float:
+    def parse(stamp: str) -> datetime:
+        return datetime.fromisoformat(stamp)
+
+    return (parse(later) - parse(earlier)).total_seconds()
+
+
+def test_stalled_rollout_is_reported_after_its_progress_deadline_and_recovers(
+    api: client.ApiClient, podset_op: OperatorHandle, podsets: PodSets, namespace: str
+) -> None:
+    """A rollout to pods that never get ready, with progressDeadlineSeconds 10: Progressing
+    turns False (ProgressDeadlineExceeded) about 10 s after the last progress although no pod
+    event comes (the operator wakes itself), naming the counts; the PodSet is not written while
+    it stays stalled; fixing the template makes it progress again (True) and complete."""
+    name, selector = "stall", "app=stall"
+    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    podsets.create(
+        _real_podset(
+            api,
+            name,
+            STALL_REPLICAS,
+            updateStrategy=strategy,
+            progressDeadlineSeconds=STALL_DEADLINE,
+        )
+    )
+    _wait_running_and_ready(podsets, selector, STALL_REPLICAS)
+    ps = podsets.wait_status(name, readyReplicas=STALL_REPLICAS, updatedReplicas=STALL_REPLICAS)
+    assert _progress_state(ps) == ("False", "Complete"), ps["status"]
+
+    with ConditionHistory(api, namespace, name) as history:
+        never_ready = {
+            **sleeper(),
+            "readinessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1},
+        }
+        started = time.monotonic()
+        podsets.patch(name, {"spec": {"template": {"spec": {"containers": [never_ready]}}}})
+        stalled = wait_until(
+            lambda: podsets.get(name),
+            lambda o: _progress_state(o) == ("False", "ProgressDeadlineExceeded"),
+            timeout=STALL_DEADLINE + 60,
+            what="Progressing False, ProgressDeadlineExceeded",
+        )
+        waited = time.monotonic() - started
+        status = stalled["status"]
+        reported = condition(stalled, "Progressing")
+        # One new pod (maxSurge 1) that runs and is never Ready; the old two stay available.
+        assert (status["replicas"], status["updatedReplicas"]) == (3, 1), status
+        assert status["availableReplicas"] == STALL_REPLICAS, status
+        assert "1/2 updated, 2/2 available" in reported["message"], reported
+        since_progress = _seconds_between(
+            status["lastProgressTime"], reported["lastTransitionTime"]
+        )
+        assert STALL_DEADLINE <= since_progress <= STALL_DEADLINE + 5, (since_progress, status)
+        assert waited >= STALL_DEADLINE - 1, waited
+
+        # Stalled and reported: a steady state, nothing is written.
+        version = stalled["metadata"]["resourceVersion"]
+        time.sleep(QUIET_SECONDS)
+        assert podsets.get(name)["metadata"]["resourceVersion"] == version
+
+        ready_now = {
+            **sleeper(),
+            "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+        }
+        podsets.patch(name, {"spec": {"template": {"spec": {"containers": [ready_now]}}}})
+        pods = _wait_running_and_ready(podsets, selector, STALL_REPLICAS)
+        done = podsets.wait_status(
+            name,
+            replicas=STALL_REPLICAS,
+            readyReplicas=STALL_REPLICAS,
+            availableReplicas=STALL_REPLICAS,
+            updatedReplicas=STALL_REPLICAS,
+        )
+        wait_until(
+            lambda: history.seen,
+            lambda seen: seen[-1:] == [("False", "Complete")],
+            timeout=30,
+            what="Progressing False, Complete",
+        )
+        seen = history.seen
+    _assert_on_real_nodes(api, pods)
+    assert _progress_state(done) == ("False", "Complete"), done["status"]
+    assert condition(done, "Ready")["status"] == "True", done["status"]
+    # Complete, True while rolling, False at the deadline, True again once fixed, Complete.
+    rolling, exceeded, complete = (
+        ("True", "RollingUpdate"),
+        ("False", "ProgressDeadlineExceeded"),
+        ("False", "Complete"),
+    )
+    assert seen.count(exceeded) == 1, seen
+    at = seen.index(exceeded)
+    assert seen[0] == complete, seen
+    assert rolling in seen[1:at], seen
+    assert rolling in seen[at + 1 :], seen
+    assert seen[-1] == complete, seen
 
 
 # --- PodDebugger -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from opsuite_common.bundle import BundleText
 from opsuite_common.chart import ChartSpec, PolicyRule
 from opsuite_common.chart_values import IMAGE_REGISTRY, ChartValues, ImageValues
 from opsuite_common.crd import CrdDescriptor, PrinterColumn, ScaleSubresource
-from opsuite_common.kube_model import PodTemplateSpec, TemplateMetadata
+from opsuite_common.kube_model import TemplateMetadata
 from podset_operator.models import (
     GROUP,
     KIND,
@@ -16,6 +16,7 @@ from podset_operator.models import (
     VERSION,
     PodSetSpec,
     PodSetStatus,
+    PodSetTemplate,
     RollingUpdate,
     UpdateStrategy,
 )
@@ -41,6 +42,17 @@ CRD = CrdDescriptor(
         PrinterColumn(
             "Up-To-Date", "integer", ".status.updatedReplicas", "Pods of the current template"
         ),
+        PrinterColumn(
+            "Available", "integer", ".status.availableReplicas", "Available pods", priority=1
+        ),
+        PrinterColumn(
+            "Progress",
+            "string",
+            '.status.conditions[?(@.type=="Progressing")].reason',
+            "Why the PodSet is or is not progressing (RollingUpdate, ProgressDeadlineExceeded, "
+            "Complete, ...)",
+            priority=1,
+        ),
     ),
     scale=ScaleSubresource(".spec.replicas", ".status.replicas", ".status.selector"),
 )
@@ -60,7 +72,7 @@ SAMPLES = [
         "busybox-sleepers",
         PodSetSpec(
             replicas=3,
-            template=PodTemplateSpec(
+            template=PodSetTemplate(
                 metadata=TemplateMetadata(labels={"app": "busybox-sleepers"}),
                 spec={
                     "containers": [

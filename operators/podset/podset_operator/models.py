@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic.config import JsonDict
 
 from opsuite_common.kube_model import (
+    RFC3339_PATTERN,
     ConditionList,
     KubeModel,
     LabelSelector,
@@ -23,6 +25,7 @@ NAME_LABEL = "apps.opsuite.dev/podset"
 """Label put on every pod of a PodSet that has no selector of its own (value: its name)."""
 
 IntOrPercent = int | str
+MAX_INT32 = 2**31 - 1
 
 _PERCENT_RULES = validations(
     cel(
@@ -51,12 +54,62 @@ _SELECTOR_NOT_EMPTY = cel(
     "an empty selector would match every pod in the namespace; omit it instead",
     field_path=".selector",
 )
+DEADLINE_MESSAGE = "progressDeadlineSeconds must be greater than minReadySeconds"
+_DEADLINE_AFTER_MIN_READY = cel(
+    "!has(self.progressDeadlineSeconds) || !has(self.minReadySeconds) || "
+    "self.progressDeadlineSeconds > self.minReadySeconds",
+    DEADLINE_MESSAGE,
+    field_path=".progressDeadlineSeconds",
+)
 _SELECTOR_IMMUTABLE = cel(
     "has(self.selector) == has(oldSelf.selector) && "
     "(!has(self.selector) || self.selector == oldSelf.selector)",
     "selector is immutable",
     field_path=".selector",
 )
+
+
+RESTART_POLICY_MESSAGE = (
+    "restartPolicy must be Always: a PodSet replaces pods that exit, so with Never or "
+    "OnFailure they would be replaced at once, with no backoff"
+)
+_POD_SPEC_SCHEMA: JsonDict = {
+    "required": ["containers"],
+    "properties": {
+        "containers": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "object", "additionalProperties": True},
+        },
+        # Declared so that the CEL rule can read it (CEL sees only declared fields).
+        "restartPolicy": {
+            "type": "string",
+            "description": "Always (the default), as for a ReplicaSet's pods.",
+        },
+    },
+    **validations(
+        cel(
+            "!has(self.restartPolicy) || self.restartPolicy == 'Always'",
+            RESTART_POLICY_MESSAGE,
+            field_path=".restartPolicy",
+        )
+    ),
+}
+
+
+class PodSetTemplate(PodTemplateSpec):
+    """A pod template; the pod spec is kept opaque and validated when the pod is created."""
+
+    spec: dict[str, Any] = Field(json_schema_extra=_POD_SPEC_SCHEMA)
+    """Pod spec (core/v1 PodSpec): at least one container, restartPolicy Always (or omitted);
+    the API server validates the rest when the pods are created."""
+
+    @field_validator("spec")
+    @classmethod
+    def _restarts_always(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        if spec.get("restartPolicy", "Always") != "Always":
+            raise ValueError(RESTART_POLICY_MESSAGE)
+        return spec
 
 
 class RollingUpdate(KubeModel):
@@ -94,7 +147,10 @@ class PodSetSpec(KubeModel):
 
     model_config = ConfigDict(
         json_schema_extra=validations(
-            _SELECTOR_NOT_EMPTY, _SELECTOR_MATCHES_TEMPLATE, _SELECTOR_IMMUTABLE
+            _SELECTOR_NOT_EMPTY,
+            _SELECTOR_MATCHES_TEMPLATE,
+            _SELECTOR_IMMUTABLE,
+            _DEADLINE_AFTER_MIN_READY,
         )
     )
 
@@ -104,12 +160,23 @@ class PodSetSpec(KubeModel):
     selector: LabelSelector | None = None
     """Pods this PodSet manages. Must match the template's labels and cannot change. When
     omitted, the operator labels its pods apps.opsuite.dev/podset=<name> and selects by that."""
-    template: PodTemplateSpec
-    """Pod template of the pods to create."""
+    template: PodSetTemplate
+    """Pod template of the pods to create. Its restartPolicy must be Always (or omitted)."""
     min_ready_seconds: int = Field(0, ge=0, le=86_400)
     """Seconds a pod must be ready before it counts as available. Default 0."""
     update_strategy: UpdateStrategy = Field(default_factory=UpdateStrategy)
     """How pods are replaced when the template changes. Default RollingUpdate, 25%/25%."""
+    progress_deadline_seconds: int = Field(600, ge=1, le=MAX_INT32)
+    """Seconds a rollout or scale may go without progress (a pod created, updated, deleted or
+    turning ready or available) before Progressing turns False with reason
+    ProgressDeadlineExceeded, as for a Deployment. Must be greater than minReadySeconds.
+    Default 600."""
+
+    @model_validator(mode="after")
+    def _deadline_after_min_ready(self) -> PodSetSpec:
+        if self.progress_deadline_seconds <= self.min_ready_seconds:
+            raise ValueError(DEADLINE_MESSAGE)
+        return self
 
 
 class PodSetStatus(KubeModel):
@@ -129,5 +196,10 @@ class PodSetStatus(KubeModel):
     """The label selector of the pods in string form (used by the scale subresource and HPA)."""
     observed_generation: int | None = Field(None, ge=0)
     """The .metadata.generation this status describes."""
+    last_progress_time: str | None = Field(
+        None, pattern=RFC3339_PATTERN, json_schema_extra={"format": "date-time"}
+    )
+    """When the last (or current) rollout or scale last made progress (a Deployment keeps this
+    as its Progressing condition's lastUpdateTime); progressDeadlineSeconds counts from it."""
     conditions: ConditionList | None = None
     """Ready, Progressing and Degraded."""

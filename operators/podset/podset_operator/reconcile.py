@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from opsuite_common.conditions import get_condition, timestamp
 from podset_operator.ownership import Claim, claim_pods, is_controlled_by
 from podset_operator.pod_state import (
     Pod,
@@ -22,13 +23,25 @@ from podset_operator.pod_state import (
     is_available,
     is_ready,
     metadata,
+    parse_time,
     pod_name,
     ready_since,
 )
 from podset_operator.rollout import resolve_fenceposts, rolling_update_step
 from podset_operator.scaling import Step, replica_set_step
 from podset_operator.spec import InvalidSpecError, ParsedSpec, parse_spec
-from podset_operator.status import INVALID_SPEC, Failure, PodSetStatus, observe, status_patch
+from podset_operator.status import (
+    COMPLETE,
+    INVALID_SPEC,
+    PROGRESS_DEADLINE_EXCEEDED,
+    PROGRESSING,
+    Failure,
+    PodSetStatus,
+    Progress,
+    counts_message,
+    observe,
+    status_patch,
+)
 from podset_operator.template import render_pod, template_hash
 
 
@@ -47,7 +60,8 @@ class Plan:
     status_patch: Mapping[str, Any] | None = None
     """Status fields to write, None when unchanged."""
     requeue_after: float | None = None
-    """Seconds until a ready pod turns available (minReadySeconds), if any is waiting."""
+    """Seconds until a ready pod turns available (minReadySeconds) or the progress deadline of
+    a rollout in flight passes, whichever comes first; None when nothing is waited for."""
 
     @property
     def is_empty(self) -> bool:
@@ -91,6 +105,77 @@ def _requeue_after(managed: Sequence[Pod], min_ready_seconds: int, now: datetime
         and (since := ready_since(p)) is not None
     ]
     return min(waits, default=None)
+
+
+def _count(status: Mapping[str, Any], key: str) -> int:
+    value = status.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _progressed(observed: PodSetStatus, previous: Mapping[str, Any]) -> bool:
+    """Whether ``observed`` is further along than the ``previous`` status says, as the
+    Deployment controller's DeploymentProgressing decides (more updated pods, fewer old
+    ones, more ready, more available), plus a changed spec and a scale closer to its target.
+    """
+    if previous.get("observedGeneration") != observed.observed_generation:
+        return True
+    replicas, updated = _count(previous, "replicas"), _count(previous, "updatedReplicas")
+    return (
+        observed.updated_replicas > updated
+        or observed.replicas - observed.updated_replicas < replicas - updated
+        or observed.ready_replicas > _count(previous, "readyReplicas")
+        or observed.available_replicas > _count(previous, "availableReplicas")
+        or abs(observed.replicas - observed.desired) < abs(replicas - observed.desired)
+    )
+
+
+def _deadline_message(observed: PodSetStatus, deadline_seconds: int) -> str:
+    desired = observed.desired
+    return (
+        f"no progress for {deadline_seconds}s (progressDeadlineSeconds): "
+        f"{observed.updated_replicas}/{desired} updated, "
+        f"{observed.available_replicas}/{desired} available, {observed.replicas} pods"
+    )
+
+
+def rollout_progress(
+    observed: PodSetStatus, previous: Mapping[str, Any], deadline_seconds: int, now: datetime
+) -> Progress:
+    """The Progressing condition of a PodSet with the Deployment's progress deadline.
+
+    ``observed`` are the counts now, ``previous`` the status as last written (its counts,
+    ``lastProgressTime`` and Progressing condition). A PodSet is in flight while
+    ``observed.progressing`` names a reason (a rolling update, a scale up or down). The clock
+    starts when it goes in flight and restarts on every progress (see :func:`_progressed`),
+    completion included; once ``deadline_seconds`` pass without progress, Progressing is
+    False with reason ProgressDeadlineExceeded until the next progress. ``requeue_after`` is
+    the time left, so that the deadline is noticed when no event comes (pods that stay
+    unready). Steady state writes nothing: the progress time only moves on progress, the
+    condition only on a change.
+    """
+    now = _as_utc(now)
+    stored = previous.get("lastProgressTime")
+    stored_time = stored if isinstance(stored, str) else None
+    condition = get_condition(previous.get("conditions"), PROGRESSING)
+    was_in_flight = condition is not None and (
+        condition.get("status") == "True" or condition.get("reason") == PROGRESS_DEADLINE_EXCEEDED
+    )
+    if observed.progressing is None:  # done: completing was the last progress
+        done_at = timestamp(now) if was_in_flight else stored_time
+        return Progress("False", COMPLETE, counts_message(observed), done_at, None)
+    last = parse_time(stored_time)
+    if not was_in_flight or last is None or _progressed(observed, previous):
+        last = now.replace(microsecond=0)  # what the stored timestamp says
+        stored_time = timestamp(last)
+    left = deadline_seconds - max(0.0, (now - last).total_seconds())
+    if left <= 0:
+        message = _deadline_message(observed, deadline_seconds)
+        return Progress("False", PROGRESS_DEADLINE_EXCEEDED, message, stored_time, None)
+    return Progress("True", observed.progressing, counts_message(observed), stored_time, left)
+
+
+def _earliest(*delays: float | None) -> float | None:
+    return min((d for d in delays if d is not None), default=None)
 
 
 def _generation(podset: Mapping[str, Any]) -> int:
@@ -144,6 +229,9 @@ def plan(
         _generation(podset),
         spec.selector.selector_string(),
     )
+    previous = podset.get("status") or {}
+    progress = rollout_progress(status, previous, spec.progress_deadline_seconds, now)
+    status = replace(status, progress=progress)
     outdated = status.updated_replicas < status.replicas
     acting = expectations_satisfied and not deleting
     step = _step(spec, claim, outdated, hash_, now) if acting else Step()
@@ -154,6 +242,8 @@ def plan(
         pods_to_delete=tuple(pod_name(p) for p in step.deletes),
         pods_to_adopt=_names(claim.adopt),
         pods_to_release=_names(claim.release),
-        status_patch=status_patch(podset.get("status") or {}, status, failure, now),
-        requeue_after=_requeue_after(claim.managed, spec.min_ready_seconds, now),
+        status_patch=status_patch(previous, status, failure, now),
+        requeue_after=_earliest(
+            _requeue_after(claim.managed, spec.min_ready_seconds, now), progress.requeue_after
+        ),
     )

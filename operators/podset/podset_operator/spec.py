@@ -49,6 +49,11 @@ class ParsedSpec:
         return self.api.min_ready_seconds
 
     @property
+    def progress_deadline_seconds(self) -> int:
+        """Seconds a rollout may make no progress before Progressing turns False."""
+        return self.api.progress_deadline_seconds
+
+    @property
     def default_selector(self) -> bool:
         """``spec.selector`` is omitted: pods are labelled and selected by NAME_LABEL."""
         return self.api.selector is None

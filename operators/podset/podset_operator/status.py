@@ -19,6 +19,8 @@ DEGRADED = "Degraded"
 FAILED_CREATE = "FailedCreate"
 FAILED_DELETE = "FailedDelete"
 INVALID_SPEC = "InvalidSpec"
+COMPLETE = "Complete"
+PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,19 @@ class Failure:
 
     reason: str
     message: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The Progressing condition and the last progress time (reconcile.rollout_progress)."""
+
+    status: ConditionStatus
+    reason: str
+    message: str
+    last_progress_time: str | None
+    """``status.lastProgressTime`` to write (None: leave it as it is)."""
+    requeue_after: float | None
+    """Seconds until the progress deadline passes, while a rollout is in flight within it."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,9 @@ class PodSetStatus:
     """The effective label selector in string form; None when the spec is invalid."""
     observed_generation: int
     """The metadata.generation these counts were observed for."""
+    progress: Progress | None = None
+    """The Progressing condition against the progress deadline; None: from ``progressing``
+    alone (True while in flight, else False/Complete), with no progress time."""
 
 
 def _progressing(desired: int, active: int, updated: int, rolling_update: bool) -> str | None:
@@ -86,6 +104,14 @@ def observe(
 _Condition = tuple[str, ConditionStatus, str, str]
 
 
+def counts_message(status: PodSetStatus) -> str:
+    """``2/3 available, 3/3 updated``: the counts the conditions' messages give."""
+    return (
+        f"{status.available_replicas}/{status.desired} available, "
+        f"{status.updated_replicas}/{status.replicas} updated"
+    )
+
+
 def _conditions(status: PodSetStatus, failure: Failure | None) -> list[_Condition]:
     """(type, status, reason, message) of Ready, Progressing and Degraded."""
     if failure is not None and failure.reason == INVALID_SPEC:
@@ -94,25 +120,26 @@ def _conditions(status: PodSetStatus, failure: Failure | None) -> list[_Conditio
             (PROGRESSING, "False", INVALID_SPEC, failure.message),
             (DEGRADED, "True", INVALID_SPEC, failure.message),
         ]
-    counts = (
-        f"{status.available_replicas}/{status.desired} available, "
-        f"{status.updated_replicas}/{status.replicas} updated"
-    )
+    counts = counts_message(status)
     if status.available_replicas < status.desired:
         ready: tuple[ConditionStatus, str] = ("False", "ReplicasUnavailable")
     elif status.updated_replicas != status.replicas:
         ready = ("False", "OutdatedReplicas")
     else:
         ready = ("True", "AllReplicasAvailable")
-    progressing: tuple[ConditionStatus, str] = (
-        ("True", status.progressing) if status.progressing else ("False", "Complete")
+    progressing: _Condition = (
+        (PROGRESSING, status.progress.status, status.progress.reason, status.progress.message)
+        if status.progress is not None
+        else (PROGRESSING, "True", status.progressing, counts)
+        if status.progressing
+        else (PROGRESSING, "False", COMPLETE, counts)
     )
     degraded: _Condition = (
         (DEGRADED, "True", failure.reason, failure.message)
         if failure
         else (DEGRADED, "False", "AsExpected", "")
     )
-    return [(READY, *ready, counts), (PROGRESSING, *progressing, counts), degraded]
+    return [(READY, *ready, counts), progressing, degraded]
 
 
 def status_patch(
@@ -139,6 +166,7 @@ def status_patch(
         pod_names=list(status.pod_names),
         selector=status.selector,
         observed_generation=status.observed_generation,
+        last_progress_time=status.progress.last_progress_time if status.progress else None,
         conditions=conditions,
     ).to_kube()
     if all(current.get(k) == v for k, v in desired.items()):
