@@ -36,7 +36,8 @@ would do; images that run as root (busybox...) have no such user, which is fine.
 MAX_USER_ID = 2**31 - 1
 """The API server refuses a pod's runAsUser above this (apimachinery IsValidUserID)."""
 CONTAINER_PREFIX = "pdbg-"
-"""Every ephemeral container a PodDebugger adds is named ``pdbg-<debugger>-<spec hash>``."""
+"""Every ephemeral container a PodDebugger adds is named ``pdbg-<debugger>-<name hash><spec
+hash>`` (:func:`poddebugger_operator.reconcile.container_name`)."""
 
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
@@ -179,7 +180,13 @@ class PodDebuggerStatus(KubeModel):
         max_length=2 * MAX_PODS_LIMIT,
         json_schema_extra=list_map("pod", "container"),
     )
-    """Debug containers of this PodDebugger in matching pods, with their state."""
+    """Debug containers of this PodDebugger in matching pods, with their state: at most 200,
+    those of the current spec first, then older ones by pod name (the list is sorted by pod
+    and container). debuggedPodsTotal counts them all: when it is larger than this list, the
+    list is truncated."""
+    debugged_pods_total: int | None = Field(default=None, ge=0)
+    """Debug containers of this PodDebugger in matching pods, all of them: debuggedPods lists
+    the first 200 (current spec first), so a total above its length means it is truncated."""
     failed_pods: list[FailedPod] | None = Field(
         default=None, max_length=MAX_FAILED_PODS, json_schema_extra=list_map("pod")
     )

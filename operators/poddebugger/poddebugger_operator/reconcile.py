@@ -6,17 +6,25 @@ Rules:
   pods that are terminated (Succeeded, Failed) or being deleted are skipped;
 * a pod is written only by adding one ephemeral container (pods/ephemeralcontainers); nothing
   else of a pod is ever changed, and nothing is ever removed;
-* the container name is ``pdbg-<debugger name>-<hash of the container spec>``: whether a pod
-  already has it is read from its spec.ephemeralContainers, so restarts, resyncs and repeated
-  events never add a second one, and a new spec (image...) yields a new name;
-* at most ``maxPods`` pods hold the current container: those holding it first, then the
-  oldest matching pods; the others are counted as skipped;
+* the container name is ``pdbg-<debugger name, shortened>-<hash of the debugger's full
+  name><hash of the container spec>`` (:func:`container_name`): whether a pod already has it is
+  read from its spec.ephemeralContainers, so restarts, resyncs and repeated events never add a
+  second one, and a new spec (image...) yields a new name;
+* a debugger's containers are those whose name is exactly its own name's form
+  (:func:`owned_by`), never a prefix match: ``shell`` does not claim the containers of
+  ``shell-admin``, nor ``a-b`` those of ``a.b``. Names of the previous scheme
+  (``pdbg-<debugger name>-<spec hash>``) still count when they were the debugger's alone;
+* at most ``maxPods`` pods hold the current container: those holding it first, then pods
+  holding an older container of the debugger, then the oldest matching pods; the others are
+  counted as skipped;
 * a pod the API server refused the current container for (status.failedPods, same uid and
   container) is not tried again until the spec or the pod changes;
 * the status reports each container as the kubelet does (status.ephemeralContainerStatuses),
   and Ready is True only when every container of the current spec is Running or Terminated
   with exit code 0: Starting while some are created or not reported yet, ContainerFailed
-  (and Degraded) when one waits with an error reason or exited non-zero.
+  (and Degraded) when one waits with an error reason or exited non-zero;
+* status.debuggedPods lists at most :data:`MAX_DEBUGGED_PODS` containers (current spec
+  first) and status.debuggedPodsTotal counts them all.
 
 Executing a Plan is :mod:`poddebugger_operator.actions`' job; :func:`status_patch` turns the
 outcome (after the injections, with their failures) into the status to write.
@@ -27,9 +35,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -64,14 +73,20 @@ INJECTION_FAILED = "InjectionFailed"
 IMAGE_NOT_ALLOWED = "ImageNotAllowed"
 REJECTED = "Rejected"
 HASH_LENGTH = 10
+"""Hex digits of the container spec's hash, the end of every container name."""
+NAME_HASH_LENGTH = 8
+"""Hex digits of the debugger name's hash, just before the spec's."""
 MAX_NAME = 63
+LEGACY_STEM = MAX_NAME - len(CONTAINER_PREFIX) - 1 - HASH_LENGTH - 1
+"""The previous scheme kept this much of the debugger's name (46 characters)."""
 MAX_MESSAGE = 1024
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 STARTING_REASONS = frozenset({"", "ContainerCreating", "PodInitializing"})
 """Waiting reasons of a container on its way up; any other Waiting reason is an error
 (CreateContainerConfigError, ErrImagePull, ImagePullBackOff, InvalidImageName...)."""
 MAX_DEBUGGED_PODS = 2 * MAX_PODS_LIMIT
-"""status.debuggedPods' bound (containers of the current spec are listed first)."""
+"""status.debuggedPods' bound (containers of the current spec are listed first); the status
+counts them all in debuggedPodsTotal."""
 SHOWN = 3
 """Pods named in a condition message."""
 
@@ -143,18 +158,69 @@ def _container_body(spec: PodDebuggerSpec) -> JSON:
     return body
 
 
+def _hash(text: str, length: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def spec_hash(spec: PodDebuggerSpec) -> str:
+    """:data:`HASH_LENGTH` hex digits of the container the spec describes."""
+    canonical = json.dumps(_container_body(spec), sort_keys=True, separators=(",", ":"))
+    return _hash(canonical, HASH_LENGTH)
+
+
 def name_prefix(debugger_name: str) -> str:
-    """``pdbg-<debugger name as a DNS label, shortened>-``: every container of one debugger."""
-    room = MAX_NAME - len(CONTAINER_PREFIX) - 1 - HASH_LENGTH - 1
+    """``pdbg-<stem>-<hash of the debugger's name>``: every container name of one debugger is
+    this followed by :data:`HASH_LENGTH` hex digits, nothing else.
+
+    The stem is the name as a DNS label (dots as dashes), shortened to fit: readable, but
+    ``a.b`` and ``a-b`` (or two long names alike in their first 39 characters) share it. The
+    hash of the full name tells them apart.
+    """
+    room = MAX_NAME - len(CONTAINER_PREFIX) - 1 - NAME_HASH_LENGTH - HASH_LENGTH
     stem = re.sub(r"[^a-z0-9-]", "-", debugger_name.lower())[:room].strip("-") or "x"
-    return f"{CONTAINER_PREFIX}{stem}-"
+    return f"{CONTAINER_PREFIX}{stem}-{_hash(debugger_name, NAME_HASH_LENGTH)}"
 
 
 def container_name(debugger_name: str, spec: PodDebuggerSpec) -> str:
-    """Deterministic ephemeral container name: the debugger's name + a hash of the container."""
-    canonical = json.dumps(_container_body(spec), sort_keys=True, separators=(",", ":"))
-    digest = hashlib.sha256(canonical.encode()).hexdigest()[:HASH_LENGTH]
-    return f"{name_prefix(debugger_name)}{digest}"
+    """Deterministic ephemeral container name, a DNS label: ``pdbg-<stem>-`` then 18 hex
+    digits, 8 of the debugger's name and 10 of the container spec (``pdbg-shell-``
+    ``1a2b3c4d`` ``ee4f01367c``)."""
+    return f"{name_prefix(debugger_name)}{spec_hash(spec)}"
+
+
+def _legacy_prefix(debugger_name: str) -> str | None:
+    """``pdbg-<debugger name>-``, the previous scheme's names of this debugger's containers
+    (then followed by the spec hash), when that scheme kept the name as it is (no dot, at most
+    46 characters): only then were those names the debugger's alone. (A name with dots had
+    its dots made dashes, so ``a.b`` and ``a-b`` got the same names; a longer one was cut.)"""
+    if "." in debugger_name or len(debugger_name) > LEGACY_STEM:
+        return None
+    return f"{CONTAINER_PREFIX}{debugger_name}-"
+
+
+def legacy_container_name(debugger_name: str, spec: PodDebuggerSpec) -> str | None:
+    """The name the previous scheme gave this spec's container (``pdbg-<name>-<spec hash>``),
+    None when that name was not the debugger's alone (:func:`_legacy_prefix`)."""
+    prefix = _legacy_prefix(debugger_name)
+    return None if prefix is None else f"{prefix}{spec_hash(spec)}"
+
+
+@lru_cache(maxsize=1024)
+def owned_by(debugger_name: str) -> Callable[[str], bool]:
+    """Whether a container name is one this debugger's containers have, of any spec.
+
+    Exactly :func:`name_prefix` + 10 hex digits, or the previous scheme's
+    ``pdbg-<debugger name>-`` + 10 hex digits (:func:`_legacy_prefix`). The two forms cannot
+    be confused: a name of this scheme ends with 18 hex digits, one of the previous scheme
+    with a dash and 10. Two debuggers' names of this scheme are the same only if their stems
+    and 32-bit name hashes are.
+    """
+    forms = [re.escape(name_prefix(debugger_name))]
+    legacy = _legacy_prefix(debugger_name)
+    if legacy is not None:
+        forms.append(re.escape(legacy))
+    pattern = re.compile(f"(?:{'|'.join(forms)})[0-9a-f]{{{HASH_LENGTH}}}")
+    return lambda container: pattern.fullmatch(container) is not None
 
 
 def ephemeral_container(debugger_name: str, spec: PodDebuggerSpec) -> JSON:
@@ -281,6 +347,10 @@ class Outcome:
     blocked: tuple[str, str] | None = None
     """(reason, message) when nothing can be done (InvalidSpec)."""
     container: str = ""
+    """The name the current container is given."""
+    current: frozenset[str] = frozenset()
+    """Names the current container may have on a pod: ``container``, and the previous
+    scheme's name of the same container when it was the debugger's alone."""
     image: str = ""
     matched: tuple[str, ...] = ()
     """Names of matching live pods, sorted."""
@@ -322,15 +392,16 @@ class Plan:
     """Uids of pods planned for injection (for the latency metric)."""
 
 
-def _known_failures(debugger: Mapping[str, Any], container: str) -> dict[str, Failure]:
-    """Refusals recorded in the status for the current container, by pod uid."""
+def _known_failures(debugger: Mapping[str, Any], current: Collection[str]) -> dict[str, Failure]:
+    """Refusals recorded in the status for the current container (any of its ``current``
+    names), by pod uid."""
     found: dict[str, Failure] = {}
     for entry in (debugger.get("status") or {}).get("failedPods") or ():
-        if isinstance(entry, Mapping) and entry.get("container") == container:
+        if isinstance(entry, Mapping) and entry.get("container") in current:
             failure = Failure(
                 str(entry.get("pod")),
                 str(entry.get("uid")),
-                container,
+                str(entry.get("container")),
                 str(entry.get("message") or ""),
                 str(entry.get("reason") or REJECTED),
             )
@@ -380,7 +451,9 @@ def plan(
         outcome = Outcome(blocked=(IMAGE_NOT_ALLOWED, message), image=spec.image)
         return Plan(outcome, status_patch=status_patch(debugger, outcome, now))
     name = container_name(str(meta["name"]), spec)
-    prefix = name_prefix(str(meta["name"]))
+    legacy = legacy_container_name(str(meta["name"]), spec)
+    current = frozenset([name] if legacy is None else [name, legacy])
+    owns = owned_by(str(meta["name"]))
     matching = sorted(
         (
             p
@@ -391,13 +464,13 @@ def plan(
         ),
         key=_order,
     )
-    holders = [p for p in matching if name in ephemeral_names(p)]
-    known = _known_failures(debugger, name)
-    known.update((uid, f) for uid, f in (refused or {}).items() if f.container == name)
+    holders = [p for p in matching if not current.isdisjoint(ephemeral_names(p))]
+    known = _known_failures(debugger, current)
+    known.update((uid, f) for uid, f in (refused or {}).items() if f.container in current)
     room = max(spec.max_pods - len(holders), 0)
-    candidates = [p for p in matching if name not in ephemeral_names(p)]
+    candidates = [p for p in matching if current.isdisjoint(ephemeral_names(p))]
     # Pods that hold an older container of this debugger come first: they were chosen before.
-    candidates.sort(key=lambda p: not any(n.startswith(prefix) for n in ephemeral_names(p)))
+    candidates.sort(key=lambda p: not any(owns(n) for n in ephemeral_names(p)))
     chosen = candidates[:room]
     skipped = len(candidates) - len(chosen)
     container = ephemeral_container(str(meta["name"]), spec)
@@ -413,13 +486,11 @@ def plan(
         else:
             injections.append(Injection(pod, container))
     containers = tuple(
-        _state(p, n, _image(p, n))
-        for p in matching
-        for n in ephemeral_names(p)
-        if n.startswith(prefix)
+        _state(p, n, _image(p, n)) for p in matching for n in ephemeral_names(p) if owns(n)
     )
     outcome = Outcome(
         container=name,
+        current=current,
         image=spec.image,
         matched=tuple(str(_meta(p)["name"]) for p in matching),
         debugged=frozenset(
@@ -464,7 +535,7 @@ def _conditions(outcome: Outcome) -> list[_Condition]:
         return [(READY, "False", reason, message), (DEGRADED, "True", reason, message)]
     over = f"; {outcome.skipped} more matching pods over maxPods" if outcome.skipped else ""
     current = sorted(
-        (c for c in outcome.containers if c.container == outcome.container),
+        (c for c in outcome.containers if c.container in outcome.current),
         key=lambda c: c.pod,
     )
     broken = [c for c in current if failed(c)]
@@ -503,11 +574,11 @@ def _conditions(outcome: Outcome) -> list[_Condition]:
     return [(READY, "True", DEBUGGED, count), healthy]
 
 
-def _bounded(containers: Iterable[DebuggedPod], current: str) -> list[DebuggedPod]:
-    """At most :data:`MAX_DEBUGGED_PODS` entries, those of the ``current`` container first
-    (at most maxPods of them), sorted by pod and container."""
-    kept = sorted(containers, key=lambda d: d.container != current)[:MAX_DEBUGGED_PODS]
-    return sorted(kept, key=lambda d: (d.pod, d.container))
+def _bounded(containers: Iterable[DebuggedPod], current: Collection[str]) -> list[DebuggedPod]:
+    """The first :data:`MAX_DEBUGGED_PODS` entries: those of the ``current`` container first,
+    then by pod and container (the order of the list)."""
+    ordered = sorted(containers, key=lambda d: (d.container not in current, d.pod, d.container))
+    return sorted(ordered[:MAX_DEBUGGED_PODS], key=lambda d: (d.pod, d.container))
 
 
 def status_patch(debugger: Mapping[str, Any], outcome: Outcome, now: datetime) -> JSON | None:
@@ -526,7 +597,8 @@ def status_patch(debugger: Mapping[str, Any], outcome: Outcome, now: datetime) -
         matched_pods=len(outcome.matched),
         debugged_count=len(outcome.debugged),
         skipped_pods=outcome.skipped,
-        debugged_pods=_bounded(outcome.containers, outcome.container),
+        debugged_pods=_bounded(outcome.containers, outcome.current),
+        debugged_pods_total=len(outcome.containers),
         failed_pods=[
             FailedPod(
                 pod=f.pod,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -11,11 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opsuite_common.crd import structural_schema
-from opsuite_common.testing import LABELS, from_schema, schema_errors
+from opsuite_common.testing import LABELS, from_schema, is_dns_subdomain, schema_errors
 from poddebugger_operator.actions import slim_pod
 from poddebugger_operator.models import PodDebuggerSpec, PodDebuggerStatus
 from poddebugger_operator.reconcile import (
     container_name,
+    ephemeral_container,
     ephemeral_names,
     is_live,
     parse_spec,
@@ -377,6 +380,62 @@ def test_names_are_deterministic_dns_labels(name: str, debugger: dict[str, Any])
     assert container_name(name, changed) != first
 
 
+@st.composite
+def related_names(draw: st.DrawFn) -> list[str]:
+    """Valid debugger names alike: a name, its dot/dash variants, names it is a prefix of."""
+    base = draw(debugger_names)
+    variants = {
+        base,
+        base.replace(".", "-"),
+        base.replace("-", "."),
+        base + "-admin",
+        base + ".admin",
+        base + "-" + "x" * draw(st.integers(0, 60)),
+        base[: draw(st.integers(1, len(base)))],
+    }
+    return sorted(v for v in variants if is_dns_subdomain(v))
+
+
+@FAST
+@given(related_names(), debuggers())
+def test_alike_names_never_share_a_container_nor_claim_each_others(
+    names: list[str], debugger: dict[str, Any]
+) -> None:
+    spec = parse_spec(debugger)
+    containers = {n: container_name(n, spec) for n in names}
+    assert len(set(containers.values())) == len(names)
+    older = parse_spec({"spec": {**debugger["spec"], "image": "older"}})
+    for name in names:
+        others = [container_name(o, s) for o in names if o != name for s in (spec, older)]
+        obj = {**debugger, "metadata": {**debugger["metadata"], "name": name}}
+        young: dict[str, Any] = {
+            "metadata": {
+                "name": "young",
+                "namespace": "ns",
+                "uid": "y",
+                "labels": {"app": "a"},
+                "creationTimestamp": "2026-01-01T00:00:30Z",
+            },
+            "spec": {"ephemeralContainers": [{"name": c, "image": "x"} for c in others]},
+            "status": {"phase": "Running"},
+        }
+        old = {
+            **young,
+            "metadata": {
+                **young["metadata"],
+                "name": "old",
+                "uid": "o",
+                "creationTimestamp": "2026-01-01T00:00:10Z",
+            },
+            "spec": {},
+        }
+        obj["spec"] = {**obj["spec"], "selector": {"matchLabels": {"app": "a"}}, "maxPods": 1}
+        actions = plan(obj, [young, old], NOW)
+        assert [i.pod_name for i in actions.injections] == ["old"]
+        assert actions.status_patch is not None
+        assert [d["container"] for d in actions.status_patch["debuggedPods"]] == [containers[name]]
+
+
 # --- any spec the CRD schema admits: no exception, only requests the API accepts -----------
 
 DEBUGGER_SPECS = from_schema(structural_schema(PodDebuggerSpec))
@@ -468,3 +527,206 @@ def test_any_admitted_spec_plans_only_valid_requests(
     if actions.status_patch is not None:
         status = {**debugger.get("status", {}), **actions.status_patch}
         assert not schema_errors(status, STATUS_SCHEMA, ".status"), status
+
+
+# --- neighbours: debuggers whose names are prefixes or dot/dash variants of each other, ----
+# --- many pods and several spec generations each ---------------------------------------------
+
+LONG = "l" * 50
+NEIGHBOUR_NAMES = (
+    "shell",
+    "shell-admin",
+    "shell.admin",
+    "shell-a",
+    "a",
+    "a.b",
+    "a-b",
+    "a-b.c",
+    "a.b-c",
+    LONG + "x",
+    LONG + "y",
+    LONG + ".x",
+)
+IMAGES = ("busybox:1.35", "busybox:1.36", "busybox:1.37", "alpine:3")
+NEIGHBOUR_STATES: tuple[dict[str, Any] | None, ...] = (
+    {"running": {}},
+    {"terminated": {"exitCode": 0, "reason": "Completed"}},
+    {"waiting": {"reason": "ImagePullBackOff", "message": "back-off"}},
+    {"waiting": {"reason": "ContainerCreating"}},
+    None,
+)
+
+
+def _previous_scheme(name: str, debugger: dict[str, Any]) -> str | None:
+    """The name the previous scheme gave the debugger's container (``pdbg-<name>-<hash>``),
+    when that name was the debugger's alone: a name without dots of at most 46 characters."""
+    if "." in name or len(name) > 46:
+        return None
+    body = {k: v for k, v in ephemeral_body(name, debugger).items() if k != "name"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return f"pdbg-{name}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
+
+
+def ephemeral_body(name: str, debugger: dict[str, Any]) -> dict[str, Any]:
+    return ephemeral_container(name, parse_spec(debugger))
+
+
+def _neighbour(name: str, image: str, max_pods: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "debug.opsuite.dev/v1alpha1",
+        "kind": "PodDebugger",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", "generation": 3},
+        "spec": {
+            "selector": {"matchLabels": {"app": "a"}},
+            "image": image,
+            "maxPods": max_pods,
+        },
+    }
+
+
+Neighbourhood = tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]
+
+
+@st.composite
+def neighbourhoods(draw: st.DrawFn) -> Neighbourhood:
+    """Debuggers with related names (identical specs are likely: identical names would collide)
+    and up to 250 pods, each holding containers of some of them, of up to four spec
+    generations, some named by the previous scheme. Also: which debugger made each container."""
+    names = draw(st.lists(st.sampled_from(NEIGHBOUR_NAMES), min_size=1, max_size=3, unique=True))
+    count = draw(st.integers(0, 250))
+    debuggers = [
+        _neighbour(n, draw(st.sampled_from(IMAGES)), draw(st.sampled_from([1, 7, 100])))
+        for n in names
+    ]
+    owner: dict[str, str] = {}
+    holding: list[list[str]] = [[] for _ in range(count)]
+    for debugger in debuggers:
+        name = debugger["metadata"]["name"]
+        for image in draw(st.lists(st.sampled_from(IMAGES), max_size=4, unique=True)):
+            generation = {**debugger, "spec": {**debugger["spec"], "image": image}}
+            container = container_name(name, parse_spec(generation))
+            previous = _previous_scheme(name, generation)
+            if previous is not None and draw(st.booleans()):
+                container = previous
+            owner[container] = name
+            start, size = draw(st.integers(0, max(count - 1, 0))), draw(st.integers(0, count))
+            for i in range(start, start + size):
+                holding[i % count].append(container)
+    pods = []
+    for i, containers in enumerate(holding):
+        statuses = []
+        for j, container in enumerate(containers):
+            state = NEIGHBOUR_STATES[(i + j) % len(NEIGHBOUR_STATES)]
+            if state is not None:
+                statuses.append({"name": container, "state": state})
+        pods.append(
+            {
+                "metadata": {
+                    "name": f"p{i:03}",
+                    "namespace": "ns",
+                    "uid": f"uid-{i}",
+                    "labels": {"app": "a"},
+                    "creationTimestamp": f"2026-01-01T00:{i // 60:02}:{i % 60:02}Z",
+                },
+                "spec": {"ephemeralContainers": [{"name": c, "image": "x"} for c in containers]},
+                "status": {"phase": "Running", "ephemeralContainerStatuses": statuses},
+            }
+        )
+    return debuggers, pods, owner
+
+
+def _only(pods: list[dict[str, Any]], keep: Any) -> list[dict[str, Any]]:
+    """``pods`` with only the ephemeral containers whose name ``keep`` accepts."""
+    return [
+        {
+            **p,
+            "spec": {
+                "ephemeralContainers": [
+                    c for c in p["spec"]["ephemeralContainers"] if keep(c["name"])
+                ]
+            },
+            "status": {
+                **p["status"],
+                "ephemeralContainerStatuses": [
+                    s for s in p["status"]["ephemeralContainerStatuses"] if keep(s["name"])
+                ],
+            },
+        }
+        for p in pods
+    ]
+
+
+NEIGHBOURS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@NEIGHBOURS
+@given(neighbourhoods())
+def test_a_debugger_plans_as_if_its_neighbours_containers_were_not_there(
+    world: Neighbourhood,
+) -> None:
+    debuggers, pods, owner = world
+    for debugger in debuggers:
+        name = debugger["metadata"]["name"]
+        alone = _only(pods, lambda c, name=name: owner.get(c) == name)
+        together, by_itself = plan(debugger, pods, NOW), plan(debugger, alone, NOW)
+        assert [i.pod_name for i in together.injections] == [
+            i.pod_name for i in by_itself.injections
+        ]
+        assert together.status_patch == by_itself.status_patch
+        assert together.status_patch is not None
+        listed = {d["container"] for d in together.status_patch["debuggedPods"]}
+        assert {owner.get(c, name) for c in listed} == ({name} if listed else set())
+
+
+@NEIGHBOURS
+@given(neighbourhoods())
+def test_the_status_counts_every_container_and_lists_the_first_200_within_the_schema(
+    world: Neighbourhood,
+) -> None:
+    debuggers, pods, owner = world
+    for debugger in debuggers:
+        name = debugger["metadata"]["name"]
+        actions = plan(debugger, pods, NOW)
+        status = actions.status_patch
+        assert status is not None
+        assert not schema_errors(status, STATUS_SCHEMA, ".status")
+        own = sum(owner.get(c) == name for p in pods for c in ephemeral_names(p))
+        injected = len(actions.injections)
+        assert status["debuggedPodsTotal"] == own + injected
+        assert len(status["debuggedPods"]) == min(own + injected, 200)
+        # Those of the current spec come first.
+        current = current_names(debugger)
+        holding = sum(bool(current & set(ephemeral_names(p))) for p in pods) + injected
+        shown = sum(d["container"] in current for d in status["debuggedPods"])
+        assert shown == min(holding, 200)
+
+
+def current_names(debugger: dict[str, Any]) -> set[str]:
+    """The names the debugger's current container may have (this scheme's, the previous)."""
+    name = debugger["metadata"]["name"]
+    return {container_name(name, parse_spec(debugger))} | (
+        {n} if (n := _previous_scheme(name, debugger)) else set()
+    )
+
+
+@NEIGHBOURS
+@given(neighbourhoods())
+def test_neighbours_converge_each_with_its_own_container_in_at_most_max_pods_pods(
+    world: Neighbourhood,
+) -> None:
+    debuggers, pods, owner = world
+    cluster = copy.deepcopy(pods)
+    for _ in range(2):  # every debugger once, then once more: nothing left to do
+        for debugger in debuggers:
+            actions = plan(debugger, cluster, NOW)
+            by_name = {p["metadata"]["name"]: p for p in cluster}
+            for injection in actions.injections:
+                by_name[injection.pod_name]["spec"]["ephemeralContainers"].append(
+                    {"name": injection.container["name"], "image": injection.container["image"]}
+                )
+                owner[injection.container["name"]] = debugger["metadata"]["name"]
+    for debugger in debuggers:
+        assert plan(debugger, cluster, NOW).injections == ()
+        holders = [p for p in cluster if current_names(debugger) & set(ephemeral_names(p))]
+        before = [p for p in pods if current_names(debugger) & set(ephemeral_names(p))]
+        assert len(holders) == max(len(before), min(debugger["spec"]["maxPods"], len(cluster)))
