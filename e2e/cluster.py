@@ -56,9 +56,14 @@ class Cluster:
 
     def kubectl(self, *args: str, stdin: str | None = None) -> str:
         """Run kubectl against this cluster and return stdout; raise with stderr on failure."""
-        exe = shutil.which("kubectl") or str(ROOT / ".local" / "bin" / "kubectl")
         out = subprocess.run(
-            [exe, "--kubeconfig", str(self.kubeconfig), f"--cache-dir={KUBECTL_CACHE}", *args],
+            [
+                kubectl_binary(),
+                "--kubeconfig",
+                str(self.kubeconfig),
+                f"--cache-dir={KUBECTL_CACHE}",
+                *args,
+            ],
             input=stdin,
             capture_output=True,
             text=True,
@@ -67,6 +72,11 @@ class Cluster:
         if out.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)} failed: {out.stderr.strip()}")
         return out.stdout
+
+
+def kubectl_binary() -> str:
+    """kubectl on PATH, else the one hack/build-tools.sh built."""
+    return shutil.which("kubectl") or str(ROOT / ".local" / "bin" / "kubectl")
 
 
 def docker_available() -> bool:

@@ -11,6 +11,7 @@ the test that claims the debug containers run: they go to a node that runs conta
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,7 +20,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from e2e.cluster import Cluster, service_account_client, wait_until
+from e2e.charts import token_kubeconfig
+from e2e.cluster import Cluster, kubectl_binary, service_account_client, wait_until
 from e2e.configmapsync_support import describe, metric_value, writes_by
 from e2e.operators import OperatorHandle
 from e2e.placement import BUSYBOX
@@ -313,10 +315,25 @@ def _token_client(api: client.ApiClient, namespace: str, sa: str) -> client.ApiC
     return service_account_client(api, namespace, sa)
 
 
-def test_admission_policy_requires_the_right_to_add_ephemeral_containers(
-    api: client.ApiClient, pool: Pool, debuggers: Debuggers
+def _kubectl_debug(cluster: Cluster, api: client.ApiClient, ns: str, sa: str) -> tuple[int, str]:
+    """`kubectl debug` of the pod ``target`` as ServiceAccount ``sa``: (exit code, stderr)."""
+    kubeconfig = token_kubeconfig(cluster, api, ns, sa)
+    done = subprocess.run(
+        [kubectl_binary(), "--kubeconfig", str(kubeconfig), "-n", ns,
+         "debug", "target", "--image", BUSYBOX, "--profile", "general", "-c", "probe",
+         "--attach=false", "--", "true"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    return done.returncode, done.stderr
+
+
+def test_admission_policy_requires_what_kubectl_debug_requires(
+    cluster: Cluster, api: client.ApiClient, pool: Pool, debuggers: Debuggers
 ) -> None:
-    """The shipped ValidatingAdmissionPolicy, bound to this run's policy namespace only."""
+    """The shipped ValidatingAdmissionPolicy, bound to this run's policy namespace only, admits
+    a PodDebugger from whoever could run `kubectl debug` there, which PATCHes
+    pods/ephemeralcontainers: `patch` is what counts, `update` alone is not enough (kubectl
+    debug itself is refused with it)."""
     ns = pool.name("policy")
     rbac = client.RbacAuthorizationV1Api(api)
     adm = client.AdmissionregistrationV1Api(api)
@@ -326,54 +343,66 @@ def test_admission_policy_requires_the_right_to_add_ephemeral_containers(
     binding["spec"]["matchResources"] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
     }
+    creator = {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["*"]}
+    read_pods = {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}
+
+    def ephemeral_containers(verb: str) -> dict[str, Any]:
+        return {"apiGroups": [""], "resources": ["pods/ephemeralcontainers"], "verbs": [verb]}
+
     roles = {
-        f"{name}-creator": [
-            {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["*"]},
-        ],
-        f"{name}-debugger": [
-            {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["*"]},
-            {"apiGroups": [""], "resources": ["pods/ephemeralcontainers"], "verbs": ["update"]},
-        ],
+        "limited": [creator],
+        "updater": [creator, read_pods, ephemeral_containers("update")],
+        "patcher": [creator, read_pods, ephemeral_containers("patch")],
     }
     for role, rules in roles.items():
-        rbac.create_cluster_role({"metadata": {"name": role}, "rules": rules})
+        rbac.create_cluster_role({"metadata": {"name": f"{name}-{role}"}, "rules": rules})
     adm.create_validating_admission_policy(policy)
     adm.create_validating_admission_policy_binding(binding)
+    clients: list[client.ApiClient] = []
     try:
-        for sa, role in (("limited", f"{name}-creator"), ("privileged", f"{name}-debugger")):
-            ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}
+        for sa in roles:
+            ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}
             subject = {"kind": "ServiceAccount", "name": sa, "namespace": ns}
+            ref["name"] = f"{name}-{sa}"
             rbac.create_namespaced_role_binding(
                 ns, {"metadata": {"name": sa}, "roleRef": ref, "subjects": [subject]}
             )
-        limited = _token_client(api, ns, "limited")
-        privileged = _token_client(api, ns, "privileged")
+            clients.append(_token_client(api, ns, sa))
+        limited, updater, patcher = (client.CustomObjectsApi(c) for c in clients)
         body = debugger_manifest("guarded", WEB)
-        limited_api = client.CustomObjectsApi(limited)
 
-        def try_create() -> tuple[int, str]:
+        def try_create(as_: client.CustomObjectsApi) -> tuple[int, str]:
             try:
-                limited_api.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+                as_.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
             except ApiException as exc:
                 return exc.status, exc.body or ""
-            debuggers.delete(ns, "guarded")  # admitted before the policy was loaded
+            debuggers.delete(ns, "guarded")  # admitted (before the policy was loaded?)
             return 201, ""
 
-        status, text = wait_until(try_create, lambda r: r[0] != 201, timeout=30, what="denial")
+        status, text = wait_until(
+            lambda: try_create(limited), lambda r: r[0] != 201, timeout=30, what="denial"
+        )
         assert status == 403, text
         assert json.loads(text)["reason"] == "Forbidden"
-        assert f"you may not update pods/ephemeralcontainers in namespace {ns}" in text
-        accepted = client.CustomObjectsApi(privileged).create_namespaced_custom_object(
-            GROUP, VERSION, ns, PLURAL, body
-        )
+        assert f"you may not patch pods/ephemeralcontainers in namespace {ns}" in text
+        status, text = try_create(updater)
+        assert status == 403, "update alone (which kubectl debug does not use) was enough"
+        accepted = patcher.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
         debuggers.created.append((ns, accepted["metadata"]["name"]))
-        limited.close()
-        privileged.close()
+        # What kubectl debug itself needs, on a pod of that namespace: patch, not update.
+        debuggers.run_pod(ns, "target", {"app": "target"})
+        code, err = _kubectl_debug(cluster, api, ns, "patcher")
+        assert code == 0, err
+        code, err = _kubectl_debug(cluster, api, ns, "updater")
+        assert code != 0
+        assert "forbidden" in err.lower(), err
     finally:
+        for c in clients:
+            c.close()
         adm.delete_validating_admission_policy_binding(name)
         adm.delete_validating_admission_policy(name)
         for role in roles:
-            rbac.delete_cluster_role(role)
+            rbac.delete_cluster_role(f"{name}-{role}")
 
 
 def test_operator_injects_only_allowed_images(pool: Pool, debuggers: Debuggers) -> None:

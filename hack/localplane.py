@@ -505,8 +505,10 @@ def up() -> None:
             ],
         )
     kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=fake_nodes_manifest())
+    node_start = time.monotonic()
     start_node(ports, running)
     wait_for("nodes Ready (kwok's and the real one)", lambda: _nodes_ready(), 120, "kubelet")
+    log(f"nodes Ready {time.monotonic() - node_start:.1f} s after the real node's start")
     wait_for("default ServiceAccount", lambda: _has_default_sa(), 60, "kube-controller-manager")
     log(f"control plane up in {time.monotonic() - t0:.1f} s; KUBECONFIG={KUBECONFIG}")
 

@@ -104,10 +104,11 @@ _POLICY_HEADER = """\
 #
 # The operator may add ephemeral containers to every pod, so without this policy anyone allowed
 # to create a PodDebugger could run an image of their choice inside pods of the namespace (with
-# the profile's privileges), which Kubernetes only lets those who may update
-# pods/ephemeralcontainers do. On CREATE, and on UPDATE when the spec changes, the API server
-# asks its authorizer whether the *requesting user* may update pods/ephemeralcontainers in the
-# PodDebugger's namespace, and rejects the request otherwise (403 Forbidden).
+# the profile's privileges), which Kubernetes only lets those who may patch
+# pods/ephemeralcontainers do (`kubectl debug` PATCHes that subresource, as the operator does).
+# On CREATE, and on UPDATE when the spec changes, the API server asks its authorizer whether the
+# *requesting user* may patch pods/ephemeralcontainers in the PodDebugger's namespace, and
+# rejects the request otherwise (403 Forbidden).
 """
 
 
@@ -121,8 +122,8 @@ def admission_policy() -> list[dict[str, Any]]:
             {
                 "expression": "authorizer.group('').resource('pods')"
                 ".subresource('ephemeralcontainers').namespace(request.namespace)"
-                ".check('update').allowed()",
-                "messageExpression": "'you may not update pods/ephemeralcontainers in "
+                ".check('patch').allowed()",
+                "messageExpression": "'you may not patch pods/ephemeralcontainers in "
                 "namespace ' + request.namespace + ': a PodDebugger may only add debug "
                 "containers where its author could run kubectl debug'",
                 "reason": "Forbidden",
@@ -261,7 +262,7 @@ CHART_SPEC = ChartSpec(
     security_notes="""\
 - The operator may add ephemeral containers to any pod it serves, so a ValidatingAdmissionPolicy
   (`admissionPolicy.enabled`, on by default) lets only those who could run `kubectl debug` in a
-  namespace (update `pods/ephemeralcontainers`) declare a PodDebugger there, and another
+  namespace (patch `pods/ephemeralcontainers`) declare a PodDebugger there, and another
   (`imageAllowlist.enabled`) rejects images outside `imageAllowlist.prefixes` (empty: any image),
   a list the operator is given too.
 """,
@@ -290,7 +291,7 @@ of pods.""",
     categories=("Developer Tools", "Monitoring"),
     policies="""\
 Two policies: `poddebugger-authorization.debug.opsuite.dev` lets only those who could run
-`kubectl debug` in a namespace (update `pods/ephemeralcontainers`) declare a PodDebugger there,
+`kubectl debug` in a namespace (patch `pods/ephemeralcontainers`) declare a PodDebugger there,
 and `poddebugger-images.debug.opsuite.dev` rejects debug images outside an allowlist (the
 cluster-scoped DebugImagePolicy `pod-debugger-images`, a CRD of this bundle; an empty list allows
 every image).
