@@ -20,6 +20,8 @@ the operator's handler, skipping kopf's per-object workers and cause detection.
 
 from __future__ import annotations
 
+import importlib.metadata
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -33,6 +35,59 @@ from kopf._cogs.structs import references
 from kopf._core.reactor import queueing
 
 from opsuite_common.options import ManagerOptions
+
+KOPF_SERIES = "1.45"
+"""The kopf release series whose internals the patches below are written for (pyproject.toml
+pins the same)."""
+
+
+class KopfShapeError(RuntimeError):
+    """The installed kopf is not the shape the patches in this module were written for."""
+
+
+def _kopf_version() -> str:
+    return importlib.metadata.version("kopf")
+
+
+_PATCHED: tuple[tuple[str, Any, str, str, frozenset[str]], ...] = (
+    ("kopf._cogs.clients.watching", watching, "infinite_watch", "an async generator function",
+     frozenset({"settings", "resource", "namespace", "operator_paused"})),
+    ("kopf._cogs.clients.api", api, "stream", "an async generator function",
+     frozenset({"url", "settings", "stopper"})),
+    ("kopf._core.reactor.queueing", queueing, "watcher", "a coroutine function",
+     frozenset({"namespace", "settings", "resource", "processor", "operator_paused",
+                "operator_indexed", "resource_indexed"})),
+)  # fmt: skip
+"""(module, module object, function, kind, keyword parameters) of every kopf internal patched."""
+
+
+def check_kopf_shape() -> None:
+    """Fail loudly, at start-up, when kopf is not the version or shape the patches expect:
+    the private functions they replace, their kind and parameters, and the listing bookmark."""
+    problems = []
+    version = _kopf_version()
+    if version != KOPF_SERIES and not version.startswith(f"{KOPF_SERIES}."):
+        problems.append(f"kopf {version} is installed; the patches are for {KOPF_SERIES}.x")
+    for path, module, name, kind, params in _PATCHED:
+        function = getattr(module, name, None)
+        function = getattr(function, "__wrapped__", function)
+        if function is None:
+            problems.append(f"{path}.{name} is gone")
+            continue
+        is_kind = (
+            inspect.isasyncgenfunction(function)
+            if kind.endswith("async generator function")
+            else inspect.iscoroutinefunction(function)
+        )
+        if not is_kind:
+            problems.append(f"{path}.{name} is no longer {kind}")
+        missing = params - set(inspect.signature(function).parameters)
+        if missing:
+            problems.append(f"{path}.{name} lost the parameters {', '.join(sorted(missing))}")
+    if getattr(getattr(watching, "Bookmark", None), "LISTED", None) is None:
+        problems.append("kopf._cogs.clients.watching.Bookmark.LISTED is gone")
+    if problems:
+        raise KopfShapeError("; ".join(problems))
 
 
 def configure_kopf(settings: kopf.OperatorSettings, options: ManagerOptions) -> None:

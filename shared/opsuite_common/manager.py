@@ -30,6 +30,7 @@ from opsuite_common.events import EventRecorder
 from opsuite_common.health import HealthServer
 from opsuite_common.kopf_settings import (
     WatchActivity,
+    check_kopf_shape,
     configure_kopf,
     route_watch_events,
     track_watch_activity,
@@ -298,6 +299,7 @@ def run_operator(
     """Parse flags, build the manager, let ``setup`` wire the operator, run, exit the process."""
     options = parse_options(name, description, argv)
     configure_logging(options.log_format, options.log_level)
+    check_kopf_shape()
 
     async def main() -> int:
         manager = Manager(name, options)

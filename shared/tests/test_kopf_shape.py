@@ -1,0 +1,120 @@
+"""The start-up self-check of the kopf internals opsuite_common.kopf_settings patches."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kopf._cogs.clients import api, watching
+from kopf._core.reactor import queueing
+
+from opsuite_common import kopf_settings
+from opsuite_common.kopf_settings import (
+    KopfShapeError,
+    WatchActivity,
+    check_kopf_shape,
+    track_watch_activity,
+)
+
+
+def test_the_installed_kopf_has_the_shape_the_patches_expect() -> None:
+    check_kopf_shape()
+
+
+def test_the_pinned_series_is_the_one_the_project_locks() -> None:
+    """pyproject.toml's range and the self-check name the same series as the installed kopf."""
+    series = kopf_settings.KOPF_SERIES
+    installed = importlib.metadata.version("kopf")
+    assert installed.startswith(series + ".")
+    major, minor = series.split(".")
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert f'"kopf (>={series}.' in pyproject
+    assert f',<{major}.{int(minor) + 1})"' in pyproject
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [(watching, "infinite_watch"), (api, "stream"), (queueing, "watcher")],
+)
+def test_a_missing_internal_fails_loudly(
+    monkeypatch: pytest.MonkeyPatch, module: object, name: str
+) -> None:
+    monkeypatch.delattr(module, name)
+    with pytest.raises(KopfShapeError, match=name):
+        check_kopf_shape()
+
+
+def test_a_changed_signature_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def watcher(*, namespace: object, settings: object) -> None:
+        return None
+
+    monkeypatch.setattr(queueing, "watcher", watcher)
+    with pytest.raises(KopfShapeError, match="resource_indexed"):
+        check_kopf_shape()
+
+
+def test_a_sync_function_where_a_stream_was_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    def stream(url: str, **kwargs: object) -> None:
+        return None
+
+    monkeypatch.setattr(api, "stream", stream)
+    with pytest.raises(KopfShapeError, match="stream"):
+        check_kopf_shape()
+
+
+def test_a_missing_listing_bookmark_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Bookmark:
+        pass
+
+    monkeypatch.setattr(watching, "Bookmark", Bookmark)
+    with pytest.raises(KopfShapeError, match="LISTED"):
+        check_kopf_shape()
+
+
+def test_another_kopf_version_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kopf_settings, "_kopf_version", lambda: "1.46.0")
+    with pytest.raises(KopfShapeError, match=r"1\.46\.0"):
+        check_kopf_shape()
+
+
+async def test_watch_tracking_reports_each_listing_and_every_sign_of_life(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """track_watch_activity passes kopf's stream through unchanged, reports a listing (with its
+    objects) when kopf's LISTED bookmark ends it, and marks the watch alive on every item and
+    on a watch request the server ended cleanly."""
+    listing = [
+        {"type": None, "object": {"metadata": {"namespace": "a", "name": "x"}}},
+        {"type": None, "object": {"metadata": {"namespace": "a", "name": "y"}}},
+    ]
+    items: list[object] = [*listing, watching.Bookmark.LISTED]
+    items.append({"type": "ADDED", "object": {"metadata": {"namespace": "a", "name": "z"}}})
+
+    async def infinite_watch(**_: object) -> AsyncIterator[object]:
+        for item in items:
+            yield item
+
+    async def stream(url: str, **_: object) -> AsyncIterator[object]:
+        yield {"type": "MODIFIED"}
+
+    monkeypatch.setattr(watching, "infinite_watch", infinite_watch)
+    monkeypatch.setattr(api, "stream", stream)
+    activity = WatchActivity()
+    listed: list[tuple[str, str | None, set[tuple[str, str]]]] = []
+    activity.on_listed(lambda r, ns, keys: listed.append((r, ns, keys)))
+    track_watch_activity(activity)
+
+    resource = SimpleNamespace(plural="pods")
+    watch: Any = watching.infinite_watch  # the wrapper, called as kopf calls it
+    seen = [i async for i in watch(resource=resource, namespace="a")]
+    assert seen == items
+    assert listed == [("pods", "a", {("a", "x"), ("a", "y")})]
+    assert activity.has_listed("pods", "a")
+    assert activity.stale(older_than=60) == []
+    request: Any = api.stream
+    assert [i async for i in request("https://h/api/v1/configmaps")] == [{"type": "MODIFIED"}]
+    assert activity.stale(older_than=-1) == ["configmaps", "pods"]
