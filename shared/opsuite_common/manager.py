@@ -142,6 +142,10 @@ class Manager:
         self._routes[(group, plural)] = deliver
         kopf.on.event(group, version, plural, registry=self.registry, id=f"watch-{plural}")(handler)
 
+    def cache(self, plural: str) -> Store | None:
+        """The store ``watch`` feeds for ``plural`` (None: not watched, or without a store)."""
+        return self._stores.get(plural, (None, None))[0]
+
     def _has_listed(self, plural: str) -> bool:
         """Whether every watch stream of ``plural`` has listed: one cluster-wide stream, or
         one per served namespace (kopf watches cluster-scoped resources once either way)."""

@@ -13,6 +13,7 @@ from kubernetes.config import kube_config
 
 from opsuite_common.manager import Manager
 from opsuite_common.options import ManagerOptions
+from opsuite_common.store import JSON, Store
 
 
 def _options() -> ManagerOptions:
@@ -64,3 +65,28 @@ async def test_kopf_gets_the_identity_so_no_passwd_entry_is_needed(
     manager = Manager("test-operator", _options())
     await manager.lead()
     assert seen["identity"] == "operator-pod-1"
+
+
+def test_a_relisting_prunes_the_store_and_reports_each_pruned_object_as_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Objects deleted while a watch was down (no DELETED event) leave the cache at the end of
+    the next listing and reach the handler as DELETED events; the listing of one namespace
+    prunes nothing in another."""
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(_kubeconfig(tmp_path)))
+    manager = Manager("test-operator", _options())
+    store = Store("pods")
+    seen: list[tuple[str | None, str, bool]] = []
+
+    def on_event(event_type: str | None, obj: JSON, old: JSON | None) -> None:
+        seen.append((event_type, obj["metadata"]["name"], old is not None))
+
+    manager.watch("", "v1", "pods", store=store, on_event=on_event)
+    assert manager.cache("pods") is store
+    deliver = manager._routes[("", "pods")]
+    for namespace, name in (("ns", "kept"), ("ns", "gone"), ("other", "elsewhere")):
+        deliver({"type": None, "object": {"metadata": {"namespace": namespace, "name": name}}})
+    seen.clear()
+    manager.activity.listed("pods", "ns", {("ns", "kept")})
+    assert store.cached_keys() == {("ns", "kept"), ("other", "elsewhere")}
+    assert seen == [("DELETED", "gone", True)]

@@ -12,6 +12,13 @@ name, a namespace appearing, vanishing or relabelled to the syncs listing it and
 selector-based sync. Nothing is polled. Handlers run only once every watch has listed (a kopf
 index handler on each resource holds them), so a pass never mistakes a cache still filling for
 missing copies or namespaces.
+
+The three caches are :class:`~opsuite_common.store.Store` objects given to ``manager.watch``
+(ConfigMaps and namespaces with a ``transform`` that makes their slim record), so the manager
+prunes them at the end of every (re)listing: an object deleted while a watch was down (no
+DELETED event, a relist after "410 Gone") reaches its handler as a DELETED event, as client-go's
+reflector turns it into one, and has the same effects (a pruned source also leaves the
+:class:`~configmapsync_operator.sources.SourceCache`).
 """
 
 from __future__ import annotations
@@ -77,8 +84,8 @@ def setup(manager: Manager) -> None:
             "selector": has_selector,
         },
     )
-    configmaps = Store("configmaps", {"owner": _owner_index, "name": _name_index})
-    namespaces = Store("namespaces")
+    configmaps = Store("configmaps", {"owner": _owner_index, "name": _name_index}, transform=slim)
+    namespaces = Store("namespaces", transform=_slim_namespace)
     sources = SourceCache()
     pending: dict[ObjectKey, float] = {}
     """ConfigMapSyncs whose source changed: when the change was seen (monotonic seconds)."""
@@ -165,10 +172,11 @@ def setup(manager: Manager) -> None:
         if previous is not None and previous != current and not syncs.by_index("source", previous):
             sources.forget(previous)
 
-    def on_configmap(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
+    def on_configmap(event_type: str | None, obj: JSON, old: JSON | None) -> None:
+        """``obj``: the event's object, or the cached record of one a relisting no longer holds
+        (``slim`` of a record keeps what a DELETED needs: key, owner, deletionTimestamp)."""
         key = key_of(obj)
-        record = slim(obj)
-        old = configmaps.apply(event_type, record)
+        record = (None if event_type == "DELETED" else configmaps.get(*key)) or slim(obj)
         readers = syncs.by_index("source", key)
         if readers and sources.observe(event_type, obj):
             seen = time.monotonic()
@@ -186,9 +194,8 @@ def setup(manager: Manager) -> None:
         ):
             enqueue_all(syncs.by_index("name", key[1]))
 
-    def on_namespace(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
-        record = _slim_namespace(obj)
-        old = namespaces.apply(event_type, record)
+    def on_namespace(event_type: str | None, obj: JSON, old: JSON | None) -> None:
+        record = _slim_namespace(obj)  # the store's record (idempotent on a record)
         if old is not None and event_type != "DELETED" and old == record:
             return
         name = record["metadata"]["name"]
@@ -204,5 +211,5 @@ def setup(manager: Manager) -> None:
             _no_index
         )
     manager.watch(GROUP, VERSION, PLURAL, store=syncs, on_event=on_sync)
-    manager.watch("", "v1", "configmaps", on_event=on_configmap)
-    manager.watch("", "v1", "namespaces", on_event=on_namespace)
+    manager.watch("", "v1", "configmaps", store=configmaps, on_event=on_configmap)
+    manager.watch("", "v1", "namespaces", store=namespaces, on_event=on_namespace)

@@ -7,6 +7,11 @@ A pod that appears, vanishes, or changes labels, phase or ephemeral containers e
 PodDebuggers of its namespace whose selector matches it (as it is or as it was): at once when
 it is new or its labels changed (an injection may be due), else after a second (only the
 status can change, and status writes are paced to one a second). Nothing is polled.
+Both caches are :class:`~opsuite_common.store.Store` objects given to ``manager.watch`` (pods
+with a ``transform`` that makes the slim record), so the manager prunes them after every
+(re)listing: a pod deleted while the watch was down (no DELETED event, a relist after "410
+Gone") is handed to the handler as a DELETED event, as client-go's reflector does, and stops
+counting in ``matchedPods`` and taking a ``maxPods`` slot.
 Handlers run only once every watch has listed (a kopf index handler on each resource holds
 them), so a pass never mistakes a cache still filling for a pod without its debug container.
 """
@@ -62,8 +67,12 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
     """
     prefixes = tuple(allowed_prefixes)
     debuggers = Store("poddebuggers", {"namespace": _namespace_index})
-    pods = Store("pods", {"namespace": _namespace_index})
     injected = Injected()
+    pods = Store(
+        "pods",
+        {"namespace": _namespace_index},
+        transform=lambda pod: injected.fill(slim_pod(pod)),
+    )
     pacer = StatusPacer()
     specs = SpecCache(parse_spec, InvalidSpecError)
     recorder = manager.event_recorder()
@@ -151,11 +160,13 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
             return  # our own status write: the cache now holds it, nothing to plan
         controller.enqueue(object_key(obj))
 
-    def on_pod(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
-        record = injected.fill(slim_pod(obj))
+    def on_pod(event_type: str | None, obj: JSON, old: JSON | None) -> None:
+        """``obj``: the event's pod, or the cached record of one a relisting no longer holds."""
         if event_type == "DELETED":
+            record = slim_pod(obj)  # idempotent on a record
             injector.forget_pod(record["metadata"].get("uid", ""))
-        old = pods.apply(event_type, record)
+        else:
+            record = pods.get(*object_key(obj)) or injected.fill(slim_pod(obj))
         if event_type != "DELETED" and old == record:
             return  # nothing the planner reads changed
         urgent = event_type != "DELETED" and injection_may_be_due(old, record)
@@ -168,4 +179,4 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
             _no_index
         )
     manager.watch(GROUP, VERSION, PLURAL, store=debuggers, on_event=on_debugger)
-    manager.watch("", "v1", "pods", on_event=on_pod)
+    manager.watch("", "v1", "pods", store=pods, on_event=on_pod)

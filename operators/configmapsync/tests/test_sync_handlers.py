@@ -1,0 +1,143 @@
+"""ConfigMapSync's watch wiring without a cluster: what a relisting that misses objects does.
+
+kopf sends no DELETED event for an object deleted while a watch was down (a relist after
+"410 Gone"); the manager prunes every cache given to ``manager.watch`` after each listing and
+hands the pruned objects to the handler as DELETED events (issue #16, item 1).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.config import kube_config
+
+from configmapsync_operator.handlers import setup
+from configmapsync_operator.models import GROUP, OWNER_LABEL, PLURAL
+from opsuite_common.manager import Manager
+from opsuite_common.options import ManagerOptions
+from opsuite_common.store import JSON, ObjectKey
+
+SERVED = ("src", "a", "b")
+SYNC: ObjectKey = ("src", "s1")
+
+
+def _options() -> ManagerOptions:
+    return ManagerOptions(
+        leader_elect=False,
+        leader_election_id="test",
+        leader_election_namespace=None,
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+        namespaces=SERVED,
+        log_format="text",
+        log_level="info",
+        max_concurrent_reconciles=1,
+        watch_timeout=60,
+    )
+
+
+class Wired:
+    """The operator wired onto an offline manager; every enqueued key is recorded."""
+
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+        self.enqueued: list[ObjectKey] = []
+        (controller,) = manager.controllers
+
+        def enqueue(key: ObjectKey, *, after: float = 0.0) -> None:
+            self.enqueued.append(key)
+
+        controller.enqueue = enqueue  # type: ignore[method-assign]
+
+    def event(self, group: str, plural: str, event_type: str | None, obj: JSON) -> None:
+        self.manager._routes[(group, plural)]({"type": event_type, "object": obj})
+
+    def cached(self, plural: str, namespace: str, name: str) -> JSON | None:
+        store = self.manager.cache(plural)
+        assert store is not None, f"{plural}: no store the manager prunes"
+        return store.get(namespace, name)
+
+
+@pytest.fixture
+def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Wired:
+    kubeconfig = tmp_path / "kubeconfig"
+    config = {
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    kubeconfig.write_text(json.dumps(config))
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+    manager = Manager("configmapsync-operator", _options())
+    setup(manager)
+    wired = Wired(manager)
+    sync = {
+        "metadata": {"namespace": SYNC[0], "name": SYNC[1], "uid": "sync-uid", "generation": 1},
+        "spec": {"configMapName": "cfg", "destinationNamespaces": ["a", "b"]},
+    }
+    wired.event(GROUP, PLURAL, None, sync)
+    for ns in ("src", "a", "b"):
+        wired.event("", "namespaces", None, _namespace(ns))
+    wired.event("", "configmaps", None, _configmap("src", "cfg"))
+    for ns in ("a", "b"):
+        wired.event("", "configmaps", None, _configmap(ns, "cfg", owner="sync-uid"))
+    wired.enqueued.clear()
+    return wired
+
+
+def _namespace(name: str) -> JSON:
+    return {"metadata": {"name": name, "uid": f"ns-{name}", "managedFields": [{}]}}
+
+
+def _configmap(namespace: str, name: str, owner: str | None = None) -> JSON:
+    meta: dict[str, Any] = {"namespace": namespace, "name": name, "uid": f"cm-{namespace}"}
+    if owner is not None:
+        meta["labels"] = {OWNER_LABEL: owner}
+    return {"metadata": meta, "data": {"k": "v"}}
+
+
+def test_a_copy_a_relisting_no_longer_holds_leaves_the_cache_and_enqueues_its_owner(
+    wired: Wired,
+) -> None:
+    assert wired.cached("configmaps", "a", "cfg") is not None
+    wired.manager.activity.listed("configmaps", "a", set())  # deleted while the watch was down
+    assert wired.cached("configmaps", "a", "cfg") is None
+    assert SYNC in wired.enqueued
+    # The listing of one namespace prunes nothing elsewhere.
+    assert wired.cached("configmaps", "b", "cfg") is not None
+    assert wired.cached("configmaps", "src", "cfg") is not None
+
+
+def test_a_source_a_relisting_no_longer_holds_enqueues_its_readers(wired: Wired) -> None:
+    wired.manager.activity.listed("configmaps", "src", set())
+    assert wired.cached("configmaps", "src", "cfg") is None
+    assert SYNC in wired.enqueued
+
+
+def test_a_namespace_a_relisting_no_longer_holds_leaves_the_cache_and_enqueues_its_syncs(
+    wired: Wired,
+) -> None:
+    assert wired.cached("namespaces", "", "b") == {"metadata": {"name": "b", "uid": "ns-b"}}
+    wired.manager.activity.listed("namespaces", None, {("", "src"), ("", "a")})
+    assert wired.cached("namespaces", "", "b") is None
+    assert wired.cached("namespaces", "", "a") is not None
+    assert SYNC in wired.enqueued
+
+
+def test_a_relisting_holding_everything_enqueues_nothing(wired: Wired) -> None:
+    wired.manager.activity.listed("namespaces", None, {("", "src"), ("", "a"), ("", "b")})
+    wired.manager.activity.listed("configmaps", "a", {("a", "cfg")})
+    assert wired.enqueued == []
+
+
+def test_the_cached_copy_record_is_the_slim_one(wired: Wired) -> None:
+    """The store keeps the slim record (digests, no data), as the handler used to."""
+    record = wired.cached("configmaps", "a", "cfg")
+    assert record is not None
+    assert "data" not in record
+    assert record["metadata"]["labels"] == {OWNER_LABEL: "sync-uid"}
+    assert "contentDigest" in record
