@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from opsuite_common.metrics import ReconcileMetrics
+from opsuite_common.metrics import ReconcileMetrics, WorkQueueMetrics
 from opsuite_common.store import ObjectKey
 from opsuite_common.workqueue import ShutDown, WorkQueue
 
@@ -43,10 +43,7 @@ class Controller:
         self._reconcile = reconcile
         self._max_concurrent = max_concurrent
         self.metrics = ReconcileMetrics(name, max_concurrent, terminal_errors=(TerminalError,))
-        self.queue: WorkQueue[ObjectKey] = WorkQueue(
-            on_queued=lambda retry: self.metrics.enqueued(retry=retry),
-            on_dequeued=self.metrics.dequeued,
-        )
+        self.queue: WorkQueue[ObjectKey] = WorkQueue(metrics=WorkQueueMetrics(name))
 
     def enqueue(self, key: ObjectKey, *, after: float = 0.0) -> None:
         """Ask for ``key`` to be reconciled (deduplicated while waiting)."""
@@ -98,7 +95,8 @@ class Controller:
             return
         if result.requeue_after is not None:
             self.queue.forget(key)
-            self.queue.add_after(key, result.requeue_after)
+            # controller-runtime's AddAfter, which client-go counts as a retry.
+            self.queue.add_after(key, result.requeue_after, retry=True)
         elif result.requeue:
             self.queue.add_rate_limited(key)
         else:

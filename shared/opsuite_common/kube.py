@@ -4,7 +4,9 @@ Operators read from their watch caches and write through this facade. Responses 
 JSON dicts, not the client's model objects: those cost most of a kopf operator's memory
 (kopf's docs/critiques), and dicts are what the reconcile functions take anyway. The blocking
 client runs in worker threads; every request carries the operator's User-Agent, so the audit
-log tells which process did what.
+log tells which process did what, and is counted in ``rest_client_requests_total{code,method,host}``
+as client-go counts it (the Lease requests of leader election too: they go through the same
+client; kopf's own watch and list requests do not, they use kopf's aiohttp session).
 """
 
 from __future__ import annotations
@@ -12,15 +14,25 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["ApiException", "KubeApi", "gather_results", "load_api_client", "resource_path"]
+from opsuite_common.metrics import REST_CLIENT_REQUESTS
+
+__all__ = [
+    "ApiException",
+    "KubeApi",
+    "count_requests",
+    "gather_results",
+    "load_api_client",
+    "resource_path",
+]
 
 JSON = dict[str, Any]
 
@@ -50,6 +62,30 @@ def load_api_client(user_agent: str, *, pool_size: int = MAX_PARALLEL_REQUESTS) 
     api_client = client.ApiClient(configuration)
     api_client.user_agent = user_agent
     return api_client
+
+
+_COUNTED_POOLS: weakref.WeakSet[object] = weakref.WeakSet()
+
+
+def count_requests(api_client: client.ApiClient) -> None:
+    """Count every HTTP request ``api_client`` sends in rest_client_requests_total (once, however
+    often called): the status code, or ``<error>`` when no response came, as client-go does."""
+    pool = api_client.rest_client.pool_manager
+    if pool in _COUNTED_POOLS:
+        return
+    send = pool.request
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        code = "<error>"
+        try:
+            response = send(method, url, *args, **kwargs)
+            code = str(response.status)
+            return response
+        finally:
+            REST_CLIENT_REQUESTS.labels(code, method.upper(), urlsplit(url).netloc).inc()
+
+    pool.request = request  # type: ignore[method-assign]
+    _COUNTED_POOLS.add(pool)
 
 
 async def gather_results(futures: Sequence[asyncio.Future[JSON]]) -> list[JSON | ApiException]:
@@ -94,6 +130,7 @@ class KubeApi:
     ) -> None:
         self._client = api_client
         self._timeout = request_timeout
+        count_requests(api_client)
         # Its own pool: asyncio's default one has min(32, cores + 4) threads (6 on 2 cores),
         # which would cap a burst of pod creates at 6 requests in flight.
         self._pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="kube-api")

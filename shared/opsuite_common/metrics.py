@@ -5,10 +5,10 @@ collectors), served at /metrics by ``start_metrics_server``. ``_created``
 series are disabled process-wide: controller-runtime exposes none.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import TypeVar
 
 from aiohttp import web
@@ -83,6 +83,20 @@ ACTIVE_WORKERS = Gauge(
     ["controller"],
     registry=REGISTRY,
 )
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """prometheus.ExponentialBuckets: the same floats, as Go multiplies them step by step."""
+    buckets = [start]
+    while len(buckets) < count:
+        buckets.append(buckets[-1] * factor)
+    return tuple(buckets)
+
+
+WORKQUEUE_DURATION_BUCKETS = exponential_buckets(10e-9, 10, 12)
+"""controller-runtime's buckets for workqueue_{queue,work}_duration_seconds: 10 ns to 1000 s.
+(Kubernetes' own components register client-go's queue metrics with 10 of them, up to 10 s.)"""
+
 WORKQUEUE_DEPTH = Gauge(
     "workqueue_depth",
     "Current depth of workqueue by workqueue and priority",
@@ -95,10 +109,44 @@ WORKQUEUE_ADDS = Counter(
     ["name", "controller"],
     registry=REGISTRY,
 )
+WORKQUEUE_QUEUE_DURATION = Histogram(
+    "workqueue_queue_duration_seconds",
+    "How long in seconds an item stays in workqueue before being requested",
+    ["name", "controller"],
+    buckets=WORKQUEUE_DURATION_BUCKETS,
+    registry=REGISTRY,
+)
+WORKQUEUE_WORK_DURATION = Histogram(
+    "workqueue_work_duration_seconds",
+    "How long in seconds processing an item from workqueue takes.",
+    ["name", "controller"],
+    buckets=WORKQUEUE_DURATION_BUCKETS,
+    registry=REGISTRY,
+)
+WORKQUEUE_UNFINISHED_WORK = Gauge(
+    "workqueue_unfinished_work_seconds",
+    "How many seconds of work has been done that is in progress and hasn't been observed by "
+    "work_duration. Large values indicate stuck threads. One can deduce the number of stuck "
+    "threads by observing the rate at which this increases.",
+    ["name", "controller"],
+    registry=REGISTRY,
+)
+WORKQUEUE_LONGEST_RUNNING_PROCESSOR = Gauge(
+    "workqueue_longest_running_processor_seconds",
+    "How many seconds has the longest running processor for workqueue been running.",
+    ["name", "controller"],
+    registry=REGISTRY,
+)
 WORKQUEUE_RETRIES = Counter(
     "workqueue_retries_total",
     "Total number of retries handled by workqueue",
     ["name", "controller"],
+    registry=REGISTRY,
+)
+REST_CLIENT_REQUESTS = Counter(
+    "rest_client_requests_total",
+    "Number of HTTP requests, partitioned by status code, method, and host.",
+    ["code", "method", "host"],
     registry=REGISTRY,
 )
 LEADER_ELECTION_MASTER_STATUS = Gauge(
@@ -178,10 +226,6 @@ class ReconcileMetrics:
         self._active = ACTIVE_WORKERS.labels(controller)
         self._active.set(0)
         MAX_CONCURRENT_RECONCILES.labels(controller).set(max_concurrent_reconciles)
-        self._depth = WORKQUEUE_DEPTH.labels(controller, controller, "")
-        self._depth.set(0)
-        self._adds = WORKQUEUE_ADDS.labels(controller, controller)
-        self._retries = WORKQUEUE_RETRIES.labels(controller, controller)
 
     @contextmanager
     def track(self) -> Iterator[ReconcileResult]:
@@ -205,16 +249,65 @@ class ReconcileMetrics:
             self._time.observe(perf_counter() - start)
             self._active.dec()
 
-    def enqueued(self, *, retry: bool = False) -> None:
-        """An item entered the work queue; ``retry`` if it was a rate-limited re-add."""
+
+class WorkQueueMetrics:
+    """controller-runtime's workqueue_* series of one controller's queue (labels ``name`` and
+    ``controller``, both the controller's name); a ``workqueue.QueueMetrics``.
+
+    Recorded as client-go's queue metrics are: an add when a key becomes dirty (so depth counts
+    a key added while it is processed), the queue duration from that add to a worker's get, the
+    work duration from get to done, a retry per rate-limited or retry re-add. The unfinished
+    work and longest running processor gauges are computed when scraped (client-go refreshes
+    them every 500 ms).
+    """
+
+    def __init__(self, controller: str, *, clock: Callable[[], float] = monotonic) -> None:
+        """Initialise every series of ``controller``'s queue (to 0, as controller-runtime does)."""
+        labels = (controller, controller)
+        self._clock = clock
+        self._added: dict[Hashable, float] = {}
+        self._started: dict[Hashable, float] = {}
+        self._depth = WORKQUEUE_DEPTH.labels(*labels, "")
+        self._depth.set(0)
+        self._adds = WORKQUEUE_ADDS.labels(*labels)
+        self._retries = WORKQUEUE_RETRIES.labels(*labels)
+        self._queue_duration = WORKQUEUE_QUEUE_DURATION.labels(*labels)
+        self._work_duration = WORKQUEUE_WORK_DURATION.labels(*labels)
+        WORKQUEUE_UNFINISHED_WORK.labels(*labels).set_function(self._unfinished_work)
+        WORKQUEUE_LONGEST_RUNNING_PROCESSOR.labels(*labels).set_function(self._longest_running)
+
+    def add(self, key: Hashable) -> None:
+        """``key`` became dirty."""
         self._adds.inc()
         self._depth.inc()
-        if retry:
-            self._retries.inc()
+        self._added.setdefault(key, self._clock())
 
-    def dequeued(self) -> None:
-        """A worker took an item off the work queue."""
+    def get(self, key: Hashable) -> None:
+        """A worker took ``key``."""
+        now = self._clock()
         self._depth.dec()
+        self._started[key] = now
+        added = self._added.pop(key, None)
+        if added is not None:
+            self._queue_duration.observe(now - added)
+
+    def done(self, key: Hashable) -> None:
+        """A worker finished ``key``."""
+        started = self._started.pop(key, None)
+        if started is not None:
+            self._work_duration.observe(self._clock() - started)
+
+    def retry(self) -> None:
+        """A key was re-added as a retry."""
+        self._retries.inc()
+
+    def _unfinished_work(self) -> float:
+        now = self._clock()
+        return sum(now - started for started in self._started.values())
+
+    def _longest_running(self) -> float:
+        now = self._clock()
+        return max((now - started for started in self._started.values()), default=0.0)
 
 
 async def start_metrics_server(

@@ -15,10 +15,12 @@ from opsuite_common.leader_election import LeaderElectionConfig, LeaderElector
 from opsuite_common.metrics import (
     REGISTRY,
     ReconcileMetrics,
+    WorkQueueMetrics,
     leader_status_hook,
     register,
     start_metrics_server,
 )
+from opsuite_common.workqueue import WorkQueue
 
 DASHBOARD = Path(__file__).parent.parent / "dashboards" / "opsuite-operators.json"
 CONTROLLER_RUNTIME_BUCKETS = [
@@ -26,6 +28,31 @@ CONTROLLER_RUNTIME_BUCKETS = [
     *(0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15),
     *(20, 25, 30, 40, 50, 60),
 ]
+WORKQUEUE_FAMILIES = (
+    "workqueue_depth",
+    "workqueue_adds",
+    "workqueue_queue_duration_seconds",
+    "workqueue_work_duration_seconds",
+    "workqueue_retries",
+    "workqueue_unfinished_work_seconds",
+    "workqueue_longest_running_processor_seconds",
+)
+
+
+def go_exponential_buckets(start: float, factor: float, count: int) -> list[float]:
+    """prometheus.ExponentialBuckets, multiplied step by step as Go does."""
+    buckets = [start]
+    while len(buckets) < count:
+        buckets.append(buckets[-1] * factor)
+    return buckets
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 500.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 class Temporary(Exception):
@@ -49,10 +76,15 @@ def test_controller_series_start_at_zero_like_controller_runtime() -> None:
         assert value(metric, controller="init") == 0
     assert value("controller_runtime_max_concurrent_reconciles", controller="init") == 3
     assert value("controller_runtime_active_workers", controller="init") == 0
+    WorkQueueMetrics("init")
     labels = {"name": "init", "controller": "init"}
     assert value("workqueue_depth", priority="", **labels) == 0
-    assert value("workqueue_adds_total", **labels) == 0
-    assert value("workqueue_retries_total", **labels) == 0
+    for counter in ("adds", "retries"):
+        assert value(f"workqueue_{counter}_total", **labels) == 0
+    for histogram in ("queue", "work"):
+        assert value(f"workqueue_{histogram}_duration_seconds_count", **labels) == 0
+    for gauge in ("unfinished_work", "longest_running_processor"):
+        assert value(f"workqueue_{gauge}_seconds", **labels) == 0
 
 
 def test_track_records_results_time_and_active_workers() -> None:
@@ -102,15 +134,65 @@ async def test_cancelled_reconcile_records_time_but_no_result() -> None:
     assert value("controller_runtime_active_workers", controller="cancelled") == 0
 
 
-def test_workqueue_counters() -> None:
-    metrics = ReconcileMetrics("queue")
-    metrics.enqueued()
-    metrics.enqueued(retry=True)
-    metrics.dequeued()
+async def test_workqueue_metrics_move_as_the_queue_is_used() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(metrics=WorkQueueMetrics("queue", clock=clock))
     labels = {"name": "queue", "controller": "queue"}
+
+    def metric(name: str, **extra: str) -> float | None:
+        return value(f"workqueue_{name}", **labels, **extra)
+
+    queue.add("a")
+    queue.add("b")
+    queue.add("a")  # deduplicated: not an add
+    assert metric("adds_total") == 2
+    assert value("workqueue_depth", priority="", **labels) == 2
+
+    clock.now += 0.5
+    assert await queue.get() == "a"
     assert value("workqueue_depth", priority="", **labels) == 1
-    assert value("workqueue_adds_total", **labels) == 2
-    assert value("workqueue_retries_total", **labels) == 1
+    assert metric("queue_duration_seconds_count") == 1
+    assert metric("queue_duration_seconds_sum") == 0.5
+    assert metric("queue_duration_seconds_bucket", le="1.0") == 1
+    assert metric("queue_duration_seconds_bucket", le="0.1") == 0
+
+    clock.now += 1
+    assert await queue.get() == "b"
+    clock.now += 2  # "a" has run 3 s, "b" 2 s, neither is done
+    assert metric("unfinished_work_seconds") == 5
+    assert metric("longest_running_processor_seconds") == 3
+    assert metric("work_duration_seconds_count") == 0
+
+    queue.done("a")
+    assert metric("work_duration_seconds_count") == 1
+    assert metric("work_duration_seconds_sum") == 3
+    assert metric("unfinished_work_seconds") == 2
+    assert metric("longest_running_processor_seconds") == 2
+
+    queue.add_rate_limited("b")  # a failure while processed: a retry, and an add at once
+    queue.add_after("c", 10)  # not a retry, not an add until due
+    assert metric("retries_total") == 1
+    assert metric("adds_total") == 2
+    queue.done("b")
+    assert metric("unfinished_work_seconds") == 0
+    assert metric("longest_running_processor_seconds") == 0
+    assert metric("work_duration_seconds_count") == 2
+    queue.shut_down()
+
+
+def test_workqueue_duration_buckets_are_controller_runtimes() -> None:
+    WorkQueueMetrics("buckets")
+    expected = [*go_exponential_buckets(10e-9, 10, 12), float("inf")]
+    for family in REGISTRY.collect():
+        if family.name in ("workqueue_queue_duration_seconds", "workqueue_work_duration_seconds"):
+            buckets = [
+                float(sample.labels["le"])
+                for sample in family.samples
+                if sample.name.endswith("_bucket") and sample.labels["name"] == "buckets"
+            ]
+            assert buckets == expected, family.name
+            assert buckets[0] == 1e-08
+            assert buckets[-2] == pytest.approx(1000)
 
 
 def test_leader_status_hook_follows_the_elector() -> None:
@@ -149,6 +231,7 @@ def test_register_adds_operator_metrics_to_the_registry() -> None:
 
 async def test_metrics_endpoint_serves_parseable_text_and_openmetrics() -> None:
     ReconcileMetrics("scraped", 2)
+    WorkQueueMetrics("scraped")
     server = await start_metrics_server("127.0.0.1:0")
     assert server.port is not None
     url = f"http://127.0.0.1:{server.port}/metrics"
@@ -179,6 +262,9 @@ async def test_metrics_endpoint_serves_parseable_text_and_openmetrics() -> None:
     ]
     assert buckets == [*CONTROLLER_RUNTIME_BUCKETS, float("inf")]
     assert not any(name.endswith("_created") for name in families)
+    for name in WORKQUEUE_FAMILIES:
+        assert any(sample.labels.get("name") == "scraped" for sample in families[name].samples)
+    assert families["rest_client_requests"].type == "counter"
     workers = families["controller_runtime_max_concurrent_reconciles"].samples
     assert [s.value for s in workers if s.labels["controller"] == "scraped"] == [2]
 

@@ -1,0 +1,76 @@
+"""KubeApi counts every request it sends in rest_client_requests_total, as client-go does."""
+
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import web
+from kubernetes.client import ApiClient, Configuration
+
+from opsuite_common.kube import ApiException, KubeApi
+from opsuite_common.leader_election import KubernetesLeaseApi
+from opsuite_common.metrics import REGISTRY
+
+
+def requests(code: str, method: str, host: str) -> float:
+    labels = {"code": code, "method": method, "host": host}
+    return REGISTRY.get_sample_value("rest_client_requests_total", labels) or 0.0
+
+
+def kube_api(host: str) -> KubeApi:
+    return KubeApi(ApiClient(Configuration(host=f"http://{host}")), request_timeout=5)
+
+
+@pytest.fixture
+async def api_server() -> AsyncIterator[str]:
+    async def pod(request: web.Request) -> web.Response:
+        if request.match_info["name"] == "missing":
+            status = {"kind": "Status", "code": 404, "reason": "NotFound"}
+            return web.json_response(status, status=404)
+        return web.json_response({"kind": "Pod", "metadata": {"name": "a"}})
+
+    async def create(request: web.Request) -> web.Response:
+        return web.json_response(await request.json(), status=201)
+
+    async def lease(request: web.Request) -> web.Response:
+        return web.json_response({"kind": "Status", "code": 404}, status=404)
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/ns/pods/{name}", pod)
+    app.router.add_post("/api/v1/namespaces/ns/pods", create)
+    app.router.add_get("/apis/coordination.k8s.io/v1/namespaces/ns/leases/{name}", lease)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_every_request_is_counted_by_code_method_and_host(api_server: str) -> None:
+    host = api_server
+    kube = kube_api(host)
+    assert await kube.get("/api/v1/namespaces/ns/pods/a") is not None
+    assert await kube.get("/api/v1/namespaces/ns/pods/missing") is None
+    with pytest.raises(ApiException):
+        await kube.request("GET", "/api/v1/namespaces/ns/pods/missing")
+    await kube.create("/api/v1/namespaces/ns/pods", {"kind": "Pod"})
+    # A KubeApi sharing the client (Events) and the Lease API on it count once each.
+    await kube.with_parallelism(1).get("/api/v1/namespaces/ns/pods/a")
+    assert await KubernetesLeaseApi(kube.api_client).get("ns", "lock") is None
+    assert requests("200", "GET", host) == 2
+    assert requests("404", "GET", host) == 3
+    assert requests("201", "POST", host) == 1
+
+
+async def test_a_request_that_gets_no_response_counts_as_an_error() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        host = f"127.0.0.1:{sock.getsockname()[1]}"
+    kube = kube_api(host)
+    with pytest.raises(Exception, match=r"(?i)connect|refused"):
+        await kube.get("/api/v1/namespaces/ns/pods/a")
+    assert requests("<error>", "GET", host) == 1
