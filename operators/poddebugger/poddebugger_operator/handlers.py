@@ -8,7 +8,7 @@ PodDebuggers of its namespace whose selector matches it (as it is or as it was):
 it is new or its labels changed (an injection may be due), else after a second (only the
 status can change, and status writes are paced to one a second). Nothing is polled.
 Both caches are :class:`~opsuite_common.store.Store` objects given to ``manager.watch`` (pods
-with a ``transform`` that makes the slim record), so the manager prunes them after every
+with ``slim_pod`` as ``transform``), so the manager prunes them after every
 (re)listing: a pod deleted while the watch was down (no DELETED event, a relist after "410
 Gone") is handed to the handler as a DELETED event, as client-go's reflector does, and stops
 counting in ``matchedPods`` and taking a ``maxPods`` slot.
@@ -68,11 +68,9 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
     prefixes = tuple(allowed_prefixes)
     debuggers = Store("poddebuggers", {"namespace": _namespace_index})
     injected = Injected()
-    pods = Store(
-        "pods",
-        {"namespace": _namespace_index},
-        transform=lambda pod: injected.fill(slim_pod(pod)),
-    )
+    # Not filled by the transform: Injector fills the records it applies, and a second fill
+    # would see the container it just put back as confirmed by the watch and drop it.
+    pods = Store("pods", {"namespace": _namespace_index}, transform=slim_pod)
     pacer = StatusPacer()
     specs = SpecCache(parse_spec, InvalidSpecError)
     recorder = manager.event_recorder()
@@ -166,7 +164,10 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
             record = slim_pod(obj)  # idempotent on a record
             injector.forget_pod(record["metadata"].get("uid", ""))
         else:
-            record = pods.get(*object_key(obj)) or injected.fill(slim_pod(obj))
+            stored = pods.get(*object_key(obj)) or slim_pod(obj)
+            record = injected.fill(stored)  # the containers added that the watch lags behind
+            if record is not stored:
+                pods.apply(event_type, record)
         if event_type != "DELETED" and old == record:
             return  # nothing the planner reads changed
         urgent = event_type != "DELETED" and injection_may_be_due(old, record)
