@@ -8,17 +8,24 @@
   server would prune them, losing what the operator meant to write).
 - Checks of Kubernetes names, label keys and values, as apimachinery's validation does them.
 - :class:`FakeClock`: a monotonic clock the test moves by hand.
+- :func:`offline_manager`: a Manager whose API client points nowhere, for wiring tests.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import strategies as st
+from kubernetes.config import kube_config
 
 from opsuite_common.kube_model import LABEL_VALUE_PATTERN, QUALIFIED_NAME_PATTERN
+from opsuite_common.manager import Manager
+from opsuite_common.options import ManagerOptions
 
 Schema = Mapping[str, Any]
 
@@ -218,3 +225,33 @@ def _object_errors(value: Mapping[str, Any], schema: Schema, path: str) -> list[
         elif not (extra is True or schema.get("x-kubernetes-preserve-unknown-fields")):
             errors.append(f"{path}.{key}: unknown field (pruned)")
     return errors
+
+
+def offline_manager(
+    name: str, namespaces: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Manager:
+    """A Manager serving ``namespaces`` whose API client points at a closed port (nothing is
+    sent unless a test makes it), for tests of the wiring between watches and controllers."""
+    kubeconfig = tmp_path / "kubeconfig"
+    config = {
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    kubeconfig.write_text(json.dumps(config))
+    # The client reads KUBECONFIG once, when it is imported.
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+    options = ManagerOptions(
+        leader_elect=False,
+        leader_election_id="test",
+        leader_election_namespace=None,
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+        namespaces=namespaces,
+        log_format="text",
+        log_level="info",
+        max_concurrent_reconciles=1,
+        watch_timeout=60,
+    )
+    return Manager(name, options)

@@ -3,42 +3,14 @@
 from __future__ import annotations
 
 import getpass
-import json
 from pathlib import Path
 from typing import Any
 
 import kopf
 import pytest
-from kubernetes.config import kube_config
 
-from opsuite_common.manager import Manager
-from opsuite_common.options import ManagerOptions
 from opsuite_common.store import JSON, Store
-
-
-def _options() -> ManagerOptions:
-    return ManagerOptions(
-        leader_elect=False,
-        leader_election_id="test",
-        leader_election_namespace=None,
-        metrics_bind_address="0",
-        health_probe_bind_address="0",
-        namespaces=("ns",),
-        log_format="text",
-        log_level="info",
-        max_concurrent_reconciles=1,
-        watch_timeout=60,
-    )
-
-
-def _kubeconfig(tmp_path: Path) -> Path:
-    path = tmp_path / "kubeconfig"
-    cluster = {"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}
-    user = {"name": "u", "user": {"token": "t"}}
-    context = {"name": "x", "context": {"cluster": "c", "user": "u"}}
-    config = {"clusters": [cluster], "users": [user], "contexts": [context]}
-    path.write_text(json.dumps({**config, "current-context": "x"}))
-    return path
+from opsuite_common.testing import offline_manager
 
 
 async def test_kopf_gets_the_identity_so_no_passwd_entry_is_needed(
@@ -57,12 +29,10 @@ async def test_kopf_gets_the_identity_so_no_passwd_entry_is_needed(
         if kwargs.get("identity") is None:
             getpass.getuser()  # what kopf does without an identity
 
-    # The client reads KUBECONFIG once, when it is imported.
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(_kubeconfig(tmp_path)))
     monkeypatch.setenv("POD_NAME", "operator-pod-1")
     monkeypatch.setattr(getpass, "getuser", no_passwd_entry)
     monkeypatch.setattr(kopf, "operator", operator)
-    manager = Manager("test-operator", _options())
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
     await manager.lead()
     assert seen["identity"] == "operator-pod-1"
 
@@ -73,8 +43,7 @@ def test_a_relisting_prunes_the_store_and_reports_each_pruned_object_as_deleted(
     """Objects deleted while a watch was down (no DELETED event) leave the cache at the end of
     the next listing and reach the handler as DELETED events; the listing of one namespace
     prunes nothing in another."""
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(_kubeconfig(tmp_path)))
-    manager = Manager("test-operator", _options())
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
     store = Store("pods")
     seen: list[tuple[str | None, str, bool]] = []
 

@@ -7,36 +7,19 @@ hands the pruned objects to the handler as DELETED events (issue #16, item 1).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.config import kube_config
 
 from configmapsync_operator.handlers import setup
 from configmapsync_operator.models import GROUP, OWNER_LABEL, PLURAL
 from opsuite_common.manager import Manager
-from opsuite_common.options import ManagerOptions
 from opsuite_common.store import JSON, ObjectKey
+from opsuite_common.testing import offline_manager
 
 SERVED = ("src", "a", "b")
 SYNC: ObjectKey = ("src", "s1")
-
-
-def _options() -> ManagerOptions:
-    return ManagerOptions(
-        leader_elect=False,
-        leader_election_id="test",
-        leader_election_namespace=None,
-        metrics_bind_address="0",
-        health_probe_bind_address="0",
-        namespaces=SERVED,
-        log_format="text",
-        log_level="info",
-        max_concurrent_reconciles=1,
-        watch_timeout=60,
-    )
 
 
 class Wired:
@@ -63,16 +46,7 @@ class Wired:
 
 @pytest.fixture
 def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Wired:
-    kubeconfig = tmp_path / "kubeconfig"
-    config = {
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }
-    kubeconfig.write_text(json.dumps(config))
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
-    manager = Manager("configmapsync-operator", _options())
+    manager = offline_manager("configmapsync-operator", SERVED, tmp_path, monkeypatch)
     setup(manager)
     wired = Wired(manager)
     sync = {

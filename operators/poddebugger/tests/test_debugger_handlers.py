@@ -7,35 +7,18 @@ hands the pruned objects to the handler as DELETED events (issue #16, item 1).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from kubernetes.config import kube_config
 
 from opsuite_common.manager import Manager
-from opsuite_common.options import ManagerOptions
 from opsuite_common.store import JSON, ObjectKey
+from opsuite_common.testing import offline_manager
 from poddebugger_operator.actions import Injector
 from poddebugger_operator.handlers import setup
 from poddebugger_operator.models import GROUP, PLURAL
 
 DEBUGGER: ObjectKey = ("work", "dbg")
-
-
-def _options() -> ManagerOptions:
-    return ManagerOptions(
-        leader_elect=False,
-        leader_election_id="test",
-        leader_election_namespace=None,
-        metrics_bind_address="0",
-        health_probe_bind_address="0",
-        namespaces=("work", "other"),
-        log_format="text",
-        log_level="info",
-        max_concurrent_reconciles=1,
-        watch_timeout=60,
-    )
 
 
 class Wired:
@@ -77,15 +60,6 @@ def _pod(namespace: str, name: str, labels: dict[str, str]) -> JSON:
 
 @pytest.fixture
 def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Wired:
-    kubeconfig = tmp_path / "kubeconfig"
-    config = {
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }
-    kubeconfig.write_text(json.dumps(config))
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
     forgotten: list[str] = []
     original = Injector.forget_pod
 
@@ -94,7 +68,7 @@ def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Wired:
         original(self, uid)
 
     monkeypatch.setattr(Injector, "forget_pod", forget_pod)
-    manager = Manager("pod-debugger-operator", _options())
+    manager = offline_manager("pod-debugger-operator", ("work", "other"), tmp_path, monkeypatch)
     setup(manager)
     wired = Wired(manager, forgotten)
     debugger = {
