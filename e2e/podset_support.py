@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from kubernetes import client, watch
 
@@ -156,7 +156,35 @@ def is_active(pod: client.V1Pod) -> bool:
     )
 
 
-class PodCounter:
+class BackgroundWatch:
+    """A watch run in a thread for the length of a ``with`` block: entering waits for its first
+    event (``events`` counts them); leaving stops the watch and the thread. Subclasses run the
+    watch in ``_run``, keeping ``_watch`` current and stopping when ``_stop`` is set."""
+
+    def __init__(self, thread_name: str, what: str) -> None:
+        self._what = what
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watch: watch.Watch | None = None
+        self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
+        self.events = 0
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        wait_until(lambda: self.events, lambda n: n > 0, timeout=30, what=self._what)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+        self._thread.join(timeout=60)
+
+
+class PodCounter(BackgroundWatch):
     """Follows a namespace's pods through a watch (in a thread): how many now, how many at most,
     and how few of them were Ready at least.
 
@@ -169,27 +197,12 @@ class PodCounter:
     def __init__(self, api: client.ApiClient, namespace: str) -> None:
         self.core = client.CoreV1Api(api)
         self.namespace = namespace
+        super().__init__(f"pods-{namespace}", "the pod watch")
         self._pods: dict[str, tuple[bool, bool]] = {}  # uid -> (active, ready)
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._watch: watch.Watch | None = None
-        self._thread = threading.Thread(target=self._run, name=f"pods-{namespace}", daemon=True)
         self.highest_active = 0
         self.highest_total = 0
         self.lowest_ready = 0
-        self.events = 0
         self.relists = 0
-
-    def __enter__(self) -> PodCounter:
-        self._thread.start()
-        wait_until(lambda: self.events, lambda n: n > 0, timeout=30, what="the pod watch")
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()
-        self._thread.join(timeout=60)
 
     @property
     def active(self) -> int:
@@ -285,7 +298,7 @@ def _raw_state(pod: dict[str, Any]) -> tuple[bool, bool]:
     return _raw_active(pod), ready
 
 
-class ConditionHistory:
+class ConditionHistory(BackgroundWatch):
     """Follows one PodSet through a watch (in a thread) and records each (status, reason) its
     condition of ``type_`` takes, in order, so that a state held for a moment only is seen too.
 
@@ -298,23 +311,8 @@ class ConditionHistory:
     ) -> None:
         self.custom = client.CustomObjectsApi(api)
         self.namespace, self.name, self.type = namespace, name, type_
+        super().__init__(f"pset-{name}", "the PodSet watch")
         self._seen: list[tuple[str, str]] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._watch: watch.Watch | None = None
-        self._thread = threading.Thread(target=self._run, name=f"pset-{name}", daemon=True)
-        self.events = 0
-
-    def __enter__(self) -> ConditionHistory:
-        self._thread.start()
-        wait_until(lambda: self.events, lambda n: n > 0, timeout=30, what="the PodSet watch")
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()
-        self._thread.join(timeout=60)
 
     @property
     def seen(self) -> list[tuple[str, str]]:
