@@ -392,14 +392,27 @@ def test_immutable_source_is_copied_immutable_and_replaced_copies_are_recreated(
     syncs.wait_ready(src, "frozen", 1)
 
 
-def test_deleting_a_sync_removes_exactly_its_copies(pool: Pool, syncs: Syncs) -> None:
+def test_deleting_a_sync_removes_exactly_its_copies(
+    cluster: Cluster, pool: Pool, syncs: Syncs
+) -> None:
+    """Only the copies it wrote go: not a ConfigMap it never took over, not a neighbour, and
+    not a copy someone saved under another name (`kubectl get -o yaml`, renamed, applied),
+    which still carries the ownership label and annotations."""
     src, a, b, c = (pool.name(s) for s in ("src", "a", "b", "c"))
     syncs.put_configmap(src, "doomed", {"k": "v"})
     syncs.put_configmap(c, "doomed", {"k": "not a copy"})
     syncs.put_configmap(b, "doomed-neighbour", {"k": "unrelated"})
     syncs.create(src, sync_manifest("doomed", "doomed", destinationNamespaces=[a, b, c]))
     syncs.wait(src, "doomed", lambda o: o["status"].get("syncedNamespaces") == 2, "2 synced")
+    saved = json.loads(cluster.kubectl("get", "configmap", "doomed", "-n", a, "-o", "json"))
+    for field in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+        saved["metadata"].pop(field, None)
+    saved["metadata"]["name"] = "doomed-saved"
+    cluster.kubectl("create", "-n", a, "-f", "-", stdin=json.dumps(saved))
+    time.sleep(3)  # passes triggered by the new ConfigMap run in well under a second
+    assert syncs.configmap(a, "doomed-saved") is not None
     syncs.delete(src, "doomed")
+    assert syncs.configmap(a, "doomed-saved") is not None
     assert syncs.configmap(a, "doomed") is None
     assert syncs.configmap(b, "doomed") is None
     assert syncs.configmap(c, "doomed").data == {"k": "not a copy"}

@@ -50,6 +50,14 @@ def owner_uid(obj: Mapping[str, Any] | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def is_exact_copy(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is a copy as the operator wrote it: named like the source its source
+    annotation names. A copy someone saved under another name keeps the ownership label and
+    annotations, but is theirs: never updated or deleted."""
+    source = _strings(_meta(obj).get("annotations")).get(SOURCE_ANNOTATION)
+    return isinstance(source, str) and source.rpartition("/")[2] == _meta(obj).get("name")
+
+
 def owner_description(obj: Mapping[str, Any]) -> str:
     """The owner annotation (namespace/name/uid), or the bare owner uid."""
     annotation = _strings(_meta(obj).get("annotations")).get(OWNER_ANNOTATION)
@@ -110,6 +118,11 @@ def metadata_digest(obj: Mapping[str, Any]) -> str:
     return _digest([_strings(meta.get("labels")), _strings(meta.get("annotations"))])
 
 
+KEPT_ANNOTATIONS = (OWNER_ANNOTATION, SOURCE_ANNOTATION)
+"""Annotations a copy's cache record keeps: its owner (for messages) and its source (to tell
+an exact copy, :func:`is_exact_copy`)."""
+
+
 def slim(obj: Mapping[str, Any]) -> JSON:
     """The cache record of a ConfigMap (see the module docstring)."""
     meta = _meta(obj)
@@ -122,9 +135,10 @@ def slim(obj: Mapping[str, Any]) -> JSON:
     owner = owner_uid(obj)
     if owner is not None:
         record_meta["labels"] = {OWNER_LABEL: owner}
-        annotation = _strings(meta.get("annotations")).get(OWNER_ANNOTATION)
-        if annotation is not None:
-            record_meta["annotations"] = {OWNER_ANNOTATION: annotation}
+        annotations = _strings(meta.get("annotations"))
+        kept = {k: annotations[k] for k in KEPT_ANNOTATIONS if k in annotations}
+        if kept:
+            record_meta["annotations"] = kept
         record["contentDigest"] = content_digest(obj)
         record["metadataDigest"] = metadata_digest(obj)
     return record

@@ -31,6 +31,7 @@ from typing import Any
 from configmapsync_operator.copies import (
     content_is_current,
     is_current,
+    is_exact_copy,
     is_terminating,
     key_of,
     owner_description,
@@ -270,7 +271,9 @@ def plan(
     meta = sync["metadata"]
     uid = meta["uid"]
     src_key = source_key(sync)
-    live_owned = [c for c in owned if owner_uid(c) == uid and not is_terminating(c)]
+    live_owned = [
+        c for c in owned if owner_uid(c) == uid and is_exact_copy(c) and not is_terminating(c)
+    ]
     if meta.get("deletionTimestamp"):
         return _cleanup(sync, live_owned, src_key)
     try:

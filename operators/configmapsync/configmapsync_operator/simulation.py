@@ -54,6 +54,7 @@ def configmap(
     if owner is not None:
         meta["labels"][OWNER_LABEL] = owner
         meta["annotations"][OWNER_ANNOTATION] = f"src/other/{owner}"
+        meta["annotations"][SOURCE_ANNOTATION] = f"src/{name}"  # a copy of src/<its name>
     obj: JSON = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
     if data is not None:
         obj["data"] = dict(data)

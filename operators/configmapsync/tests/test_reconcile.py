@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -251,6 +252,25 @@ def test_rename_deletes_old_copies_and_the_deleting_sync_cleans_up() -> None:
     world.apply(actions)
     assert FINALIZER not in world.sync["metadata"]["finalizers"]
     assert world.plan().is_empty
+
+
+def test_a_copy_saved_under_another_name_is_never_deleted() -> None:
+    """A user who saves a copy under another name (`kubectl get -o yaml`, new name, apply)
+    keeps the ownership label and annotations: it is not a copy the sync wrote (its name is not
+    its source's), so neither a pass nor the sync's deletion deletes it."""
+    world = make_world({"destinationNamespaces": ["a"]}, "a")
+    world.add(configmap("src", data={"k": "v"}))
+    converge(world)
+    saved = copy.deepcopy(world.configmaps[("a", NAME)])
+    saved["metadata"].update(name="saved", uid="saved-uid", resourceVersion="9")
+    world.add(saved)
+    assert slim_key(saved) not in [slim_key(r) for r in world.plan().deletes]
+    converge(world)
+    world.sync["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
+    actions = world.plan()
+    assert [slim_key(r) for r in actions.deletes] == [("a", NAME)]
+    world.apply(actions)
+    assert ("a", "saved") in world.configmaps
 
 
 def test_orphan_policy_unmarks_copies() -> None:
