@@ -26,6 +26,9 @@ NAME_LABEL = "apps.opsuite.dev/podset"
 
 IntOrPercent = int | str
 MAX_INT32 = 2**31 - 1
+MAX_POD_NAMES = 100
+"""How many pod names status.podNames lists at most (a status naming every one of 20,000 pods
+would near etcd's object size limit, and change on every pod event)."""
 
 _PERCENT_RULES = validations(
     cel(
@@ -190,8 +193,9 @@ class PodSetStatus(KubeModel):
     """Ready pods that have been ready for at least minReadySeconds."""
     updated_replicas: int = Field(0, ge=0)
     """Active pods created from the current template."""
-    pod_names: list[str] | None = None
-    """Names of the active pods, sorted."""
+    pod_names: list[str] | None = Field(None, max_length=MAX_POD_NAMES)
+    """Names of the active pods, sorted: the first 100 when there are more (replicas counts
+    them all)."""
     selector: str | None = None
     """The label selector of the pods in string form (used by the scale subresource and HPA)."""
     observed_generation: int | None = Field(None, ge=0)

@@ -94,7 +94,7 @@ def observe(
         ready_replicas=len(ready),
         available_replicas=sum(is_available(p, min_ready_seconds, now) for p in ready),
         updated_replicas=updated,
-        pod_names=tuple(sorted(pod_name(p) for p in managed)),
+        pod_names=tuple(sorted(pod_name(p) for p in managed)[: models.MAX_POD_NAMES]),
         progressing=_progressing(desired, len(managed), updated, rolling_update),
         selector=selector,
         observed_generation=generation,

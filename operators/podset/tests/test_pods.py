@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from opsuite_common.kube_model import LabelSelector
-from podset_operator.models import NAME_LABEL
+from podset_operator.models import MAX_POD_NAMES, NAME_LABEL, PodSetStatus
 from podset_operator.ownership import claim_pods
 from podset_operator.pod_ranking import rank_for_deletion, select_victims
 from podset_operator.pod_state import (
@@ -503,3 +503,23 @@ def test_plan_ignores_other_namespaces_and_accepts_naive_now() -> None:
     elsewhere["metadata"]["namespace"] = "other"
     result = plan(podset(1), [elsewhere], T0.replace(tzinfo=None), True)
     assert result.pods_to_create == 1
+
+
+def test_pod_names_are_bounded_and_the_count_is_whole() -> None:
+    """status.podNames lists the first MAX_POD_NAMES names, sorted; status.replicas counts
+    every pod (a status listing 20,000 names would near etcd's object limit and change on
+    every pod event)."""
+    many = MAX_POD_NAMES + 50
+    ps = podset(many)
+    pods = [pod(f"p{i:05d}") for i in range(many)]
+    patch = plan(ps, pods, T0, True).status_patch
+    assert patch is not None
+    assert patch["replicas"] == many
+    assert patch["podNames"] == sorted(p["metadata"]["name"] for p in pods)[:MAX_POD_NAMES]
+    PodSetStatus.model_validate(patch)  # within the CRD's maxItems
+    assert (
+        PodSetStatus.model_json_schema(by_alias=True)["properties"]["podNames"]["anyOf"][0][
+            "maxItems"
+        ]
+        == MAX_POD_NAMES
+    )
