@@ -118,6 +118,8 @@ def _inject(kube: KubeApi, injection: Injection) -> asyncio.Future[JSON]:
     ]
     order.append({"name": injection.container["name"]})
     patch = {
+        # A precondition: the API server answers 409 if the pod was re-created meanwhile.
+        "metadata": {"uid": meta["uid"]},
         "spec": {
             "$setElementOrder/ephemeralContainers": order,
             "ephemeralContainers": [injection.container],

@@ -92,6 +92,17 @@ def _again(cache: Store, injector: Injector, status: JSON | None = None) -> Any:
     )
 
 
+async def test_each_patch_carries_the_pods_uid_as_a_precondition() -> None:
+    """A pod deleted and re-created under its name between the plan and the PATCH is another
+    pod: the API server refuses a PATCH whose metadata.uid differs (409), instead of adding a
+    container planned for the old pod to the new one."""
+    kube = FakeKube()
+    cache, _injected, injector, _results = _setup(kube)
+    injector.send(KEY, plan(DEBUGGER, cache.items(), NOW).injections)
+    assert sorted(body["metadata"]["uid"] for _, body in kube.calls) == ["uid-a", "uid-b"]
+    await kube.release()
+
+
 async def test_a_pass_sends_without_waiting_and_refusals_are_not_retried() -> None:
     kube = FakeKube(refuse={"b"})
     cache, injected, injector, results = _setup(kube)
