@@ -118,12 +118,14 @@ def _inject(kube: KubeApi, injection: Injection) -> asyncio.Future[JSON]:
     ]
     order.append({"name": injection.container["name"]})
     patch = {
-        # A precondition: the API server answers 409 if the pod was re-created meanwhile.
+        # A precondition: if the pod was re-created under its name meanwhile, the API server
+        # refuses the PATCH (422, "metadata.uid: field is immutable"); nothing reaches the
+        # new pod, which the next pass plans for on its own.
         "metadata": {"uid": meta["uid"]},
         "spec": {
             "$setElementOrder/ephemeralContainers": order,
             "ephemeralContainers": [injection.container],
-        }
+        },
     }
     return kube.patch(path, patch, patch_type="strategic")
 

@@ -94,8 +94,8 @@ def _again(cache: Store, injector: Injector, status: JSON | None = None) -> Any:
 
 async def test_each_patch_carries_the_pods_uid_as_a_precondition() -> None:
     """A pod deleted and re-created under its name between the plan and the PATCH is another
-    pod: the API server refuses a PATCH whose metadata.uid differs (409), instead of adding a
-    container planned for the old pod to the new one."""
+    pod: the API server refuses a PATCH whose metadata.uid differs (422, checked by hand on the
+    local plane), instead of adding a container planned for the old pod to the new one."""
     kube = FakeKube()
     cache, _injected, injector, _results = _setup(kube)
     injector.send(KEY, plan(DEBUGGER, cache.items(), NOW).injections)
