@@ -202,16 +202,15 @@ class TemplateMetadata(KubeModel):
     """Annotations of the created objects."""
 
 
-_POD_SPEC_SCHEMA: JsonDict = {
-    "required": ["containers"],
-    "properties": {
-        "containers": {
-            "type": "array",
-            "minItems": 1,
-            "items": {"type": "object", "additionalProperties": True},
-        }
-    },
+POD_SPEC_PROPERTIES: JsonDict = {
+    "containers": {
+        "type": "array",
+        "minItems": 1,
+        "items": {"type": "object", "additionalProperties": True},
+    }
 }
+"""The fields of an opaque pod spec that its schema declares (a template may declare more)."""
+POD_SPEC_SCHEMA: JsonDict = {"required": ["containers"], "properties": POD_SPEC_PROPERTIES}
 
 
 class PodTemplateSpec(KubeModel):
@@ -219,7 +218,7 @@ class PodTemplateSpec(KubeModel):
 
     metadata: TemplateMetadata | None = None
     """Labels and annotations of the created pods."""
-    spec: dict[str, Any] = Field(json_schema_extra=_POD_SPEC_SCHEMA)
+    spec: dict[str, Any] = Field(json_schema_extra=POD_SPEC_SCHEMA)
     """Pod spec (core/v1 PodSpec): at least one container; the API server validates the rest
     when the pods are created."""
 

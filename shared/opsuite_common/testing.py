@@ -8,7 +8,8 @@
   server would prune them, losing what the operator meant to write).
 - Checks of Kubernetes names, label keys and values, as apimachinery's validation does them.
 - :class:`FakeClock`: a monotonic clock the test moves by hand.
-- :func:`offline_manager`: a Manager whose API client points nowhere, for wiring tests.
+- :func:`offline_manager`: a Manager whose API client points nowhere, for wiring tests, and
+  :class:`WiredOperator`, which feeds its watch routes and records what its controller enqueues.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from kubernetes.config import kube_config
 from opsuite_common.kube_model import LABEL_VALUE_PATTERN, QUALIFIED_NAME_PATTERN
 from opsuite_common.manager import Manager
 from opsuite_common.options import ManagerOptions
+from opsuite_common.store import JSON, ObjectKey
 
 Schema = Mapping[str, Any]
 
@@ -255,3 +257,28 @@ def offline_manager(
         watch_timeout=60,
     )
     return Manager(name, options)
+
+
+class WiredOperator:
+    """An operator wired onto an offline manager: :meth:`event` delivers a watch event as the
+    manager's route would, and every key the controller enqueues is recorded."""
+
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+        self.enqueued: list[ObjectKey] = []
+        (controller,) = manager.controllers
+
+        def enqueue(key: ObjectKey, *, after: float = 0.0) -> None:
+            self.enqueued.append(key)
+
+        controller.enqueue = enqueue  # type: ignore[method-assign]
+
+    def event(self, group: str, plural: str, event_type: str | None, obj: JSON) -> None:
+        """Deliver ``{"type": event_type, "object": obj}`` (type None: part of a listing)."""
+        self.manager._routes[(group, plural)]({"type": event_type, "object": obj})
+
+    def cached(self, plural: str, namespace: str, name: str) -> JSON | None:
+        """The record the manager's pruned cache of ``plural`` holds for an object."""
+        store = self.manager.cache(plural)
+        assert store is not None, f"{plural}: no store the manager prunes"
+        return store.get(namespace, name)

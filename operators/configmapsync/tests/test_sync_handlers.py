@@ -14,41 +14,18 @@ import pytest
 
 from configmapsync_operator.handlers import setup
 from configmapsync_operator.models import GROUP, OWNER_LABEL, PLURAL
-from opsuite_common.manager import Manager
 from opsuite_common.store import JSON, ObjectKey
-from opsuite_common.testing import offline_manager
+from opsuite_common.testing import WiredOperator, offline_manager
 
 SERVED = ("src", "a", "b")
 SYNC: ObjectKey = ("src", "s1")
 
 
-class Wired:
-    """The operator wired onto an offline manager; every enqueued key is recorded."""
-
-    def __init__(self, manager: Manager) -> None:
-        self.manager = manager
-        self.enqueued: list[ObjectKey] = []
-        (controller,) = manager.controllers
-
-        def enqueue(key: ObjectKey, *, after: float = 0.0) -> None:
-            self.enqueued.append(key)
-
-        controller.enqueue = enqueue  # type: ignore[method-assign]
-
-    def event(self, group: str, plural: str, event_type: str | None, obj: JSON) -> None:
-        self.manager._routes[(group, plural)]({"type": event_type, "object": obj})
-
-    def cached(self, plural: str, namespace: str, name: str) -> JSON | None:
-        store = self.manager.cache(plural)
-        assert store is not None, f"{plural}: no store the manager prunes"
-        return store.get(namespace, name)
-
-
 @pytest.fixture
-def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Wired:
+def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> WiredOperator:
     manager = offline_manager("configmapsync-operator", SERVED, tmp_path, monkeypatch)
     setup(manager)
-    wired = Wired(manager)
+    wired = WiredOperator(manager)
     sync = {
         "metadata": {"namespace": SYNC[0], "name": SYNC[1], "uid": "sync-uid", "generation": 1},
         "spec": {"configMapName": "cfg", "destinationNamespaces": ["a", "b"]},
@@ -75,7 +52,7 @@ def _configmap(namespace: str, name: str, owner: str | None = None) -> JSON:
 
 
 def test_a_copy_a_relisting_no_longer_holds_leaves_the_cache_and_enqueues_its_owner(
-    wired: Wired,
+    wired: WiredOperator,
 ) -> None:
     assert wired.cached("configmaps", "a", "cfg") is not None
     wired.manager.activity.listed("configmaps", "a", set())  # deleted while the watch was down
@@ -86,14 +63,14 @@ def test_a_copy_a_relisting_no_longer_holds_leaves_the_cache_and_enqueues_its_ow
     assert wired.cached("configmaps", "src", "cfg") is not None
 
 
-def test_a_source_a_relisting_no_longer_holds_enqueues_its_readers(wired: Wired) -> None:
+def test_a_source_a_relisting_no_longer_holds_enqueues_its_readers(wired: WiredOperator) -> None:
     wired.manager.activity.listed("configmaps", "src", set())
     assert wired.cached("configmaps", "src", "cfg") is None
     assert SYNC in wired.enqueued
 
 
 def test_a_namespace_a_relisting_no_longer_holds_leaves_the_cache_and_enqueues_its_syncs(
-    wired: Wired,
+    wired: WiredOperator,
 ) -> None:
     assert wired.cached("namespaces", "", "b") == {"metadata": {"name": "b", "uid": "ns-b"}}
     wired.manager.activity.listed("namespaces", None, {("", "src"), ("", "a")})
@@ -102,13 +79,13 @@ def test_a_namespace_a_relisting_no_longer_holds_leaves_the_cache_and_enqueues_i
     assert SYNC in wired.enqueued
 
 
-def test_a_relisting_holding_everything_enqueues_nothing(wired: Wired) -> None:
+def test_a_relisting_holding_everything_enqueues_nothing(wired: WiredOperator) -> None:
     wired.manager.activity.listed("namespaces", None, {("", "src"), ("", "a"), ("", "b")})
     wired.manager.activity.listed("configmaps", "a", {("a", "cfg")})
     assert wired.enqueued == []
 
 
-def test_the_cached_copy_record_is_the_slim_one(wired: Wired) -> None:
+def test_the_cached_copy_record_is_the_slim_one(wired: WiredOperator) -> None:
     """The store keeps the slim record (digests, no data), as the handler used to."""
     record = wired.cached("configmaps", "a", "cfg")
     assert record is not None

@@ -13,7 +13,7 @@ import pytest
 
 from opsuite_common.manager import Manager
 from opsuite_common.store import JSON, ObjectKey
-from opsuite_common.testing import offline_manager
+from opsuite_common.testing import WiredOperator, offline_manager
 from poddebugger_operator.actions import Injector
 from poddebugger_operator.handlers import setup
 from poddebugger_operator.models import GROUP, PLURAL
@@ -21,27 +21,12 @@ from poddebugger_operator.models import GROUP, PLURAL
 DEBUGGER: ObjectKey = ("work", "dbg")
 
 
-class Wired:
-    """The operator wired onto an offline manager; enqueued keys and forgotten pods recorded."""
+class Wired(WiredOperator):
+    """The PodDebugger wired onto an offline manager; forgotten pods recorded too."""
 
     def __init__(self, manager: Manager, forgotten: list[str]) -> None:
-        self.manager = manager
+        super().__init__(manager)
         self.forgotten = forgotten
-        self.enqueued: list[ObjectKey] = []
-        (controller,) = manager.controllers
-
-        def enqueue(key: ObjectKey, *, after: float = 0.0) -> None:
-            self.enqueued.append(key)
-
-        controller.enqueue = enqueue  # type: ignore[method-assign]
-
-    def event(self, group: str, plural: str, event_type: str | None, obj: JSON) -> None:
-        self.manager._routes[(group, plural)]({"type": event_type, "object": obj})
-
-    def cached_pod(self, namespace: str, name: str) -> JSON | None:
-        store = self.manager.cache("pods")
-        assert store is not None, "pods: no store the manager prunes"
-        return store.get(namespace, name)
 
 
 def _pod(namespace: str, name: str, labels: dict[str, str]) -> JSON:
@@ -91,11 +76,11 @@ def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Wired:
 def test_a_pod_a_relisting_no_longer_holds_leaves_the_cache_enqueues_and_is_forgotten(
     wired: Wired,
 ) -> None:
-    assert wired.cached_pod("work", "web-1") is not None
+    assert wired.cached("pods", "work", "web-1") is not None
     wired.manager.activity.listed("pods", "work", {("work", "web-2")})
-    assert wired.cached_pod("work", "web-1") is None
-    assert wired.cached_pod("work", "web-2") is not None
-    assert wired.cached_pod("other", "web-3") is not None  # another namespace's listing
+    assert wired.cached("pods", "work", "web-1") is None
+    assert wired.cached("pods", "work", "web-2") is not None
+    assert wired.cached("pods", "other", "web-3") is not None  # another namespace's listing
     assert DEBUGGER in wired.enqueued
     assert wired.forgotten == ["uid-web-1"]
 
@@ -107,7 +92,7 @@ def test_a_relisting_holding_every_pod_enqueues_nothing(wired: Wired) -> None:
 
 
 def test_the_cached_pod_is_the_slim_record(wired: Wired) -> None:
-    record = wired.cached_pod("work", "web-1")
+    record = wired.cached("pods", "work", "web-1")
     assert record is not None
     assert "managedFields" not in record["metadata"]
     assert "containers" not in record["spec"]

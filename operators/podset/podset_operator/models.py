@@ -8,6 +8,8 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 
 from opsuite_common.kube_model import (
+    POD_SPEC_PROPERTIES,
+    POD_SPEC_SCHEMA,
     RFC3339_PATTERN,
     ConditionList,
     KubeModel,
@@ -77,13 +79,9 @@ RESTART_POLICY_MESSAGE = (
     "OnFailure they would be replaced at once, with no backoff"
 )
 _POD_SPEC_SCHEMA: JsonDict = {
-    "required": ["containers"],
+    **POD_SPEC_SCHEMA,
     "properties": {
-        "containers": {
-            "type": "array",
-            "minItems": 1,
-            "items": {"type": "object", "additionalProperties": True},
-        },
+        **POD_SPEC_PROPERTIES,
         # Declared so that the CEL rule can read it (CEL sees only declared fields).
         "restartPolicy": {
             "type": "string",
