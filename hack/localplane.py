@@ -543,7 +543,7 @@ def claim_node() -> None:
 
 def start_node(ports: Ports, running: Callable[[str], bool]) -> None:
     """containerd, then the kubelet and kube-proxy of the real node (hack/node.py)."""
-    node.write_files(PLANE, BIN, PKI / "ca.crt", ports.node)
+    node.write_files(PLANE, PKI / "ca.crt", ports.node)
     if not running("containerd"):
         start(
             "containerd",

@@ -119,7 +119,7 @@ def make_bridge() -> None:
     _run(["ip", "link", "set", BRIDGE, "up"])
 
 
-def containerd_config(bin_dir: Path) -> str:
+def containerd_config() -> str:
     """containerd's configuration: its own root, state, socket, runc root and CNI directories."""
     return f"""\
 version = 3
@@ -255,7 +255,7 @@ def kube_proxy_config(kubeconfig: Path, ports: NodePorts) -> str:
     )
 
 
-def write_files(plane: Path, bin_dir: Path, ca: Path, ports: NodePorts) -> None:
+def write_files(plane: Path, ca: Path, ports: NodePorts) -> None:
     """Every file the node's processes read, rewritten only where it changed."""
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     OWNER.write_text(f"{plane}\n")
@@ -267,7 +267,7 @@ def write_files(plane: Path, bin_dir: Path, ca: Path, ports: NodePorts) -> None:
     if not link.is_symlink() or link.readlink() != WRAPPER:
         link.unlink(missing_ok=True)
         link.symlink_to(WRAPPER)
-    write_if_changed(STATE_DIR / "containerd.toml", containerd_config(bin_dir))
+    write_if_changed(STATE_DIR / "containerd.toml", containerd_config())
     write_if_changed(STATE_DIR / "cni" / "net.d" / "10-opsuite.conflist", cni_config())
     write_if_changed(STATE_DIR / "certs.d" / "_default" / "hosts.toml", registry_hosts())
     write_if_changed(plane / "kubelet.yaml", kubelet_config(ca, ports))

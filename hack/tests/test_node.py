@@ -95,7 +95,7 @@ def test_configs_name_the_node_and_its_directories() -> None:
     assert bridge["bridge"] == node.BRIDGE
     assert bridge["ipMasq"] is False
     assert bridge["ipam"]["dataDir"].startswith(str(node.STATE_DIR))
-    containerd = node.containerd_config(Path("/bin"))
+    containerd = node.containerd_config()
     for path in (node.SOCKET, node.RUNC_ROOT, node.STATE_DIR / "certs.d"):
         assert f"'{path}" in containerd
     assert "imports = []" in containerd
