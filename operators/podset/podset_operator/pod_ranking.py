@@ -1,10 +1,23 @@
-"""Which pods to delete first (k8s controller.ActivePodsWithRanks, without log-scale jitter)."""
+"""Which pods to delete first (k8s controller.ActivePodsWithRanks, LogarithmicScaleDown on).
+
+Upstream compares ready and creation times on a log2 scale measured back from now (feature
+gate LogarithmicScaleDown, on by default since 1.22): pods whose times fall in the same
+power-of-two bucket count as equally old, so a scale-down spreads over them pseudo-randomly
+(by UID) instead of always taking the very newest.
+
+One precise difference: upstream's ``Less`` orders two ready pods whose ready times differ but
+share a bucket by UID at once, skipping the restart and creation rules, while two pods with
+exactly equal ready times go on to those rules. That comparison is not transitive, so Go's
+sort gives an order that depends on the input order. Here the key is total: within a bucket
+the restart counts and the creation bucket come before the UID, for every pair.
+"""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from podset_operator.pod_state import (
     Pod,
@@ -14,6 +27,7 @@ from podset_operator.pod_state import (
     is_ready,
     is_updated,
     max_restarts,
+    max_sidecar_restarts,
     metadata,
     node_name,
     phase,
@@ -21,18 +35,23 @@ from podset_operator.pod_state import (
     ready_since,
 )
 
-DeletionKey = tuple[int, int, int, int, int, tuple[int, int], int, tuple[int, int], str, str]
+TimeRank = tuple[int, int]
+DeletionKey = tuple[int, int, int, int, int, TimeRank, int, int, TimeRank, str, str]
 
 _PHASE_ORDINAL = {"Pending": 0, "Unknown": 1, "Running": 2}
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 
 
-def _newest_first(moment: datetime | None) -> tuple[int, int]:
-    """Missing times sort first, then newer before older (k8s afterOrZero)."""
-    if moment is None:
-        return (0, 0)
-    return (1, -((moment - _EPOCH) // _MICROSECOND))
+def log_bucket(moment: datetime, now: datetime) -> int:
+    """floor(log2(now - moment, in nanoseconds)); -1 when ``moment`` is not before ``now``
+    (k8s logarithmicRankDiff)."""
+    delta = now - moment
+    nanoseconds = (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1000
+    return int(math.log2(nanoseconds)) if nanoseconds > 0 else -1
+
+
+def _newest_first(moment: datetime | None, now: datetime) -> TimeRank:
+    """Missing times sort first, then more recent log2 buckets before older ones."""
+    return (0, 0) if moment is None else (1, log_bucket(moment, now))
 
 
 def colocation_counts(related: Iterable[Pod]) -> Counter[str]:
@@ -40,12 +59,13 @@ def colocation_counts(related: Iterable[Pod]) -> Counter[str]:
     return Counter(node_name(p) for p in related if is_active(p))
 
 
-def deletion_key(pod: Pod, colocated: int) -> DeletionKey:
+def deletion_key(pod: Pod, colocated: int, now: datetime) -> DeletionKey:
     """Sort key; smaller means delete sooner. ``colocated`` counts related pods on its node.
 
     Order: unassigned < assigned; Pending < Unknown < Running; not ready < ready; lower
-    pod-deletion-cost; more colocated pods; ready more recently; more restarts; created more
-    recently; then name and uid so the order is total.
+    pod-deletion-cost; more colocated pods; ready more recently (log2 bucket); more restarts of
+    regular containers, then of sidecars; created more recently (log2 bucket); then UID, and
+    the name so the order is total.
     """
     ready = is_ready(pod)
     return (
@@ -54,31 +74,36 @@ def deletion_key(pod: Pod, colocated: int) -> DeletionKey:
         1 if ready else 0,
         deletion_cost(pod),
         -colocated,
-        _newest_first(ready_since(pod)) if ready else (0, 0),
+        _newest_first(ready_since(pod), now) if ready else (0, 0),
         -max_restarts(pod),
-        _newest_first(creation_time(pod)),
-        pod_name(pod),
+        -max_sidecar_restarts(pod),
+        _newest_first(creation_time(pod), now),
         str(metadata(pod).get("uid", "")),
+        pod_name(pod),
     )
 
 
 def rank_for_deletion(
-    pods: Iterable[Pod], related: Iterable[Pod], template_hash: str | None = None
+    pods: Iterable[Pod], related: Iterable[Pod], now: datetime, template_hash: str | None = None
 ) -> list[Pod]:
     """``pods`` ordered most-deletable first; with ``template_hash``, outdated pods go first."""
     counts = colocation_counts(related)
 
     def key(pod: Pod) -> tuple[bool, DeletionKey]:
         updated = template_hash is not None and is_updated(pod, template_hash)
-        return (updated, deletion_key(pod, counts[node_name(pod)]))
+        return (updated, deletion_key(pod, counts[node_name(pod)], now))
 
     return sorted(pods, key=key)
 
 
 def select_victims(
-    candidates: Iterable[Pod], count: int, related: Sequence[Pod], template_hash: str | None = None
+    candidates: Iterable[Pod],
+    count: int,
+    related: Sequence[Pod],
+    now: datetime,
+    template_hash: str | None = None,
 ) -> tuple[Pod, ...]:
     """The ``count`` best pods to delete among ``candidates`` (fewer if there are not enough)."""
     if count <= 0:
         return ()
-    return tuple(rank_for_deletion(candidates, related, template_hash)[:count])
+    return tuple(rank_for_deletion(candidates, related, now, template_hash)[:count])

@@ -87,7 +87,7 @@ def _names(pods: Sequence[Pod]) -> tuple[str, ...]:
 def _step(spec: ParsedSpec, claim: Claim, outdated: bool, hash_: str, now: datetime) -> Step:
     managed = claim.managed
     if not spec.rolling_update or not outdated:
-        return replica_set_step(managed, claim.owned, spec.replicas, hash_)
+        return replica_set_step(managed, claim.owned, spec.replicas, hash_, now)
     fenceposts = resolve_fenceposts(spec.max_surge, spec.max_unavailable, spec.replicas)
     return rolling_update_step(
         managed, claim.owned, spec.replicas, fenceposts, hash_, spec.min_ready_seconds, now

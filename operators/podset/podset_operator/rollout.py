@@ -49,7 +49,7 @@ def rolling_update_step(
     if len(new) > replicas:
         extra = min(len(new) - replicas, BURST_REPLICAS)
         candidates = [p for p in new if pod_name(p) in names]
-        return Step(deletes=select_victims(candidates, extra, managed))
+        return Step(deletes=select_victims(candidates, extra, managed, now))
 
     creates = max(0, min(replicas + surge - len(managed), replicas - len(new), BURST_REPLICAS))
     available = {pod_name(p) for p in managed if is_available(p, min_ready_seconds, now)}
@@ -62,8 +62,9 @@ def rolling_update_step(
 
     # Unhealthy old pods go first: deleting them cannot reduce availability.
     unhealthy = [p for p in old if pod_name(p) in names and pod_name(p) not in available]
-    cleanup = select_victims(unhealthy, max_scaled_down, managed)
+    cleanup = select_victims(unhealthy, max_scaled_down, managed, now)
     cleaned = {pod_name(p) for p in cleanup}
     remaining = [p for p in old if pod_name(p) in names and pod_name(p) not in cleaned]
     scale_down = min(len(available) - min_available, BURST_REPLICAS - len(cleanup))
-    return Step(creates=creates, deletes=cleanup + select_victims(remaining, scale_down, managed))
+    victims = select_victims(remaining, scale_down, managed, now)
+    return Step(creates=creates, deletes=cleanup + victims)

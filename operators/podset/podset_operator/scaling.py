@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from podset_operator.pod_ranking import select_victims
 from podset_operator.pod_state import Pod
@@ -61,7 +62,11 @@ class SlowStart:
 
 
 def replica_set_step(
-    managed: Sequence[Pod], deletable: Sequence[Pod], replicas: int, template_hash: str
+    managed: Sequence[Pod],
+    deletable: Sequence[Pod],
+    replicas: int,
+    template_hash: str,
+    now: datetime,
 ) -> Step:
     """Create or delete toward ``replicas`` active pods, at most BURST_REPLICAS at a time.
 
@@ -70,5 +75,5 @@ def replica_set_step(
     diff = replicas - len(managed)
     if diff > 0:
         return Step(creates=min(diff, BURST_REPLICAS))
-    victims = select_victims(deletable, min(-diff, BURST_REPLICAS), managed, template_hash)
+    victims = select_victims(deletable, min(-diff, BURST_REPLICAS), managed, now, template_hash)
     return Step(deletes=victims)

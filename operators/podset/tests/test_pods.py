@@ -8,7 +8,7 @@ import pytest
 from opsuite_common.kube_model import LabelSelector
 from podset_operator.models import MAX_POD_NAMES, NAME_LABEL, PodSetStatus
 from podset_operator.ownership import claim_pods
-from podset_operator.pod_ranking import rank_for_deletion, select_victims
+from podset_operator.pod_ranking import log_bucket, rank_for_deletion, select_victims
 from podset_operator.pod_state import (
     TEMPLATE_HASH_LABEL,
     controller_ref,
@@ -17,6 +17,7 @@ from podset_operator.pod_state import (
     is_available,
     is_ready,
     max_restarts,
+    max_sidecar_restarts,
     pod_name,
 )
 from podset_operator.reconcile import Plan, plan
@@ -52,6 +53,7 @@ def pod(
     labels: dict[str, str] | None = None,
     created: datetime | None = T0 - timedelta(hours=2),
     restarts: int = 0,
+    sidecar_restarts: int | None = None,
     cost: str | None = None,
     deleting: bool = False,
 ) -> dict[str, Any]:
@@ -76,7 +78,7 @@ def pod(
     condition: dict[str, Any] = {"type": "Ready", "status": "True" if ready else "False"}
     if ready_at is not None:
         condition["lastTransitionTime"] = iso(ready_at)
-    return {
+    result: dict[str, Any] = {
         "metadata": meta,
         "spec": {"nodeName": node},
         "status": {
@@ -85,6 +87,16 @@ def pod(
             "containerStatuses": [{"restartCount": restarts}, {"restartCount": 0}],
         },
     }
+    if sidecar_restarts is not None:
+        result["spec"]["initContainers"] = [
+            {"name": "init", "image": "busybox"},
+            {"name": "proxy", "image": "envoy", "restartPolicy": "Always"},
+        ]
+        result["status"]["initContainerStatuses"] = [
+            {"name": "init", "restartCount": 50},
+            {"name": "proxy", "restartCount": sidecar_restarts},
+        ]
+    return result
 
 
 def podset(replicas: int = 3, **spec: Any) -> dict[str, Any]:
@@ -133,6 +145,8 @@ def test_deletion_cost_parsing(raw: str | None, cost: int) -> None:
 
 def test_restarts_and_controller_ref() -> None:
     assert max_restarts(pod("a", restarts=4)) == 4
+    assert max_sidecar_restarts(pod("a", restarts=4)) == 0
+    assert max_sidecar_restarts(pod("a", sidecar_restarts=7)) == 7
     shared = pod("a", owner=None)
     shared["metadata"]["ownerReferences"] = [{"uid": "x", "controller": False}]
     assert controller_ref(shared) is None
@@ -180,6 +194,23 @@ def test_claim_nothing_while_owner_deleting() -> None:
         (pod("x", ready_at=T0 - timedelta(minutes=1)), pod("y", restarts=9)),
         (pod("x", ready_at=None), pod("y", ready_at=T0 - timedelta(minutes=1))),
         (pod("x", restarts=2), pod("y", created=T0)),
+        # Sidecars (init containers with restartPolicy Always) break ties of regular restarts;
+        # a plain init container's restarts never count.
+        (pod("x", restarts=1, sidecar_restarts=3), pod("y", restarts=1, sidecar_restarts=0)),
+        (pod("x", restarts=1, sidecar_restarts=0), pod("y", restarts=0, sidecar_restarts=9)),
+        # LogarithmicScaleDown: ready 100 and 101 minutes ago fall in one log2 bucket
+        # (2^42 ns is 73 minutes), so restarts decide, not which became ready last ...
+        (
+            pod("x", ready_at=T0 - timedelta(minutes=101), restarts=1),
+            pod("y", ready_at=T0 - timedelta(minutes=100)),
+        ),
+        # ... and without restarts, the UID: uid-a before uid-b although b is newer.
+        (
+            pod("a", ready_at=T0 - timedelta(minutes=101), created=T0 - timedelta(minutes=200)),
+            pod("b", ready_at=T0 - timedelta(minutes=100), created=T0 - timedelta(minutes=199)),
+        ),
+        # Different buckets: the more recently ready goes first, whatever the UID.
+        (pod("z", ready_at=T0 - timedelta(minutes=30)), pod("a", ready_at=T0 - timedelta(hours=3))),
         (pod("x", created=T0), pod("y")),
         (pod("x", created=None), pod("y", created=T0)),
         (pod("a"), pod("b")),
@@ -187,13 +218,21 @@ def test_claim_nothing_while_owner_deleting() -> None:
 )
 def test_ranking_criteria(first: dict[str, Any], second: dict[str, Any]) -> None:
     related = [first, second]
-    assert names(rank_for_deletion([second, first], related)) == names(related)
-    assert names(rank_for_deletion([first, second], related)) == names(related)
+    assert names(rank_for_deletion([second, first], related, T0)) == names(related)
+    assert names(rank_for_deletion([first, second], related, T0)) == names(related)
+
+
+def test_log_bucket_is_upstreams_log2_of_nanoseconds() -> None:
+    assert log_bucket(T0, T0) == -1
+    assert log_bucket(T0 + timedelta(seconds=1), T0) == -1
+    assert log_bucket(T0 - timedelta(microseconds=1), T0) == 9  # 1000 ns
+    assert log_bucket(T0 - timedelta(seconds=1), T0) == 29  # 10^9 ns < 2^30
+    assert log_bucket(T0 - timedelta(minutes=100), T0) == 42
 
 
 def test_ranking_prefers_doubled_up_nodes() -> None:
     crowded = [pod("c1", node="n1"), pod("c2", node="n1"), pod("lonely", node="n2")]
-    victims = select_victims(crowded, 1, crowded)
+    victims = select_victims(crowded, 1, crowded, T0)
     assert names(victims) == ["c1"]
 
 
@@ -203,33 +242,33 @@ def test_ranking_not_ready_beats_colocation_and_cost() -> None:
         pod("c2", node="n1"),
         pod("nr", ready=False, node="n2"),
     ]
-    assert names(select_victims(pods, 1, pods)) == ["nr"]
+    assert names(select_victims(pods, 1, pods, T0)) == ["nr"]
 
 
 def test_ranking_prefers_outdated_when_hash_given() -> None:
     pods = [pod("new", ready=False), pod("old", hash_=OLD)]
-    assert names(select_victims(pods, 1, pods, HASH)) == ["old"]
-    assert names(select_victims(pods, 1, pods)) == ["new"]
-    assert select_victims(pods, 0, pods) == ()
+    assert names(select_victims(pods, 1, pods, T0, HASH)) == ["old"]
+    assert names(select_victims(pods, 1, pods, T0)) == ["new"]
+    assert select_victims(pods, 0, pods, T0) == ()
 
 
 # --- scaling --------------------------------------------------------------------------------
 
 
 def test_replica_set_step_caps_creations_at_burst() -> None:
-    assert replica_set_step([], [], 2 * BURST_REPLICAS, HASH).creates == BURST_REPLICAS
-    assert replica_set_step([], [], 3, HASH).creates == 3
+    assert replica_set_step([], [], 2 * BURST_REPLICAS, HASH, T0).creates == BURST_REPLICAS
+    assert replica_set_step([], [], 3, HASH, T0).creates == 3
 
 
 def test_replica_set_step_deletes_by_rank_from_deletable_only() -> None:
     pods = [pod("ready"), pod("pending", phase="Pending", ready=False), pod("adopting", node="")]
-    step = replica_set_step(pods, pods[:2], 1, HASH)
+    step = replica_set_step(pods, pods[:2], 1, HASH, T0)
     assert (step.creates, names(step.deletes)) == (0, ["pending", "ready"])
 
 
 def test_steady_state_step_is_empty() -> None:
     pods = [pod("a"), pod("b")]
-    step = replica_set_step(pods, pods, 2, HASH)
+    step = replica_set_step(pods, pods, 2, HASH, T0)
     assert (step.creates, step.deletes) == (0, ())
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import functools
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from opsuite_common.testing import (
     schema_errors,
 )
 from podset_operator.models import NAME_LABEL, PodSetSpec, PodSetStatus
-from podset_operator.pod_ranking import rank_for_deletion
+from podset_operator.pod_ranking import log_bucket, rank_for_deletion
 from podset_operator.pod_state import (
     TEMPLATE_HASH_LABEL,
     Pod,
@@ -34,6 +33,8 @@ from podset_operator.pod_state import (
     is_ready,
     is_updated,
     max_restarts,
+    max_sidecar_restarts,
+    metadata,
     node_name,
     phase,
     pod_labels,
@@ -77,6 +78,7 @@ def make_pod(
     ready: bool = True,
     node: str = "n0",
     restarts: int = 0,
+    sidecar_restarts: int | None = None,
     cost: str | None = None,
     created: datetime | None = T0 - timedelta(hours=2),
     deleting: bool = False,
@@ -101,7 +103,7 @@ def make_pod(
     condition: dict[str, Any] = {"type": "Ready", "status": "True" if ready else "False"}
     if ready_at is not None:
         condition["lastTransitionTime"] = iso(ready_at)
-    return {
+    result: dict[str, Any] = {
         "metadata": meta,
         "spec": {"nodeName": node},
         "status": {
@@ -110,6 +112,12 @@ def make_pod(
             "containerStatuses": [{"restartCount": restarts}],
         },
     }
+    if sidecar_restarts is not None:
+        result["spec"]["initContainers"] = [{"name": "proxy", "restartPolicy": "Always"}]
+        result["status"]["initContainerStatuses"] = [
+            {"name": "proxy", "restartCount": sidecar_restarts}
+        ]
+    return result
 
 
 def make_podset(
@@ -154,6 +162,7 @@ def any_pod(draw: st.DrawFn, name: str, active_only: bool = False) -> dict[str, 
         ready_at=None if ready_age is None else T0 - timedelta(seconds=ready_age),
         node=draw(st.sampled_from(NODES)),
         restarts=draw(st.integers(0, 2)),
+        sidecar_restarts=draw(st.none() | st.integers(0, 2)),
         cost=draw(st.none() | st.sampled_from(["-1", "0", "3", "bogus"])),
         created=None if created_age is None else T0 - timedelta(seconds=created_age),
         deleting=not active_only and draw(st.integers(0, 5)) == 0,
@@ -357,8 +366,18 @@ def _after_or_zero(first: datetime | None, second: datetime | None) -> bool:
     return first > second
 
 
+def _log_less(first: datetime | None, second: datetime | None, a: Pod, b: Pod) -> bool:
+    """Upstream's comparison of two different times with LogarithmicScaleDown on."""
+    if first is None or second is None:
+        return _after_or_zero(first, second)
+    diff = log_bucket(first, T0) - log_bucket(second, T0)
+    if diff == 0:
+        return str(metadata(a).get("uid")) < str(metadata(b).get("uid"))
+    return diff < 0
+
+
 def upstream_less(a: Pod, b: Pod, on_node: Counter[str]) -> bool:
-    """A literal transcription of k8s ActivePodsWithRanks.Less (linear time scale)."""
+    """A literal transcription of k8s 1.36 ActivePodsWithRanks.Less (LogarithmicScaleDown)."""
     ordinal = {"Pending": 0, "Unknown": 1, "Running": 2}
     if node_name(a) != node_name(b) and (not node_name(a) or not node_name(b)):
         return not node_name(a)
@@ -371,31 +390,49 @@ def upstream_less(a: Pod, b: Pod, on_node: Counter[str]) -> bool:
     if on_node[node_name(a)] != on_node[node_name(b)]:
         return on_node[node_name(a)] > on_node[node_name(b)]
     if is_ready(a) and is_ready(b) and ready_since(a) != ready_since(b):
-        return _after_or_zero(ready_since(a), ready_since(b))
+        return _log_less(ready_since(a), ready_since(b), a, b)
     if max_restarts(a) != max_restarts(b):
         return max_restarts(a) > max_restarts(b)
+    if max_sidecar_restarts(a) != max_sidecar_restarts(b):
+        return max_sidecar_restarts(a) > max_sidecar_restarts(b)
     if creation_time(a) != creation_time(b):
-        return _after_or_zero(creation_time(a), creation_time(b))
+        return _log_less(creation_time(a), creation_time(b), a, b)
     return False
+
+
+def _upstream_skips_to_uid(a: Pod, b: Pod) -> bool:
+    """The one case the ranking documents as different: both ready, ready times that differ
+    but share a log2 bucket (upstream orders by UID at once, skipping restarts and creation)."""
+    first, second = ready_since(a), ready_since(b)
+    return (
+        is_ready(a)
+        and is_ready(b)
+        and first is not None
+        and second is not None
+        and first != second
+        and log_bucket(first, T0) == log_bucket(second, T0)
+    )
 
 
 @FAST
 @given(pods=pod_lists(max_size=12, active_only=True), seed=st.integers(0, 2**16))
-def test_deletion_ranking_is_the_upstream_total_order(pods: list[Pod], seed: int) -> None:
+def test_deletion_ranking_agrees_with_upstream_on_every_pair(pods: list[Pod], seed: int) -> None:
+    """No pair is ranked against upstream's Less, outside the documented case; the ranking
+    does not depend on the input order."""
     on_node = Counter(node_name(p) for p in pods)
-
-    def compare(a: Pod, b: Pod) -> int:
-        if upstream_less(a, b, on_node):
-            return -1
-        if upstream_less(b, a, on_node):
-            return 1
-        return (pod_name(a) > pod_name(b)) - (pod_name(a) < pod_name(b))
-
-    expected = [pod_name(p) for p in sorted(pods, key=functools.cmp_to_key(compare))]
     shuffled = list(pods)
     random.Random(seed).shuffle(shuffled)
-    assert [pod_name(p) for p in rank_for_deletion(shuffled, pods)] == expected
-    ranked = rank_for_deletion(pods, pods, HASH)
+    ranked = rank_for_deletion(shuffled, pods, T0)
+    assert [pod_name(p) for p in ranked] == [pod_name(p) for p in rank_for_deletion(pods, pods, T0)]
+    for i, earlier in enumerate(ranked):
+        for later in ranked[i + 1 :]:
+            if (
+                _upstream_skips_to_uid(earlier, later)
+                and on_node[node_name(earlier)] == on_node[node_name(later)]
+            ):
+                continue
+            assert not upstream_less(later, earlier, on_node), (pod_name(earlier), pod_name(later))
+    ranked = rank_for_deletion(pods, pods, T0, HASH)
     updated = [is_updated(p, HASH) for p in ranked]
     assert updated == sorted(updated)  # outdated pods first, upstream order within each group
 
