@@ -47,7 +47,7 @@ tool_ldflags() {
 # node initialise + lease heartbeat, pods Ready, Job pods complete, deleted pods removed.
 collect_kwok_stages() {
   local mod_dir="$1" out="$2" src
-  src="$(cd "$mod_dir" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage"
+  src="$("$root/hack/module-dir.sh" "$mod_dir" sigs.k8s.io/kwok)/kustomize/stage"
   for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
     pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
     cat "$src/$f"; echo "---"
