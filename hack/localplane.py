@@ -2,9 +2,11 @@
 """A real Kubernetes control plane as local processes on this machine, without Docker.
 
 Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (fake nodes for scale
-work: their pods are scheduled and go Running, but nothing runs) and one real node (containerd,
-runc, kubelet and kube-proxy: hack/node.py) from the binaries hack/build-tools.sh links into
-.local/bin, and writes an admin kubeconfig to .local/kubeconfig. Everything else lives in
+work: their pods are scheduled and go Running, but nothing runs), one real node (containerd,
+runc, kubelet and kube-proxy: hack/node.py), CoreDNS (the real node's cluster DNS, on the node
+address) and a registry (distribution, on the loopback address; the real node's containerd
+takes ghcr.io images from it) from the binaries hack/build-tools.sh links into .local/bin, and
+writes an admin kubeconfig to .local/kubeconfig. Everything else lives in
 .local/plane/ (certificates, data, logs, the PIDs of what was started); the audit log is
 .local/audit.log. The API server listens on every address and advertises the real node's
 (10.244.0.1), which pods reach it through.
@@ -14,6 +16,7 @@ runc, kubelet and kube-proxy: hack/node.py) from the binaries hack/build-tools.s
                                  everything the real node made; fail if anything is left
     hack/localplane.py status    print the recorded processes and whether they are alive
     hack/localplane.py load ARCHIVE...   import OCI image archives into the real node
+    hack/localplane.py registry  print the registry's host:port (hack/oci_push.py pushes there)
 
 One component at a time (fault injection; the PID file follows every restart):
 
@@ -88,13 +91,15 @@ class Ports:
     controller_manager: int
     scheduler: int
     kwok: int
+    registry: int
     node: node.NodePorts
 
     @classmethod
     def from_env(cls) -> Ports:
         base = int(os.environ.get("OPSUITE_PLANE_PORT_BASE", "36400"))
         node_ports = node.NodePorts(base + 50, base + 48, base + 56, base + 49)
-        return cls(base, base + 1, base + 43, base + 57, base + 59, base + 47, node_ports)
+        registry = base + 61
+        return cls(base, base + 1, base + 43, base + 57, base + 59, base + 47, registry, node_ports)
 
 
 def log(msg: str) -> None:
@@ -195,6 +200,9 @@ def make_pki() -> None:
     make_cert("kwok", "/O=system:masters/CN=kwok-controller")
     make_cert("kubelet", f"/O=system:nodes/CN=system:node:{node.NODE_NAME}")
     make_cert("kube-proxy", "/CN=system:kube-proxy")
+    # CoreDNS reads Services, EndpointSlices, namespaces and pods cluster-wide (kubeadm's
+    # system:coredns role); bound below.
+    make_cert("coredns", "/CN=system:coredns")
     make_cert("kwok-serving", "/CN=kwok-serving", server_sans=["IP:127.0.0.1", "DNS:localhost"])
     if not (PKI / "sa.key").exists():
         run(["openssl", "genrsa", "-out", str(PKI / "sa.key"), "2048"])
@@ -298,10 +306,10 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, logfile: str)
     sys.exit(f"{what} not ready after {timeout:.0f} s; last log lines:\n" + "\n".join(tail))
 
 
-def port_open(port: int) -> bool:
+def port_open(port: int, host: str = HOST) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
-        return s.connect_ex((HOST, port)) == 0
+        return s.connect_ex((host, port)) == 0
 
 
 def api_get(port: int, path: str) -> tuple[int, bytes]:
@@ -373,7 +381,8 @@ def up() -> None:
     make_pki()
     (PLANE / "audit-policy.yaml").write_text(AUDIT_POLICY)
     write_kubeconfig(KUBECONFIG, "admin", ports.apiserver)
-    for component in ("controller-manager", "scheduler", "kwok", "kubelet", "kube-proxy"):
+    clients = ("controller-manager", "scheduler", "kwok", "kubelet", "kube-proxy", "coredns")
+    for component in clients:
         write_kubeconfig(PKI / f"{component}.kubeconfig", component, ports.apiserver)
     state = read_state()
 
@@ -527,6 +536,51 @@ def _nodes_ready() -> bool:
     return len(statuses) >= FAKE_NODES + 1 and all(s == "True" for s in statuses)
 
 
+def registry_config(port: int) -> str:
+    """distribution's configuration: plain HTTP on the loopback address, blobs in the plane."""
+    return json.dumps(
+        {
+            "version": 0.1,
+            "log": {"level": "warn"},
+            "storage": {
+                "filesystem": {"rootdirectory": str(PLANE / "registry")},
+                "delete": {"enabled": True},
+            },
+            "http": {"addr": f"{HOST}:{port}"},
+        },
+        indent=2,
+    )
+
+
+COREDNS_RBAC = """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: system:coredns
+rules:
+  - apiGroups: [""]
+    resources: [endpoints, services, pods, namespaces]
+    verbs: [list, watch]
+  - apiGroups: [discovery.k8s.io]
+    resources: [endpointslices]
+    verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: system:coredns
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:coredns
+subjects:
+  - apiGroup: rbac.authorization.k8s.io
+    kind: User
+    name: system:coredns
+"""
+"""kubeadm's role for CoreDNS, bound to the plane's CoreDNS client certificate."""
+
+
 def claim_node() -> None:
     """Make the real node this plane's: clear one left by a plane whose directory is gone;
     refuse when another plane's runs (one real node per machine)."""
@@ -543,7 +597,7 @@ def claim_node() -> None:
 
 def start_node(ports: Ports, running: Callable[[str], bool]) -> None:
     """containerd, then the kubelet and kube-proxy of the real node (hack/node.py)."""
-    node.write_files(PLANE, PKI / "ca.crt", ports.node)
+    node.write_files(PLANE, PKI / "ca.crt", ports.node, f"{HOST}:{ports.registry}")
     if not running("containerd"):
         start(
             "containerd",
@@ -553,6 +607,14 @@ def start_node(ports: Ports, running: Callable[[str], bool]) -> None:
         )
         wait_for("containerd", node.SOCKET.exists, 30, "containerd")
         load(workload_images())
+    if not running("registry"):
+        (PLANE / "registry.yaml").write_text(registry_config(ports.registry))
+        start("registry", "registry", ["serve", str(PLANE / "registry.yaml")])
+        wait_for("registry", lambda: port_open(ports.registry), 30, "registry")
+    if not running("coredns"):
+        kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=COREDNS_RBAC)
+        start("coredns", "coredns", [f"-conf={PLANE / 'Corefile'}"])
+        wait_for("coredns", lambda: port_open(node.DNS_PORT, node.NODE_IP), 30, "coredns")
     if not running("kubelet"):
         start("kubelet", "kubelet", node.kubelet_args(PLANE))
     if not running("kube-proxy"):
@@ -689,7 +751,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "command",
-        choices=["up", "down", "status", "stop", "start", "restart", "pause", "resume", "load"],
+        choices=[
+            *("up", "down", "status", "stop", "start", "restart", "pause", "resume", "load"),
+            "registry",
+        ],
     )
     parser.add_argument(
         "component", nargs="*", help="for stop/start/restart/pause/resume; load: archives"
@@ -707,6 +772,9 @@ def main() -> int:
         return status()
     if cmd == "load":
         load([Path(a) for a in args.component])
+        return 0
+    if cmd == "registry":
+        print(f"{HOST}:{Ports.from_env().registry}")
         return 0
     if len(args.component) != 1:
         parser.error(f"{cmd} needs one component")

@@ -191,12 +191,38 @@ CLOSED_REGISTRY = "http://127.0.0.1:9"
 """Where every image pull goes: nothing listens, so a pull fails at once instead of leaving."""
 
 
-def registry_hosts() -> str:
-    """containerd's hosts.toml for every registry (``_default``): pulls go nowhere."""
-    return (
-        f'server = "{CLOSED_REGISTRY}"\n'
-        f'[host."{CLOSED_REGISTRY}"]\n  capabilities = ["pull", "resolve"]\n'
-    )
+MIRRORED_REGISTRIES = ("ghcr.io",)
+"""Registries the plane's own registry stands in for: the bundles, the catalog and the CSVs
+name ghcr.io/opsuite images, which tests push there."""
+
+
+def registry_hosts(server: str = CLOSED_REGISTRY) -> str:
+    """containerd's hosts.toml sending a registry's pulls to ``server`` (by default nowhere)."""
+    return f'server = "{server}"\n[host."{server}"]\n  capabilities = ["pull", "resolve"]\n'
+
+
+CLUSTER_DOMAIN = "cluster.local"
+DNS_PORT = 53
+"""CoreDNS's port on the node address: resolv.conf has no port, so pods ask port 53."""
+
+
+def corefile(kubeconfig: Path) -> str:
+    """CoreDNS's configuration: the cluster's Services and pods on the node address (the
+    kubelet's clusterDNS), everything else forwarded to the machine's resolver."""
+    return f"""\
+.:{DNS_PORT} {{
+    bind {NODE_IP}
+    errors
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    forward . /etc/resolv.conf
+    cache 30
+    loop
+}}
+"""
 
 
 def kubelet_config(ca: Path, ports: NodePorts) -> str:
@@ -229,6 +255,8 @@ def kubelet_config(ca: Path, ports: NodePorts) -> str:
             "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%"},
             "maxPods": 110,
             "resolvConf": "/etc/resolv.conf",
+            "clusterDNS": [NODE_IP],
+            "clusterDomain": CLUSTER_DOMAIN,
         },
         indent=2,
     )
@@ -255,8 +283,9 @@ def kube_proxy_config(kubeconfig: Path, ports: NodePorts) -> str:
     )
 
 
-def write_files(plane: Path, ca: Path, ports: NodePorts) -> None:
-    """Every file the node's processes read, rewritten only where it changed."""
+def write_files(plane: Path, ca: Path, ports: NodePorts, registry: str) -> None:
+    """Every file the node's processes read, rewritten only where it changed; ``registry`` is
+    the plane's registry (host:port), which serves the MIRRORED_REGISTRIES."""
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     OWNER.write_text(f"{plane}\n")
     runc_dir = STATE_DIR / "bin"
@@ -270,7 +299,11 @@ def write_files(plane: Path, ca: Path, ports: NodePorts) -> None:
     write_if_changed(STATE_DIR / "containerd.toml", containerd_config())
     write_if_changed(STATE_DIR / "cni" / "net.d" / "10-opsuite.conflist", cni_config())
     write_if_changed(STATE_DIR / "certs.d" / "_default" / "hosts.toml", registry_hosts())
+    for name in MIRRORED_REGISTRIES:
+        hosts = registry_hosts(f"http://{registry}")
+        write_if_changed(STATE_DIR / "certs.d" / name / "hosts.toml", hosts)
     write_if_changed(plane / "kubelet.yaml", kubelet_config(ca, ports))
+    write_if_changed(plane / "Corefile", corefile(plane / "pki" / "coredns.kubeconfig"))
     write_if_changed(
         plane / "kube-proxy.yaml", kube_proxy_config(plane / "pki" / "kube-proxy.kubeconfig", ports)
     )

@@ -100,6 +100,13 @@ def test_configs_name_the_node_and_its_directories() -> None:
         assert f"'{path}" in containerd
     assert "imports = []" in containerd
     assert node.CLOSED_REGISTRY in node.registry_hosts()
+    assert 'server = "http://127.0.0.1:5"' in node.registry_hosts("http://127.0.0.1:5")
+    assert kubelet["clusterDNS"] == [node.NODE_IP]
+    corefile = node.corefile(Path("/kc"))
+    assert f"bind {node.NODE_IP}" in corefile
+    assert f".:{node.DNS_PORT} " in corefile
+    assert f"kubernetes {kubelet['clusterDomain']} " in corefile
+    assert "kubeconfig /kc" in corefile
 
 
 def test_finding_shims_survives_kernel_threads_and_zombies() -> None:

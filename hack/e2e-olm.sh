@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The OLM route end to end, one step per call, in the order `make e2e-olm` runs it on the local
+# plane's real node (the OLM job of .github/workflows/e2e.yaml runs subscribe and test too):
+#
+#   hack/e2e-olm.sh publish    the bundle, catalog, OLM and operator images, built without Docker
+#                              (hack/olm_images.py), pushed to the plane's registry, which the
+#                              real node's containerd takes ghcr.io/opsuite images from
+#   hack/e2e-olm.sh install    OLM from the pinned operator-lifecycle-manager module's quickstart
+#                              manifests (CRDs, olm-operator, catalog-operator, packageserver),
+#                              with OLM_IMAGE standing in for upstream's images when set
+#   hack/e2e-olm.sh subscribe  a CatalogSource serving CATALOG_IMAGE and a Subscription per
+#                              operator in E2E_NAMESPACE (hack/olm-subscribe.sh); prints the time
+#                              from the Subscriptions to Ready operator pods
+#   hack/e2e-olm.sh test       the smoke subset against the operators OLM runs
+#   hack/e2e-olm.sh uninstall  Subscriptions, CSVs, the operators' CRDs, the CatalogSource, OLM
+#
+# Environment: KUBECONFIG (default: the local plane's), E2E_NAMESPACE (default: operators, the
+# namespace of OLM's global OperatorGroup), CATALOG_IMAGE and OLM_IMAGE (default: what publish
+# pushed, from .local/images/olm/published.json).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+export PATH="$root/.local/bin:$PATH"
+export KUBECONFIG="${KUBECONFIG:-$root/.local/kubeconfig}"
+namespace="${E2E_NAMESPACE:-operators}"
+published="$root/.local/images/olm/published.json"
+olm_module=github.com/operator-framework/operator-lifecycle-manager
+
+published_image() {
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$published" "$1"
+}
+
+# OLM's namespaces, created first so their pods go to the real node when there is one.
+namespaces() {
+  local annotations=""
+  if [[ -n "$(kubectl get nodes -l opsuite.dev/real-node=true -o name)" ]]; then
+    annotations='
+  annotations:
+    scheduler.alpha.kubernetes.io/node-selector: opsuite.dev/real-node=true
+    scheduler.alpha.kubernetes.io/defaultTolerations: >-
+      [{"key": "opsuite.dev/real-node", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]'
+  fi
+  for ns in olm operators; do
+    printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s%s\n---\n' "$ns" "$annotations"
+  done | kubectl apply --server-side -f -
+}
+
+step="${1:-}"
+case "$step" in
+  publish)
+    registry="$(python3 hack/localplane.py registry)"
+    python3 hack/olm_images.py "$registry" >"$published.tmp"
+    mv "$published.tmp" "$published"
+    ;;
+  install)
+    olm_dir="$(hack/module-dir.sh hack/tools/olm "$olm_module")/deploy/upstream/quickstart"
+    image="${OLM_IMAGE:-$( [[ -f "$published" ]] && published_image tools || true)}"
+    kubectl apply --server-side -f "$olm_dir/crds.yaml"
+    kubectl wait --for=condition=Established --timeout=120s crd -l operators.coreos.com/v1alpha1 \
+      2>/dev/null || kubectl wait --for=condition=Established --timeout=120s crd --all
+    namespaces
+    .venv/bin/python hack/olm_manifest.py "$olm_dir/olm.yaml" ${image:+--image "$image"} |
+      kubectl apply --server-side -f -
+    kubectl rollout status -n olm deployment/olm-operator --timeout=300s
+    kubectl rollout status -n olm deployment/catalog-operator --timeout=300s
+    kubectl wait -n olm --for=jsonpath='{.status.phase}'=Succeeded --timeout=300s csv/packageserver
+    ;;
+  subscribe)
+    catalog="${CATALOG_IMAGE:-$(published_image catalog)}"
+    start=$SECONDS
+    hack/olm-subscribe.sh "$catalog" "$namespace"
+    echo ">> Subscriptions to Ready operator pods (catalog pod included): $((SECONDS - start)) s"
+    ;;
+  test)
+    E2E_OPERATORS=in-cluster E2E_NAMESPACE="$namespace" E2E_KUBECONFIG="$KUBECONFIG" \
+      .venv/bin/pytest e2e -m smoke -p no:kind
+    ;;
+  uninstall)
+    kubectl delete subscriptions.operators.coreos.com --all -n "$namespace" --ignore-not-found
+    kubectl delete csv --all -n "$namespace" --ignore-not-found --wait
+    kubectl delete crd podsets.apps.opsuite.dev configmapsyncs.sync.opsuite.dev \
+      poddebuggers.debug.opsuite.dev --ignore-not-found
+    kubectl delete catalogsource --all -n olm --ignore-not-found
+    olm_dir="$(hack/module-dir.sh hack/tools/olm "$olm_module")/deploy/upstream/quickstart"
+    .venv/bin/python hack/olm_manifest.py "$olm_dir/olm.yaml" |
+      kubectl delete --ignore-not-found --wait -f -
+    ;;
+  *)
+    echo "usage: $0 publish|install|subscribe|test|uninstall" >&2
+    exit 2
+    ;;
+esac
