@@ -37,7 +37,7 @@ cluster-down: ## Stop the local control plane and remove its data
 	python3 hack/localplane.py down
 
 ##@ Development
-.PHONY: run manifests bundle verify lint typecheck unit e2e e2e-in-cluster chaos test bench
+.PHONY: run manifests bundle verify lint typecheck unit e2e e2e-in-cluster e2e-olm chaos test bench
 run: deps ## Bring up the plane (unless KUBECONFIG is set), run all operators with samples
 	$(PY) hack/run.py
 
@@ -86,6 +86,16 @@ e2e-in-cluster: deps images ## The charts with the real images on the local plan
 	hack/e2e-in-cluster.sh install
 	hack/e2e-in-cluster.sh test
 	hack/e2e-in-cluster.sh uninstall
+
+e2e-olm: deps images ## OLM on the local plane's real node: images in its registry, OLM, a Subscription per operator, the smoke subset
+	@echo "============= e2e tests, operators from OLM ========"
+	@if [[ -z "$${KUBECONFIG:-}" ]]; then $(MAKE) --no-print-directory cluster; fi
+	hack/build-tools.sh opm olm
+	hack/e2e-olm.sh publish
+	hack/e2e-olm.sh install
+	hack/e2e-olm.sh subscribe
+	hack/e2e-olm.sh test
+	hack/e2e-olm.sh uninstall
 
 chaos: deps ## Chaos tests (API server and etcd faults, operator SIGKILLs) on the local plane
 	@echo "==================== chaos tests ==================="

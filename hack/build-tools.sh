@@ -37,10 +37,24 @@ tool_packages() {
   esac
 }
 
+# As helm's Makefile: its version, and the Kubernetes version `helm template` and `helm lint`
+# assume without a cluster (client-go's minor version; without it Helm says v1.20.0, and a
+# chart's kubeVersion guard fails where a released helm passes).
+helm_ldflags() {
+  local mod="$root/hack/tools/helm/go.mod" minor
+  minor="$(awk '$1=="k8s.io/client-go"{split($2, v, "."); print v[2]}' "$mod")"
+  printf -- '-X helm.sh/helm/v3/internal/version.version=%s' \
+    "$(awk '{sub(/^require /, "")} $1=="helm.sh/helm/v3"{print $2}' "$mod")"
+  printf -- ' -X helm.sh/helm/v3/internal/version.gitTreeState=clean'
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    printf -- ' -X %s.k8sVersionMajor=1 -X %s.k8sVersionMinor=%s' "$pkg" "$pkg" "$minor"
+  done
+}
+
 tool_ldflags() {
   case "$1" in
     kubernetes) echo "$kube_ldflags" ;;
-    helm) echo "-X helm.sh/helm/v3/internal/version.version=$(awk '$1=="helm.sh/helm/v3"{print $2}' "$root/hack/tools/helm/go.mod") -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
+    helm) helm_ldflags ;;
     *) echo "" ;;
   esac
 }
@@ -80,7 +94,10 @@ tool_cgo() {
 build_tool() {
   local name="$1" mod_dir="$root/hack/tools/$1"
   local key
-  key="$(cat "$mod_dir/go.mod" "$mod_dir/go.sum" | sha256sum | cut -c1-16)"
+  # The module and the build recipe: a changed flag or package list builds again.
+  key="$({ cat "$mod_dir/go.mod" "$mod_dir/go.sum"
+    echo "$(tool_packages "$name")|$(tool_ldflags "$name")|$(tool_tags "$name")|$(tool_cgo "$name")"
+  } | sha256sum | cut -c1-16)"
   local out="$cache_root/$name-$key"
   if [[ ! -f "$out/.complete" ]]; then
     echo ">> building $name (cache $out)"
