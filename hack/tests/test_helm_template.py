@@ -21,7 +21,8 @@ def _helm(*args: str) -> subprocess.CompletedProcess[str]:
 def test_helm_is_built_as_upstream_releases_it() -> None:
     version = _helm("version", "--template", "{{.Version}}")
     go_mod = (ROOT / "hack" / "tools" / "helm" / "go.mod").read_text()
-    assert version.stdout and f"helm.sh/helm/v3 {version.stdout}" in go_mod
+    assert version.stdout
+    assert f"helm.sh/helm/v3 {version.stdout}" in go_mod
 
 
 @pytest.mark.parametrize("chart", CHARTS)
