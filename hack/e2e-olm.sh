@@ -56,8 +56,7 @@ case "$step" in
     olm_dir="$(hack/module-dir.sh hack/tools/olm "$olm_module")/deploy/upstream/quickstart"
     image="${OLM_IMAGE:-$( [[ -f "$published" ]] && published_image tools || true)}"
     kubectl apply --server-side -f "$olm_dir/crds.yaml"
-    kubectl wait --for=condition=Established --timeout=120s crd -l operators.coreos.com/v1alpha1 \
-      2>/dev/null || kubectl wait --for=condition=Established --timeout=120s crd --all
+    kubectl wait --for=condition=Established --timeout=120s crd --all
     namespaces
     .venv/bin/python hack/olm_manifest.py "$olm_dir/olm.yaml" ${image:+--image "$image"} |
       kubectl apply --server-side -f -
