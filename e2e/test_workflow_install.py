@@ -77,3 +77,24 @@ def test_install_script_refuses_to_guess_its_arguments() -> None:
     )
     assert done.returncode == 2
     assert "usage:" in done.stderr
+
+
+OLM_SCRIPT = "hack/e2e-olm.sh"
+
+
+def _olm_steps(text: str) -> list[str]:
+    return [
+        line.split(OLM_SCRIPT, 1)[1].split()[0]
+        for line in text.splitlines()
+        if OLM_SCRIPT in line and not line.lstrip().startswith("#")
+    ]
+
+
+def test_the_olm_job_runs_the_steps_make_e2e_olm_runs() -> None:
+    """The OLM job (kind, upstream OLM images) and `make e2e-olm` (the real node, images from
+    the plane's registry) install, subscribe and test with the same script, in the same order."""
+    runs = "\n".join(s.get("run", "") for s in _steps("olm"))
+    assert _olm_steps(runs) == ["install", "subscribe", "test"]
+    makefile = (ROOT / "Makefile").read_text()
+    target = makefile[makefile.index("\ne2e-olm:") :].split("\n\n", 1)[0]
+    assert _olm_steps(target) == ["publish", "install", "subscribe", "test", "uninstall"]
