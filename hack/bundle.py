@@ -6,7 +6,8 @@
 Sources: each operator's ``manifests`` module (CRD, SAMPLES, CHART_SPEC, BUNDLE_TEXT), its
 chart under charts/ rendered by ``helm template`` with the default values (Deployment, metrics
 Service, metrics-reader ClusterRole), pyproject's version and docs/assets/opsuite-icon.svg. Each
-catalog bundle entry is what ``opm render`` makes of the bundle directory. helm and opm come from ``make tools``.
+catalog bundle entry is what ``opm render`` makes of the bundle directory. helm and opm come
+from ``make tools``.
 """
 
 from __future__ import annotations

@@ -91,8 +91,7 @@ class MetricsValues(KubeModel):
     cert_secret: str = ""
     """A kubernetes.io/tls Secret in the release namespace (e.g. cert-manager's) holding the
     serving certificate (tls.crt, tls.key) when metrics.secure is on; empty means the operator
-    makes a self-signed certificate at start-up. The certificate is read at start-up: restart
-    the pods after a renewal."""
+    makes a self-signed certificate at start-up. A renewal is picked up without a restart."""
     service_monitor: ServiceMonitorValues = Field(default_factory=ServiceMonitorValues)
     """Optional ServiceMonitor."""
 

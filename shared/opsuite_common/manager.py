@@ -281,10 +281,11 @@ async def _start_metrics(manager: Manager) -> HttpServer:
 
 async def _serve(manager: Manager) -> int:
     options = manager.options
+    # Metrics first: once the probes answer ready, /metrics is there to scrape.
+    metrics_server = await _start_metrics(manager)
     health = HealthServer(options.health_probe_bind_address)
     health.add_readyz_check("leader-or-watches", manager.readiness)
     await health.start()
-    metrics_server = await _start_metrics(manager)
     main_task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -6,8 +6,8 @@ to the request is checked with a SubjectAccessReview on the non-resource URL (``
 ``/metrics``, which the ``metrics-reader`` ClusterRole grants). No or a bad token answers 401,
 a user without the right 403, a failed review 500. Results are cached as there: token reviews
 for a minute, allowed access for five minutes, denied access for 30 seconds; failed reviews are
-not cached. The serving certificate is the one mounted (``--metrics-cert-path``) or, without
-one, a self-signed certificate made at start-up.
+not cached. The serving certificate is the one mounted (``--metrics-cert-path``, re-read when
+it changes) or, without one, a self-signed certificate made at start-up.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import datetime
 import hashlib
 import ipaddress
 import logging
+import os
 import socket
 import ssl
 import tempfile
@@ -217,13 +218,11 @@ def server_context(
     cert_path: str = "", cert_name: str = "tls.crt", key_name: str = "tls.key"
 ) -> ssl.SSLContext:
     """The TLS context of the metrics server: ``cert_path``/``cert_name`` and ``key_name``
-    when ``cert_path`` is given, else a new self-signed certificate (TLS 1.2 at least)."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    (re-read when they change, see :class:`CertificateReloader`) when ``cert_path`` is given,
+    else a new self-signed certificate."""
     if cert_path:
         directory = Path(cert_path)
-        context.load_cert_chain(directory / cert_name, directory / key_name)
-        return context
+        return CertificateReloader(directory / cert_name, directory / key_name).context
     cert, key = self_signed_certificate(socket.gethostname())
     # ssl loads only from files: write them where only we can read, and remove them at once.
     with tempfile.TemporaryDirectory(prefix="metrics-cert-") as scratch:
@@ -231,8 +230,67 @@ def server_context(
         cert_file.write_bytes(cert)
         key_file.touch(mode=0o600)
         key_file.write_bytes(key)
-        context.load_cert_chain(cert_file, key_file)
+        return _load_context(cert_file, key_file)
+
+
+def _load_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
     return context
+
+
+class CertificateReloader:
+    """A mounted certificate, re-read when its files change, as controller-runtime's
+    certwatcher does: cert-manager renews a Secret in place, and the kubelet swaps the files.
+
+    At each TLS handshake (at most every ``interval`` seconds) the files' identities are
+    compared; when they changed and load, new connections get the new certificate. A change that
+    does not load (half-written) keeps the old one and is tried again.
+    """
+
+    def __init__(
+        self,
+        cert_file: Path,
+        key_file: Path,
+        *,
+        interval: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Load the certificate now (errors propagate: a bad mount fails the start)."""
+        self._files = (cert_file, key_file)
+        self._interval = interval
+        self._clock = clock
+        self._stamp = self._identity()
+        self._current = _load_context(cert_file, key_file)
+        self._checked = clock()
+        self.context = _load_context(cert_file, key_file)
+        """The context to serve with: each handshake switches to the current certificate."""
+        self.context.sni_callback = self._on_handshake
+
+    def _identity(self) -> tuple[tuple[int, int, int], ...]:
+        stats = [os.stat(path) for path in self._files]  # follows the kubelet's symlinks
+        return tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in stats)
+
+    def current(self) -> ssl.SSLContext:
+        """The context of the newest certificate that loaded."""
+        now = self._clock()
+        if now - self._checked >= self._interval:
+            self._checked = now
+            try:
+                stamp = self._identity()
+                if stamp != self._stamp:
+                    self._current = _load_context(*self._files)
+                    self._stamp = stamp
+                    log.info("metrics certificate reloaded from %s", self._files[0])
+            except (OSError, ssl.SSLError) as exc:
+                log.warning("metrics certificate not reloaded, keeping the old one: %s", exc)
+        return self._current
+
+    def _on_handshake(
+        self, connection: ssl.SSLObject, _server_name: str | None, _context: ssl.SSLContext
+    ) -> None:
+        connection.context = self.current()
 
 
 def self_signed_certificate(hostname: str) -> tuple[bytes, bytes]:

@@ -18,6 +18,7 @@ from opsuite_common.metrics_auth import (
     ALLOW_TTL,
     DENY_TTL,
     TOKEN_TTL,
+    CertificateReloader,
     MetricsAuth,
     ReviewFailed,
     TtlCache,
@@ -237,3 +238,40 @@ def test_metrics_secure_flags_and_environment() -> None:
     assert (secure.metrics_cert_name, secure.metrics_cert_key) == ("tls.crt", "key.pem")
     assert parse_options("op", "", [], environ={"OPSUITE_METRICS_SECURE": "true"}).metrics_secure
     assert not parse_options("op", "", ["--metrics-secure=false"], environ={}).metrics_secure
+
+
+async def test_a_renewed_mounted_certificate_is_served_without_a_restart(tmp_path: Path) -> None:
+    """Like controller-runtime's certwatcher: once the files change (a renewal), new connections
+    get the new certificate, with SNI (a name) and without (an IP address); an unreadable change
+    keeps the old one."""
+
+    def write(name: str) -> str:
+        cert, key = self_signed_certificate(name)
+        (tmp_path / "tls.key").write_bytes(key)
+        (tmp_path / "tls.crt").write_bytes(cert)
+        return cert.decode()
+
+    async def status(host: str, ca: str) -> int:
+        trust = ssl.create_default_context(cadata=ca)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"https://{host}:{server.port}/metrics", ssl=trust) as response,
+        ):
+            return response.status
+
+    old = write("metrics.example")
+    reloader = CertificateReloader(tmp_path / "tls.crt", tmp_path / "tls.key", interval=0)
+    server = await start_metrics_server(
+        "127.0.0.1:0", CollectorRegistry(), ssl_context=reloader.context
+    )
+    try:
+        assert await status("localhost", old) == 200
+        new = write("metrics.example")
+        for host in ("localhost", "127.0.0.1"):
+            assert await status(host, new) == 200
+            with pytest.raises(aiohttp.ClientConnectorCertificateError):
+                await status(host, old)
+        (tmp_path / "tls.crt").write_text("not a certificate")
+        assert await status("localhost", new) == 200
+    finally:
+        await server.stop()
