@@ -1,5 +1,6 @@
-"""Secure metrics on a real API server (#17, item 5): each operator, run as its chart's
-ServiceAccount with ``--metrics-secure`` as the chart runs it, serves /metrics over HTTPS only to
+"""Secure metrics on a real API server (#17, item 5): each operator, run as the ServiceAccount of
+a release of its chart installed for the test, with ``--metrics-secure`` as the chart runs it
+(so the chart's review rules are what it needs), serves /metrics over HTTPS only to
 a token whose user the API server authenticates (TokenReview) and allows ``get /metrics``
 (SubjectAccessReview): 401 without a token or with a bad one, 403 for a ServiceAccount without
 the chart's metrics-reader ClusterRole, 200 with the metric families for one bound to it. The
@@ -18,7 +19,7 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.charts import CHARTS, chart_dir
+from e2e.charts import CHARTS, POLICIES_OFF, chart_dir, helm, token_kubeconfig
 from e2e.cluster import Cluster, wait_until
 from e2e.operators import OperatorProcess, operator_env
 
@@ -60,32 +61,28 @@ def _token(core: client.CoreV1Api, namespace: str, account: str) -> str:
 
 
 @pytest.fixture
-def reader_binding(api: client.ApiClient, namespace: str) -> Iterator[list[str]]:
-    """ClusterRoleBindings of ServiceAccount ``reader`` in the test's namespace to each chart's
-    metrics-reader ClusterRole (installed by e2e.charts); deleted afterwards."""
-    rbac = client.RbacAuthorizationV1Api(api)
-    names = []
-    try:
-        for spec in CHARTS.values():
-            name = f"metrics-reader-{uuid.uuid4().hex[:8]}"
-            rbac.create_cluster_role_binding(
-                {
-                    "metadata": {"name": name},
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "ClusterRole",
-                        "name": f"{spec.name}-metrics-reader",
-                    },
-                    "subjects": [
-                        {"kind": "ServiceAccount", "name": "reader", "namespace": namespace}
-                    ],
-                }
-            )
-            names.append(name)
-        yield names
-    finally:
-        for name in names:
-            rbac.delete_cluster_role_binding(name)
+def release(cluster: Cluster, namespace: str) -> Iterator[str]:
+    """A unique release name in the test's namespace, uninstalled afterwards."""
+    name = f"m-{uuid.uuid4().hex[:6]}"
+    yield name
+    helm(cluster, "uninstall", name, "-n", namespace, "--wait", "--ignore-not-found")
+
+
+def _bind_reader(rbac: client.RbacAuthorizationV1Api, role: str, namespace: str) -> str:
+    """Bind ServiceAccount ``reader`` of ``namespace`` to ClusterRole ``role``; the binding."""
+    name = f"metrics-reader-{uuid.uuid4().hex[:8]}"
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
+        }
+    )
+    return name
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -93,7 +90,7 @@ def test_metrics_need_a_token_allowed_to_get_metrics(
     cluster: Cluster,
     api: client.ApiClient,
     namespace: str,
-    reader_binding: list[str],
+    release: str,
     tmp_path: Path,
     command: str,
 ) -> None:
@@ -101,14 +98,22 @@ def test_metrics_need_a_token_allowed_to_get_metrics(
     cluster.kubectl(
         "apply", "--server-side", "--force-conflicts", "-f", str(chart_dir(spec) / "crds")
     )
-    core = client.CoreV1Api(api)
+    # The chart's default values but for its cluster-wide admission policies and users' roles.
+    values = {**POLICIES_OFF.get(spec.name, {}), "userRoles": {"create": False}}
+    helm(cluster, "install", release, str(chart_dir(spec)), "-n", namespace, "--skip-crds",
+         values=values)  # fmt: skip
+    fullname = f"{release}-{spec.name}"
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
     stranger = _token(core, namespace, "stranger")
     reader = _token(core, namespace, "reader")
+    binding = _bind_reader(rbac, f"{fullname}-metrics-reader", namespace)
+    env = operator_env(cluster, command)
+    env["KUBECONFIG"] = str(token_kubeconfig(cluster, api, namespace, fullname))
     process = OperatorProcess(
         command,
         [f"--namespace={namespace}", "--metrics-secure"],
         tmp_path / f"{command}.log",
-        operator_env(cluster, command),
+        env,
     ).start()
     try:
         process.wait_ready()  # the probes answer plain HTTP
@@ -132,4 +137,5 @@ def test_metrics_need_a_token_allowed_to_get_metrics(
         assert _get(url, reader)[0] == 200
     finally:
         code = process.stop()
+        rbac.delete_cluster_role_binding(binding)
     assert code == 0, process.log_tail()

@@ -15,7 +15,6 @@ from kubernetes import client
 
 from e2e.charts import CHARTS, lease_rules, requests_by, service_account_user, unused_grants
 from e2e.cluster import Cluster, flush_audit_log
-from opsuite_common.chart import METRICS_AUTH_RULES
 
 pytestmark = pytest.mark.local_operators(
     "reads what the suite's local operator processes asked for"
@@ -27,7 +26,6 @@ OPERATOR_TEST_MODULES = {
     "test_poddebugger.py",
     "test_leader_election.py",
     "test_charts.py",
-    "test_metrics_security.py",
 }
 """Modules whose tests together exercise every rule of the charts."""
 
@@ -48,12 +46,7 @@ def test_operators_used_every_rule_of_their_chart_and_were_never_refused(
         requests = list(
             requests_by(cluster.audit_log, service_account_user(spec), operator_identities)
         )
-        rules = (
-            spec.namespaced_rules
-            + spec.cluster_rules
-            + METRICS_AUTH_RULES  # the charts' default: metrics.secure
-            + lease_rules(spec, spec.name)
-        )
+        rules = spec.namespaced_rules + spec.cluster_rules + lease_rules(spec, spec.name)
         report[spec.name] = {
             "requests": [f"{len(requests)}"],
             "refused": sorted(
