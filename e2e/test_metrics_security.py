@@ -1,5 +1,5 @@
 """Secure metrics on a real API server (#17, item 5): each operator, run as the ServiceAccount of
-a release of its chart installed for the test, with ``--metrics-secure`` as the chart runs it
+a release of its chart installed for the test, with secure metrics on as the chart runs it
 (so the chart's review rules are what it needs), serves /metrics over HTTPS only to
 a token whose user the API server authenticates (TokenReview) and allows ``get /metrics``
 (SubjectAccessReview): 401 without a token or with a bad one, 403 for a ServiceAccount without
@@ -109,9 +109,10 @@ def test_metrics_need_a_token_allowed_to_get_metrics(
     binding = _bind_reader(rbac, f"{fullname}-metrics-reader", namespace)
     env = operator_env(cluster, command)
     env["KUBECONFIG"] = str(token_kubeconfig(cluster, api, namespace, fullname))
+    env["OPSUITE_METRICS_SECURE"] = "true"  # as the chart and the bundle set it
     process = OperatorProcess(
         command,
-        [f"--namespace={namespace}", "--metrics-secure"],
+        [f"--namespace={namespace}"],
         tmp_path / f"{command}.log",
         env,
     ).start()

@@ -152,7 +152,8 @@ def test_bundle_ships_the_charts_metrics_reader_role(package: str) -> None:
         shipped["rules"] == reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     )
     (entry,) = _csv(package)["spec"]["install"]["spec"]["deployments"]
-    assert "--metrics-secure=true" in entry["spec"]["template"]["spec"]["containers"][0]["args"]
+    env = entry["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "OPSUITE_METRICS_SECURE", "value": "true"} in env
 
 
 @pytest.mark.parametrize("package", sorted(SPECS))

@@ -46,6 +46,12 @@ def _args(objects: list[dict[str, Any]]) -> list[str]:
     return args
 
 
+def _secure_env(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    (deployment,) = find(objects, "Deployment")
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    return [var for var in env if var["name"] == "OPSUITE_METRICS_SECURE"]
+
+
 def _aggregation(role: dict[str, Any]) -> list[str]:
     labels = role["metadata"]["labels"]
     return sorted(k.removeprefix(AGGREGATE) for k, v in labels.items() if k.startswith(AGGREGATE))
@@ -57,7 +63,7 @@ def test_metrics_are_secure_by_default_with_review_rules_and_a_reader_role(
 ) -> None:
     objects = _render(spec, "metrics.serviceMonitor.enabled=true")
     fullname = f"r-{spec.name}"
-    assert "--metrics-secure=true" in _args(objects)
+    assert _secure_env(objects) == [{"name": "OPSUITE_METRICS_SECURE", "value": "true"}]
     assert not [a for a in _args(objects) if a.startswith("--metrics-cert-path")]
     operator = _cluster_role(objects, fullname)
     assert operator is not None
@@ -79,7 +85,7 @@ def test_metrics_are_secure_by_default_with_review_rules_and_a_reader_role(
 def test_plain_metrics_have_no_review_rules_and_no_reader_role(spec: ChartSpec) -> None:
     objects = _render(spec, "metrics.secure=false", "metrics.serviceMonitor.enabled=true")
     fullname = f"r-{spec.name}"
-    assert not [a for a in _args(objects) if a.startswith("--metrics-secure")]
+    assert _secure_env(objects) == []
     operator = _cluster_role(objects, fullname)
     assert operator is None or not any(r in operator["rules"] for r in REVIEW_RULES)
     assert _cluster_role(objects, f"{fullname}-metrics-reader") is None

@@ -97,13 +97,20 @@ def olm_object(obj: JSON) -> JSON:
     return result
 
 
-def _container_arg(deployment: JSON, flag: str, default: str | None = None) -> str:
+def _secure_metrics(deployment: JSON) -> bool:
+    """Whether the operator serves secure metrics (the chart sets OPSUITE_METRICS_SECURE)."""
+    return any(
+        var == {"name": "OPSUITE_METRICS_SECURE", "value": "true"}
+        for container in deployment["spec"]["template"]["spec"]["containers"]
+        for var in container.get("env", [])
+    )
+
+
+def _container_arg(deployment: JSON, flag: str) -> str:
     for container in deployment["spec"]["template"]["spec"]["containers"]:
         for arg in container.get("args", []):
             if arg.startswith(f"{flag}="):
                 return str(arg.split("=", 1)[1])
-    if default is not None:
-        return default
     raise ValueError(f"no {flag}= argument in the Deployment {deployment['metadata']['name']}")
 
 
@@ -123,7 +130,7 @@ def deployment_spec(deployment: JSON) -> JSON:
 def strategy_permissions(spec: ChartSpec, deployment: JSON) -> tuple[list[JSON], list[JSON]]:
     """``(permissions, clusterPermissions)`` for the Deployment's ServiceAccount, the Lease of
     leader election named as the Deployment's ``--leader-election-id``, and the token and
-    access reviews of secure metrics when it runs with ``--metrics-secure=true``."""
+    access reviews of secure metrics when it serves them."""
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     lease = _container_arg(deployment, "--leader-election-id")
     election = [
@@ -133,7 +140,7 @@ def strategy_permissions(spec: ChartSpec, deployment: JSON) -> tuple[list[JSON],
     namespaced = [rule.to_kube() for rule in spec.namespaced_rules] + election
     permissions = [{"serviceAccountName": account, "rules": namespaced}]
     cluster = [rule.to_kube() for rule in spec.cluster_rules]
-    if _container_arg(deployment, "--metrics-secure", "false") == "true":
+    if _secure_metrics(deployment):
         cluster += [rule.to_kube() for rule in METRICS_AUTH_RULES]
     cluster_permissions = [{"serviceAccountName": account, "rules": cluster}] if cluster else []
     return permissions, cluster_permissions
@@ -247,7 +254,8 @@ what the operator's code calls, nothing more: see the rule table in the chart's 
 `/metrics` (Service `{chart}-metrics`, port 8080) is served over HTTPS with a self-signed
 certificate, each request authenticated with a TokenReview and authorized with a
 SubjectAccessReview (get on the non-resource URL `/metrics`), which is why the operator may
-create both: bind the ClusterRole `{chart}-metrics-reader` to your Prometheus' ServiceAccount.
+create both: bind the ClusterRole `{chart}-metrics-reader` to your Prometheus' ServiceAccount
+(`OPSUITE_METRICS_SECURE=false` in the Subscription's `spec.config.env` serves plain, open HTTP).
 OLM aggregates the `edit`, `admin` and `view` ClusterRoles it makes for each owned CRD into the
 built-in roles."""
 

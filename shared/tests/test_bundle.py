@@ -169,11 +169,11 @@ def test_bundle_image_labels_are_the_annotations() -> None:
 
 def test_secure_metrics_add_the_review_rules_to_the_cluster_permissions() -> None:
     deployment = _deployment()
-    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    args.append("--metrics-secure=true")
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    env.append({"name": "OPSUITE_METRICS_SECURE", "value": "true"})
     _, cluster_permissions = strategy_permissions(_spec(()), deployment)
     assert cluster_permissions[0]["rules"] == [r.to_kube() for r in METRICS_AUTH_RULES]
-    args[-1] = "--metrics-secure=false"
+    env[-1] = {"name": "OPSUITE_METRICS_SECURE", "value": "false"}
     assert strategy_permissions(_spec(()), deployment)[1] == []
 
 
