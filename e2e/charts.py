@@ -4,7 +4,8 @@ By default every operator process the suite starts authenticates as its chart's 
 (a token from the TokenRequest API), so that each e2e test of an operator also proves the
 chart's RBAC is enough; ``E2E_OPERATOR_IDENTITY=admin`` runs them with the admin kubeconfig
 instead. The charts are installed once per session into :data:`RELEASE_NAMESPACE`, with their
-cluster-wide admission policies off (the policy tests install their own copies).
+cluster-wide admission policies off (the policy tests install their own copies) and no users'
+roles (e2e/test_user_roles.py applies its own).
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def token_kubeconfig(cluster: Cluster, api: client.ApiClient, namespace: str, sa
 
 
 def install_identities(cluster: Cluster, api: client.ApiClient) -> None:
-    """Install each chart (policies off) and give its operator the chart's ServiceAccount."""
+    """Install each chart (policies and users' roles off) and give its operator the chart's
+    ServiceAccount."""
     if os.environ.get("E2E_OPERATOR_IDENTITY", "chart") == "admin":
         return
     for command, spec in CHARTS.items():
@@ -127,7 +129,9 @@ def install_identities(cluster: Cluster, api: client.ApiClient) -> None:
             RELEASE_NAMESPACE,
             "--create-namespace",
             "--skip-crds",
-            values=POLICIES_OFF.get(spec.name, {}),
+            # Nor users' roles: aggregated into the built-in ones, they would change what every
+            # view or edit user of the cluster may do for the whole session.
+            values={**POLICIES_OFF.get(spec.name, {}), "userRoles": {"create": False}},
         )
         cluster.operator_kubeconfigs[command] = token_kubeconfig(
             cluster, api, RELEASE_NAMESPACE, spec.name

@@ -31,7 +31,7 @@ from e2e.cluster import Cluster, wait_until
 from e2e.operators import OperatorProcess, operator_env
 from e2e.podset_support import PodSets, condition, install_crd, podset
 from e2e.third_party import SERVICE_MONITOR_CRD, module_file
-from opsuite_common.chart import ChartSpec
+from opsuite_common.chart import METRICS_AUTH_RULES, ChartSpec
 
 SPECS = list(CHARTS.values())
 CHART_IDS = [s.name for s in SPECS]
@@ -198,7 +198,8 @@ def test_install_upgrade_uninstall(
         assert container.security_context.read_only_root_filesystem is True
         role = rbac.read_cluster_role(fullname)
         assert [r.to_dict()["resources"] for r in role.rules] == [
-            list(r.resources) for r in spec.namespaced_rules + spec.cluster_rules
+            list(r.resources)
+            for r in spec.namespaced_rules + spec.cluster_rules + METRICS_AUTH_RULES
         ]
         installed = _cluster_scoped(api, release)
         policies = len(installed["ValidatingAdmissionPolicy"])
@@ -220,7 +221,9 @@ def test_install_upgrade_uninstall(
         for ns in watched:
             rbac.read_namespaced_role(fullname, ns)
         cluster_roles = _cluster_scoped(api, release)["ClusterRole"]
-        assert cluster_roles == ([fullname] if spec.cluster_rules else [])
+        users = [f"{fullname}-{role}" for role in ("edit", "metrics-reader", "view")]
+        # Secure metrics' reviews are cluster-scoped: the operator keeps a ClusterRole.
+        assert cluster_roles == sorted([fullname, *users])
     finally:
         helm(cluster, "uninstall", release, "-n", namespace, "--wait")
     assert _cluster_scoped(api, release) == {k: [] for k in installed}

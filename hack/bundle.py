@@ -5,8 +5,9 @@
 
 Sources: each operator's ``manifests`` module (CRD, SAMPLES, CHART_SPEC, BUNDLE_TEXT), its
 chart under charts/ rendered by ``helm template`` with the default values (Deployment, metrics
-Service), pyproject's version and docs/assets/opsuite-icon.svg. Each catalog bundle entry is
-what ``opm render`` makes of the bundle directory. helm and opm come from ``make tools``.
+Service, metrics-reader ClusterRole), pyproject's version and docs/assets/opsuite-icon.svg. Each
+catalog bundle entry is what ``opm render`` makes of the bundle directory. helm and opm come
+from ``make tools``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from opsuite_common.generated import run
 ROOT = Path(__file__).resolve().parent.parent
 ICON = ROOT / "docs" / "assets" / "opsuite-icon.svg"
 BIN = ROOT / ".local" / "bin"
+READER = "-metrics-reader"
+"""The suffix of the chart's metrics-reader ClusterRole, which the bundle ships too."""
 KUBE_VERSION = "1.30.0"
 """The Kubernetes version charts are rendered for (the CSV's minKubeVersion)."""
 
@@ -65,7 +68,7 @@ def _run(*command: str) -> str:
     return done.stdout
 
 
-def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs, JSON | None]:
+def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs, list[JSON]]:
     spec = module.CHART_SPEC
     rendered = list(
         rendered_objects(
@@ -82,7 +85,7 @@ def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs
         )
     )
     (deployment,) = find(rendered, "Deployment")
-    services = find(rendered, "Service")
+    readers = [r for r in find(rendered, "ClusterRole") if r["metadata"]["name"].endswith(READER)]
     inputs = BundleInputs(
         spec=spec,
         text=module.BUNDLE_TEXT,
@@ -94,7 +97,7 @@ def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs
         icon_svg=icon,
         chart_repository=CHART_REPOSITORY,
     )
-    return inputs, (services[0] if services else None)
+    return inputs, find(rendered, "Service") + readers
 
 
 def expected_files() -> dict[Path, str]:
@@ -107,9 +110,9 @@ def expected_files() -> dict[Path, str]:
     files: dict[Path, str] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for module_name in OPERATORS:
-            inputs, service = _inputs(importlib.import_module(module_name), version, icon)
+            inputs, others = _inputs(importlib.import_module(module_name), version, icon)
             package = inputs.spec.name
-            generated = bundle_files(inputs, service)
+            generated = bundle_files(inputs, others)
             for relative, content in generated.items():
                 files[ROOT / "bundle" / package / relative] = content
                 path = Path(scratch) / package / relative

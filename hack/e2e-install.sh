@@ -2,10 +2,14 @@
 # Install the three charts as the in-cluster operators of the e2e suite (E2E_OPERATORS=in-cluster):
 # each image is <image-prefix>/<chart>:<tag>, already on the nodes (hack/e2e-in-cluster.sh load),
 # so it is never pulled. The values are the ones the e2e tests expect of every operator: debug
-# logs, PodDebugger's allowed image prefix busybox, and the cluster-wide admission policies off
-# (the policy tests bind their own copies to their namespaces). The namespace enforces Pod Security
-# "restricted". On the local plane the operator pods go to its real node (the one labelled
-# opsuite.dev/real-node=true, tainted so that nothing else lands there by chance).
+# logs, PodDebugger's allowed image prefix busybox, the cluster-wide admission policies off
+# (the policy tests bind their own copies to their namespaces), no users' roles (aggregated into
+# the built-in roles they would change what every view or edit user may do; e2e/test_user_roles.py
+# applies its own), and plain-HTTP metrics: the suite reads them through the API server's service
+# and pod proxies, which never pass the caller's token on (e2e/test_metrics_security.py checks the
+# charts' default, secure metrics). The namespace enforces Pod Security "restricted". On the local
+# plane the operator pods go to its real node (the one labelled opsuite.dev/real-node=true,
+# tainted so that nothing else lands there by chance).
 #
 # Usage: hack/e2e-install.sh <image-prefix> <tag>
 # Environment: HELM (default helm), E2E_NAMESPACE (default opsuite-system), E2E_RELEASE_PREFIX
@@ -45,6 +49,7 @@ for chart in podset-operator configmapsync-operator pod-debugger-operator; do
   "$helm" upgrade --install "${E2E_RELEASE_PREFIX:-}$chart" "$root/charts/$chart" \
     --namespace "$namespace" "${placement[@]}" \
     --set image.repository="$prefix/$chart" --set image.tag="$tag" --set image.pullPolicy=Never \
-    --set logLevel=debug --set logFormat=text "${values[@]}" \
+    --set logLevel=debug --set logFormat=text --set metrics.secure=false \
+    --set userRoles.create=false "${values[@]}" \
     --wait --timeout 5m
 done

@@ -2,7 +2,9 @@
 # Install every operator of catalog/ through OLM: a CatalogSource serving <catalog-image> in the
 # olm namespace, and a Subscription per package (its default channel) in <namespace>, which must
 # have an OperatorGroup (OLM's "operators" namespace has the global one). Waits until each CSV
-# has succeeded and its Deployment is available.
+# has succeeded and its Deployment is available. The operators serve plain-HTTP metrics here
+# (OPSUITE_METRICS_SECURE=false in each Subscription's config): the e2e suite reads them through
+# the API server's service proxy, which never passes the caller's token on.
 # Usage: hack/olm-subscribe.sh <catalog-image> <namespace>   (kubectl from PATH, KUBECONFIG)
 set -euo pipefail
 
@@ -46,6 +48,10 @@ spec:
   source: opsuite
   sourceNamespace: olm
   installPlanApproval: Automatic
+  config:
+    env:
+      - name: OPSUITE_METRICS_SECURE
+        value: "false"
 YAML
 done
 

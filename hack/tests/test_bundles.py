@@ -50,8 +50,18 @@ def _csv(package: str) -> dict[str, Any]:
     return csv
 
 
+USERS_ROLES = ("-metrics-reader", "-view", "-edit")
+"""Suffixes of the chart's ClusterRoles for people, not for the operator."""
+
+
 def _rules(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [rule for obj in find(objects, kind) for rule in obj["rules"]]
+    """The rules of the operator's own (Cluster)Roles of ``kind``."""
+    return [
+        rule
+        for obj in find(objects, kind)
+        if not obj["metadata"]["name"].endswith(USERS_ROLES)
+        for rule in obj["rules"]
+    ]
 
 
 def _key(rule: dict[str, Any]) -> str:
@@ -122,6 +132,28 @@ def test_csv_rbac_is_the_charts_rbac_in_both_chart_modes(package: str) -> None:
     assert sorted(map(_key, _rules(listed, "ClusterRole"))) == sorted(
         map(_key, cluster_permissions)
     )
+
+
+@pytest.mark.parametrize("package", sorted(SPECS))
+def test_bundle_ships_the_charts_metrics_reader_role(package: str) -> None:
+    """Secure metrics are on in the bundle too, with the role to grant to scrapers."""
+    (reader,) = [
+        r
+        for r in find(_chart(SPECS[package]), "ClusterRole")
+        if r["metadata"]["name"].endswith("-metrics-reader")
+    ]
+    path = ROOT / "bundle" / package / "manifests"
+    shipped = yaml.safe_load(
+        (
+            path / f"{package}-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml"
+        ).read_text()
+    )
+    assert (
+        shipped["rules"] == reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    )
+    (entry,) = _csv(package)["spec"]["install"]["spec"]["deployments"]
+    env = entry["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "OPSUITE_METRICS_SECURE", "value": "true"} in env
 
 
 @pytest.mark.parametrize("package", sorted(SPECS))

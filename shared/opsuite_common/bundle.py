@@ -26,7 +26,12 @@ from typing import Any
 
 import yaml
 
-from opsuite_common.chart import LEADER_ELECTION_RULES, LEASE_PLACEHOLDER, ChartSpec
+from opsuite_common.chart import (
+    LEADER_ELECTION_RULES,
+    LEASE_PLACEHOLDER,
+    METRICS_AUTH_RULES,
+    ChartSpec,
+)
 
 JSON = dict[str, Any]
 CHANNEL = "candidate"
@@ -92,6 +97,15 @@ def olm_object(obj: JSON) -> JSON:
     return result
 
 
+def _secure_metrics(deployment: JSON) -> bool:
+    """Whether the operator serves secure metrics (the chart sets OPSUITE_METRICS_SECURE)."""
+    return any(
+        var == {"name": "OPSUITE_METRICS_SECURE", "value": "true"}
+        for container in deployment["spec"]["template"]["spec"]["containers"]
+        for var in container.get("env", [])
+    )
+
+
 def _container_arg(deployment: JSON, flag: str) -> str:
     for container in deployment["spec"]["template"]["spec"]["containers"]:
         for arg in container.get("args", []):
@@ -115,7 +129,8 @@ def deployment_spec(deployment: JSON) -> JSON:
 
 def strategy_permissions(spec: ChartSpec, deployment: JSON) -> tuple[list[JSON], list[JSON]]:
     """``(permissions, clusterPermissions)`` for the Deployment's ServiceAccount, the Lease of
-    leader election named as the Deployment's ``--leader-election-id``."""
+    leader election named as the Deployment's ``--leader-election-id``, and the token and
+    access reviews of secure metrics when it serves them."""
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     lease = _container_arg(deployment, "--leader-election-id")
     election = [
@@ -125,6 +140,8 @@ def strategy_permissions(spec: ChartSpec, deployment: JSON) -> tuple[list[JSON],
     namespaced = [rule.to_kube() for rule in spec.namespaced_rules] + election
     permissions = [{"serviceAccountName": account, "rules": namespaced}]
     cluster = [rule.to_kube() for rule in spec.cluster_rules]
+    if _secure_metrics(deployment):
+        cluster += [rule.to_kube() for rule in METRICS_AUTH_RULES]
     cluster_permissions = [{"serviceAccountName": account, "rules": cluster}] if cluster else []
     return permissions, cluster_permissions
 
@@ -232,7 +249,15 @@ _SECURITY = """\
 The pod passes Pod Security "restricted" (non-root, seccomp RuntimeDefault, no capabilities,
 read-only root filesystem). Leader election uses one Lease in the operator's namespace. RBAC is
 what the operator's code calls, nothing more: see the rule table in the chart's README,
-{home}/tree/main/charts/{chart}."""
+{home}/tree/main/charts/{chart}.
+
+`/metrics` (Service `{chart}-metrics`, port 8080) is served over HTTPS with a self-signed
+certificate, each request authenticated with a TokenReview and authorized with a
+SubjectAccessReview (get on the non-resource URL `/metrics`), which is why the operator may
+create both: bind the ClusterRole `{chart}-metrics-reader` to your Prometheus' ServiceAccount
+(`OPSUITE_METRICS_SECURE=false` in the Subscription's `spec.config.env` serves plain, open HTTP).
+OLM aggregates the `edit`, `admin` and `view` ClusterRoles it makes for each owned CRD into the
+built-in roles."""
 
 
 def description(spec: ChartSpec, text: BundleText, chart_repository: str) -> str:
@@ -376,8 +401,17 @@ def manifest_yaml(obj: JSON) -> str:
     return _HEADER + dump_yaml(obj)
 
 
-def bundle_files(inputs: BundleInputs, service: JSON | None) -> dict[str, str]:
-    """Every file of one bundle (path under ``bundle/<package>/``: content)."""
+def manifest_file_name(obj: JSON) -> str:
+    """``<name>_<group>_<version>_<kind>.yaml``, as operator-sdk names a bundle's manifests."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    parts = [obj["metadata"]["name"], group, version, obj["kind"].lower()]
+    return "_".join(part for part in parts if part) + ".yaml"
+
+
+def bundle_files(inputs: BundleInputs, others: Sequence[JSON]) -> dict[str, str]:
+    """Every file of one bundle (path under ``bundle/<package>/``: content); ``others`` are
+    chart objects the bundle ships as they are (the metrics Service, the metrics-reader
+    ClusterRole)."""
     package = inputs.spec.name
     files = {
         f"manifests/{package}.clusterserviceversion.yaml": manifest_yaml(
@@ -389,9 +423,8 @@ def bundle_files(inputs: BundleInputs, service: JSON | None) -> dict[str, str]:
     for crd in inputs.crds:
         group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
         files[f"manifests/{group}_{plural}.yaml"] = manifest_yaml(crd)
-    if service is not None:
-        name = service["metadata"]["name"]
-        files[f"manifests/{name}_v1_service.yaml"] = manifest_yaml(olm_object(service))
+    for obj in others:
+        files[f"manifests/{manifest_file_name(obj)}"] = manifest_yaml(olm_object(obj))
     return files
 
 

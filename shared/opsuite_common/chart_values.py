@@ -69,6 +69,11 @@ class ServiceMonitorValues(KubeModel):
     """Scrape interval."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels, e.g. the one your Prometheus selects ServiceMonitors by."""
+    tls_config: dict[str, Any] = Field(default_factory=dict)
+    """The endpoint's tlsConfig when metrics.secure is on, e.g. the CA of metrics.certSecret
+    ({ca: {secret: {name: ..., key: ca.crt}}, serverName: ...}); empty means insecureSkipVerify
+    (the operator's certificate is self-signed). Prometheus authenticates with its
+    ServiceAccount token: bind it to the metrics-reader ClusterRole."""
 
 
 class MetricsValues(KubeModel):
@@ -78,8 +83,29 @@ class MetricsValues(KubeModel):
     """Serve /metrics and create the metrics Service."""
     port: int = Field(8080, ge=1024, le=65535)
     """Container and Service port of /metrics."""
+    secure: bool = True
+    """Serve /metrics over HTTPS, each request authenticated (TokenReview) and authorized
+    (SubjectAccessReview: get on the non-resource URL /metrics, which the chart's
+    <fullname>-metrics-reader ClusterRole grants). The operator's ClusterRole then also grants
+    create on tokenreviews and subjectaccessreviews. False serves plain, open HTTP."""
+    cert_secret: str = ""
+    """A kubernetes.io/tls Secret in the release namespace (e.g. cert-manager's) holding the
+    serving certificate (tls.crt, tls.key) when metrics.secure is on; empty means the operator
+    makes a self-signed certificate at start-up. A renewal is picked up without a restart."""
     service_monitor: ServiceMonitorValues = Field(default_factory=ServiceMonitorValues)
     """Optional ServiceMonitor."""
+
+
+class UserRolesValues(KubeModel):
+    """ClusterRoles for the users of the custom resources, aggregated into Kubernetes' built-in
+    roles (cert-manager's pattern): <fullname>-view (get, list, watch) into view, edit and admin;
+    <fullname>-edit (create, update, patch, delete) into edit and admin."""
+
+    create: bool = True
+    """Create the two ClusterRoles."""
+    aggregate_to_edit: bool = True
+    """Aggregate <fullname>-edit into the built-in edit and admin roles; when false it is only
+    there to be bound to whom you choose."""
 
 
 class DashboardValues(KubeModel):
@@ -164,6 +190,8 @@ class ChartValues(KubeModel):
     """Priority class of the operator pods."""
     metrics: MetricsValues = Field(default_factory=MetricsValues)
     """Metrics."""
+    user_roles: UserRolesValues = Field(default_factory=UserRolesValues)
+    """Roles for the users of the custom resources."""
     dashboard: DashboardValues = Field(default_factory=DashboardValues)
     """Grafana dashboard."""
 

@@ -9,13 +9,16 @@ thread and must be quick and thread-safe (reading timestamps and flags is).
 import asyncio
 import concurrent.futures
 import socket
+import ssl
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
 
+Middleware = Callable[..., Awaitable[web.StreamResponse]]
+"""An aiohttp middleware (``web.middleware``-decorated)."""
 Check = Callable[[], str | None]
 """A check returns None when healthy; an error string or an exception means failing."""
 
@@ -44,11 +47,22 @@ class _Serving:
 class HttpServer:
     """An aiohttp app served from a dedicated thread on a bind address."""
 
-    def __init__(self, bind: str, routes: Sequence[web.RouteDef], name: str) -> None:
-        """Serve ``routes`` on ``bind`` (see parse_bind_address) once started."""
+    def __init__(
+        self,
+        bind: str,
+        routes: Sequence[web.RouteDef],
+        name: str,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        middlewares: Iterable[Middleware] = (),
+    ) -> None:
+        """Serve ``routes`` on ``bind`` (see parse_bind_address) once started, over TLS with
+        ``ssl_context``, each request through ``middlewares``."""
         self._address = parse_bind_address(bind)
         self._routes = routes
         self._name = name
+        self._ssl_context = ssl_context
+        self._middlewares = tuple(middlewares)
         self._serving: _Serving | None = None
 
     @property
@@ -75,16 +89,16 @@ class HttpServer:
 
     async def _serve(self, ready: concurrent.futures.Future[_Serving]) -> None:
         assert self._address is not None
-        app = web.Application()
+        app = web.Application(middlewares=self._middlewares)
         app.add_routes(self._routes)
         runner = web.AppRunner(app, access_log=None)
         host, port = self._address
         try:
             await runner.setup()
             site = (
-                web.TCPSite(runner, host, port)
+                web.TCPSite(runner, host, port, ssl_context=self._ssl_context)
                 if host is not None
-                else web.SockSite(runner, _listen_everywhere(port))
+                else web.SockSite(runner, _listen_everywhere(port), ssl_context=self._ssl_context)
             )
             await site.start()
         except BaseException as exc:

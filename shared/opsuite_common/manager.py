@@ -27,7 +27,7 @@ import kopf
 from opsuite_common import metrics
 from opsuite_common.controller import Controller, Reconciler
 from opsuite_common.events import EventRecorder
-from opsuite_common.health import HealthServer
+from opsuite_common.health import HealthServer, HttpServer
 from opsuite_common.kopf_settings import (
     WatchActivity,
     check_kopf_shape,
@@ -44,6 +44,7 @@ from opsuite_common.leader_election import (
     default_identity,
 )
 from opsuite_common.logs import configure_logging
+from opsuite_common.metrics_auth import KubeReviewApi, MetricsAuth, server_context
 from opsuite_common.options import ManagerOptions, parse_options
 from opsuite_common.store import JSON, Store, object_key
 
@@ -256,12 +257,35 @@ def _lease_namespace(options: ManagerOptions) -> str:
     return namespace
 
 
+async def _start_metrics(manager: Manager) -> HttpServer:
+    """The metrics server: plain, or with --metrics-secure HTTPS authenticated and authorized
+    through the API server as the operator's own identity."""
+    options = manager.options
+    if not options.metrics_secure:
+        return await metrics.start_metrics_server(options.metrics_bind_address)
+    context = server_context(
+        options.metrics_cert_path, options.metrics_cert_name, options.metrics_cert_key
+    )
+    log.info(
+        "metrics served over HTTPS with %s, authenticated and authorized by the API server",
+        f"the certificate in {options.metrics_cert_path}"
+        if options.metrics_cert_path
+        else "a self-signed certificate",
+    )
+    return await metrics.start_metrics_server(
+        options.metrics_bind_address,
+        ssl_context=context,
+        auth=MetricsAuth(KubeReviewApi(manager.kube.api_client)),
+    )
+
+
 async def _serve(manager: Manager) -> int:
     options = manager.options
+    # Metrics first: once the probes answer ready, /metrics is there to scrape.
+    metrics_server = await _start_metrics(manager)
     health = HealthServer(options.health_probe_bind_address)
     health.add_readyz_check("leader-or-watches", manager.readiness)
     await health.start()
-    metrics_server = await metrics.start_metrics_server(options.metrics_bind_address)
     main_task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

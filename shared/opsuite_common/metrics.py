@@ -1,10 +1,12 @@
 """Prometheus metrics under controller-runtime's names, so its dashboards and alerts apply.
 
 Everything lives on ``REGISTRY`` (with the process, platform and GC
-collectors), served at /metrics by ``start_metrics_server``. ``_created``
+collectors), served at /metrics by ``start_metrics_server``: plain HTTP, or
+HTTPS with each request authenticated and authorized (``metrics_auth``). ``_created``
 series are disabled process-wide: controller-runtime exposes none.
 """
 
+import ssl
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from opsuite_common.health import HttpServer
+from opsuite_common.metrics_auth import MetricsAuth
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated upstream
 
@@ -311,17 +314,29 @@ class WorkQueueMetrics:
 
 
 async def start_metrics_server(
-    bind: str = ":8080", registry: CollectorRegistry = REGISTRY
+    bind: str = ":8080",
+    registry: CollectorRegistry = REGISTRY,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    auth: MetricsAuth | None = None,
 ) -> HttpServer:
     """Serve ``registry`` at /metrics on ``bind`` ("0" disables); ``.port`` is the bound port.
 
-    Like controller-runtime's --metrics-bind-address. Call ``.stop()`` to shut down.
+    Like controller-runtime's --metrics-bind-address; with ``ssl_context`` over HTTPS, and with
+    ``auth`` each request authenticated and authorized (--metrics-secure). Call ``.stop()`` to
+    shut down.
     """
 
     async def handle(request: web.Request) -> web.Response:
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         return web.Response(body=encoder(registry), headers={"Content-Type": content_type})
 
-    server = HttpServer(bind, [web.get("/metrics", handle)], name="metrics")
+    server = HttpServer(
+        bind,
+        [web.get("/metrics", handle)],
+        name="metrics",
+        ssl_context=ssl_context,
+        middlewares=() if auth is None else (auth.middleware(),),
+    )
     await server.start()
     return server

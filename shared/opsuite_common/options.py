@@ -28,6 +28,10 @@ class ManagerOptions:
     log_level: str
     max_concurrent_reconciles: int
     watch_timeout: float
+    metrics_secure: bool = False
+    metrics_cert_path: str = ""
+    metrics_cert_name: str = "tls.crt"
+    metrics_cert_key: str = "tls.key"
 
     @property
     def clusterwide(self) -> bool:
@@ -89,6 +93,32 @@ def build_parser(operator: str, description: str) -> argparse.ArgumentParser:
         "--metrics-bind-address",
         default=":8080",
         help='Address of the Prometheus /metrics endpoint; "0" disables it.',
+    )
+    parser.add_argument(
+        "--metrics-secure",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="Serve /metrics over HTTPS, each request authenticated (TokenReview) and authorized "
+        "(SubjectAccessReview: get on the non-resource URL /metrics) by the API server "
+        "(default false; the Helm chart and the OLM bundle turn it on).",
+    )
+    parser.add_argument(
+        "--metrics-cert-path",
+        default="",
+        help="Directory of the metrics server's certificate and key (e.g. a mounted "
+        "kubernetes.io/tls Secret); empty: a self-signed certificate made at start-up.",
+    )
+    parser.add_argument(
+        "--metrics-cert-name",
+        default="tls.crt",
+        help="File name of the certificate (PEM, chain) in --metrics-cert-path.",
+    )
+    parser.add_argument(
+        "--metrics-cert-key",
+        default="tls.key",
+        help="File name of the private key (PEM) in --metrics-cert-path.",
     )
     parser.add_argument(
         "--health-probe-bind-address",
@@ -157,6 +187,10 @@ def parse_options(
         leader_election_id=args.leader_election_id,
         leader_election_namespace=args.leader_election_namespace,
         metrics_bind_address=args.metrics_bind_address,
+        metrics_secure=args.metrics_secure,
+        metrics_cert_path=args.metrics_cert_path,
+        metrics_cert_name=args.metrics_cert_name,
+        metrics_cert_key=args.metrics_cert_key,
         health_probe_bind_address=args.health_probe_bind_address,
         namespaces=tuple(sorted(set(args.namespaces or ()))),
         log_format=args.log_format,

@@ -13,10 +13,11 @@ from opsuite_common.bundle import (
     bundle_dockerfile,
     deployment_spec,
     descriptors,
+    manifest_file_name,
     olm_object,
     strategy_permissions,
 )
-from opsuite_common.chart import ChartSpec, PolicyRule
+from opsuite_common.chart import METRICS_AUTH_RULES, ChartSpec, PolicyRule
 from opsuite_common.chart_values import ChartValues, ImageValues
 from opsuite_common.options import parse_options
 
@@ -164,3 +165,27 @@ def test_bundle_image_labels_are_the_annotations() -> None:
     )
     assert labels == bundle_annotations("x-operator")
     assert yaml.safe_load(yaml.safe_dump(labels)) == labels
+
+
+def test_secure_metrics_add_the_review_rules_to_the_cluster_permissions() -> None:
+    deployment = _deployment()
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    env.append({"name": "OPSUITE_METRICS_SECURE", "value": "true"})
+    _, cluster_permissions = strategy_permissions(_spec(()), deployment)
+    assert cluster_permissions[0]["rules"] == [r.to_kube() for r in METRICS_AUTH_RULES]
+    env[-1] = {"name": "OPSUITE_METRICS_SECURE", "value": "false"}
+    assert strategy_permissions(_spec(()), deployment)[1] == []
+
+
+@pytest.mark.parametrize(
+    ("obj", "name"),
+    [
+        ({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x-metrics"}},
+         "x-metrics_v1_service.yaml"),
+        ({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+          "metadata": {"name": "x-metrics-reader"}},
+         "x-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml"),
+    ],
+)  # fmt: skip
+def test_manifest_file_names_follow_operator_sdk(obj: dict[str, Any], name: str) -> None:
+    assert manifest_file_name(obj) == name

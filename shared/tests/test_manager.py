@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
+import socket
 from pathlib import Path
 from typing import Any
 
 import kopf
 import pytest
 
+from opsuite_common.health import HealthServer
+from opsuite_common.manager import _serve
 from opsuite_common.store import JSON, Store
 from opsuite_common.testing import offline_manager
 
@@ -59,3 +63,40 @@ def test_a_relisting_prunes_the_store_and_reports_each_pruned_object_as_deleted(
     manager.activity.listed("pods", "ns", {("ns", "kept")})
     assert store.cached_keys() == {("ns", "kept"), ("other", "elsewhere")}
     assert seen == [("DELETED", "gone", True)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def test_metrics_listen_before_the_probes_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ready means scrapable: the (secure, so slower to start) metrics server listens before
+    the probes do, so a caller that waits for /readyz never finds the metrics port closed."""
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    metrics_port = _free_port()
+    manager.options = dataclasses.replace(
+        manager.options,
+        metrics_bind_address=f"127.0.0.1:{metrics_port}",
+        health_probe_bind_address=f"127.0.0.1:{_free_port()}",
+        metrics_secure=True,
+    )
+    listening: list[bool] = []
+    start_probes = HealthServer.start
+
+    async def start(server: HealthServer) -> int | None:
+        with socket.socket() as probe:
+            listening.append(probe.connect_ex(("127.0.0.1", metrics_port)) == 0)
+        return await start_probes(server)
+
+    async def lead() -> None:
+        return None
+
+    monkeypatch.setattr(HealthServer, "start", start)
+    monkeypatch.setattr(manager, "lead", lead)
+    assert await _serve(manager) == 0
+    assert listening == [True]

@@ -61,6 +61,20 @@
   resourceNames:
   - {{ include "configmapsync-operator.fullname" . }}
 {{- end }}
+{{- define "configmapsync-operator.metricsAuthRules" -}}
+- apiGroups:
+  - authentication.k8s.io
+  resources:
+  - tokenreviews
+  verbs:
+  - create
+- apiGroups:
+  - authorization.k8s.io
+  resources:
+  - subjectaccessreviews
+  verbs:
+  - create
+{{- end }}
 {{- define "configmapsync-operator.crdName" -}}
 configmapsyncs.sync.opsuite.dev
 {{- end }}

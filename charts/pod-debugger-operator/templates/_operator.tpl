@@ -55,6 +55,20 @@
   resourceNames:
   - {{ include "pod-debugger-operator.fullname" . }}
 {{- end }}
+{{- define "pod-debugger-operator.metricsAuthRules" -}}
+- apiGroups:
+  - authentication.k8s.io
+  resources:
+  - tokenreviews
+  verbs:
+  - create
+- apiGroups:
+  - authorization.k8s.io
+  resources:
+  - subjectaccessreviews
+  verbs:
+  - create
+{{- end }}
 {{- define "pod-debugger-operator.crdName" -}}
 poddebuggers.debug.opsuite.dev
 {{- end }}

@@ -53,6 +53,20 @@
   resourceNames:
   - {{ include "podset-operator.fullname" . }}
 {{- end }}
+{{- define "podset-operator.metricsAuthRules" -}}
+- apiGroups:
+  - authentication.k8s.io
+  resources:
+  - tokenreviews
+  verbs:
+  - create
+- apiGroups:
+  - authorization.k8s.io
+  resources:
+  - subjectaccessreviews
+  verbs:
+  - create
+{{- end }}
 {{- define "podset-operator.crdName" -}}
 podsets.apps.opsuite.dev
 {{- end }}

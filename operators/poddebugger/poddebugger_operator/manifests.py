@@ -14,6 +14,7 @@ from opsuite_common.chart_values import (
     AdmissionPolicyValues,
     ChartValues,
     ImageValues,
+    UserRolesValues,
 )
 from opsuite_common.crd import CrdDescriptor, PrinterColumn
 from opsuite_common.kube_model import KubeModel, LabelSelector
@@ -223,6 +224,15 @@ class ImageAllowlistValues(KubeModel):
     Given to the policy and to the operator (--allowed-image-prefix)."""
 
 
+class PodDebuggerUserRolesValues(UserRolesValues):
+    """The users' ClusterRoles for PodDebuggers; the edit role is not aggregated by default."""
+
+    aggregate_to_edit: bool = False
+    """Aggregate <fullname>-edit into the built-in edit and admin roles. Off by default: a
+    PodDebugger runs an image inside other pods, so debugging is a privilege to grant (bind
+    <fullname>-edit), not something every namespace editor gets."""
+
+
 class PodDebuggerChartValues(ChartValues):
     """Values of the pod-debugger-operator chart."""
 
@@ -232,6 +242,8 @@ class PodDebuggerChartValues(ChartValues):
     otherwise."""
     image_allowlist: ImageAllowlistValues = Field(default_factory=ImageAllowlistValues)
     """The image allowlist."""
+    user_roles: PodDebuggerUserRolesValues = Field(default_factory=PodDebuggerUserRolesValues)
+    """Roles for the users of PodDebuggers."""
 
 
 _PREFIXES = "ALLOWED-PREFIXES"
