@@ -17,6 +17,7 @@ from opsuite_common.chart_values import (
 )
 from opsuite_common.crd import CrdDescriptor, PrinterColumn
 from opsuite_common.kube_model import KubeModel, LabelSelector
+from poddebugger_operator import images
 from poddebugger_operator.models import (
     GROUP,
     IMAGE_POLICY_KIND,
@@ -64,7 +65,7 @@ CRD = CrdDescriptor(
             "string",
             '.status.conditions[?(@.type=="Ready")].reason',
             "Why Ready is what it is: Debugged, NoMatchingPods, Starting, ContainerFailed, "
-            "InjectionFailed, InvalidSpec or ImageNotAllowed",
+            "InjectionFailed, InvalidSpec, PolicyMissing, ProfileNotAllowed or ImageNotAllowed",
         ),
     ),
 )
@@ -163,8 +164,12 @@ _IMAGE_POLICY_HEADER = f"""\
 # Image allowlist for PodDebuggers. The cluster-scoped DebugImagePolicy {IMAGE_POLICY_PARAM}
 # is the policy's parameter: spec.allowedPrefixes lists the allowed image prefixes (the chart
 # value imageAllowlist.prefixes). On CREATE, and on UPDATE when the spec changes, a PodDebugger
-# whose spec.image starts with none of them is rejected (403 Forbidden). An empty list allows
-# every image. Without the DebugImagePolicy every PodDebugger is rejected (fail closed). The
+# whose spec.image is under none of them is rejected (403 Forbidden). References are compared as
+# docker reads them (busybox is docker.io/library/busybox, index.docker.io is docker.io), on a
+# path component boundary: the prefix busybox admits busybox:1.37 and
+# docker.io/library/busybox@sha256:..., never busybox.attacker.io/x nor busyboxes; a registry
+# alone is written with its slash (registry.example.com/). An empty list allows every image.
+# Without the DebugImagePolicy every PodDebugger is rejected (fail closed). The
 # parameter is a custom resource, not a ConfigMap: API servers up to at least 1.36 may never
 # find a ConfigMap parameter created after they started (kubernetes#133827, #130887). Give the
 # operator the same list with --allowed-image-prefix (repeatable; the chart does), so that
@@ -187,14 +192,20 @@ def image_allowlist_policy(
                 "name": "prefixes",
                 "expression": "params == null || !has(params.spec.allowedPrefixes) ? [] : "
                 "params.spec.allowedPrefixes",
-            }
+            },
+            {
+                "name": "allowed",
+                "expression": f"variables.prefixes.map(p, {images.cel_parts('p')})"
+                f".map(x, {images.cel_joined('x')})",
+            },
+            {"name": "imageParts", "expression": images.cel_parts("object.spec.image")},
+            {"name": "image", "expression": images.cel_joined("variables.imageParts")},
         ],
         validations=[
             {
-                "expression": "size(variables.prefixes) == 0 || "
-                "variables.prefixes.exists(p, object.spec.image.startsWith(p))",
+                "expression": images.cel_allowed("variables.image", "variables.allowed"),
                 "messageExpression": "'image ' + object.spec.image + ' is not allowed for "
-                "PodDebuggers: it must start with one of ' + "
+                "PodDebuggers: it must be under one of ' + "
                 "variables.prefixes.join(', ')",
                 "reason": "Forbidden",
             }
@@ -232,6 +243,14 @@ class PodDebuggerChartValues(ChartValues):
     otherwise."""
     image_allowlist: ImageAllowlistValues = Field(default_factory=ImageAllowlistValues)
     """The image allowlist."""
+    allow_without_admission_policy: bool = False
+    """Let the operator inject while the admission policy is not in force
+    (--allow-without-admission-policy). Off, the operator injects nothing until the policy
+    and a Deny binding exist (PodDebuggers report PolicyMissing). Turning it on lets whoever
+    may edit PodDebuggers in a namespace run images of their choice in its pods."""
+    allow_sysadmin_profile: bool = False
+    """Let PodDebuggers use profile sysadmin, a privileged container (--allow-sysadmin-profile);
+    off, such a PodDebugger is reported (ProfileNotAllowed) and nothing is injected."""
 
 
 _PREFIXES = "ALLOWED-PREFIXES"
@@ -254,9 +273,22 @@ CHART_SPEC = ChartSpec(
         PolicyRule((GROUP,), (f"{PLURAL}/status",), ("patch",)),
         PolicyRule(("",), ("events",), ("create", "patch")),
     ),
+    cluster_rules=(
+        PolicyRule(
+            ("admissionregistration.k8s.io",),
+            ("validatingadmissionpolicies", "validatingadmissionpolicybindings"),
+            ("list", "watch"),
+        ),
+    ),
     operator_args="""\
 {{- range .Values.imageAllowlist.prefixes }}
 - --allowed-image-prefix={{ . }}
+{{- end }}
+{{- if .Values.allowWithoutAdmissionPolicy }}
+- --allow-without-admission-policy
+{{- end }}
+{{- if .Values.allowSysadminProfile }}
+- --allow-sysadmin-profile
 {{- end }}""",
     keywords=("debug", "ephemeral-containers", "troubleshooting"),
     security_notes="""\
@@ -264,7 +296,14 @@ CHART_SPEC = ChartSpec(
   (`admissionPolicy.enabled`, on by default) lets only those who could run `kubectl debug` in a
   namespace (patch `pods/ephemeralcontainers`) declare a PodDebugger there, and another
   (`imageAllowlist.enabled`) rejects images outside `imageAllowlist.prefixes` (empty: any image),
-  a list the operator is given too.
+  a list the operator is given too. References are compared as docker reads them, on a path
+  component boundary (`busybox` admits `docker.io/library/busybox:1`, not `busybox.attacker.io/x`).
+- The operator fails closed: it injects nothing until the first policy and a Deny binding of it
+  are in force (it watches them, read-only: `list`/`watch` on validatingadmissionpolicies and
+  their bindings); meanwhile every PodDebugger reports `PolicyMissing`. A PodDebugger created
+  before the policy was in force is re-created to be acted upon. `allowWithoutAdmissionPolicy`
+  opts out, accepting that whoever may edit PodDebuggers runs images of their choice in pods.
+- `profile: sysadmin` (privileged) is refused (`ProfileNotAllowed`) unless `allowSysadminProfile`.
 """,
     templates={
         "admission-policy.yaml": policy_template(
@@ -295,8 +334,12 @@ Two policies: `poddebugger-authorization.debug.opsuite.dev` lets only those who 
 and `poddebugger-images.debug.opsuite.dev` rejects debug images outside an allowlist (the
 cluster-scoped DebugImagePolicy `pod-debugger-images`, a CRD of this bundle; an empty list allows
 every image).
-Without the first, anyone allowed to create PodDebuggers can run an image of their choice inside
-the namespace's pods. Give the operator the same allowlist through `OPSUITE_ALLOWED_IMAGE_PREFIXES`
-in the Subscription's `spec.config.env`.""",
+The operator fails closed: until the first policy and its Deny binding exist, it injects
+nothing and every PodDebugger reports `PolicyMissing` (Ready False). Apply the policies as shown
+below; or, to accept that anyone allowed to edit PodDebuggers runs images of their choice in the
+namespace's pods, set `OPSUITE_ALLOW_WITHOUT_ADMISSION_POLICY=true` in the Subscription's
+`spec.config.env`. `profile: sysadmin` (privileged) is refused unless
+`OPSUITE_ALLOW_SYSADMIN_PROFILE=true`. Give the operator the same image allowlist through
+`OPSUITE_ALLOWED_IMAGE_PREFIXES` (comma-separated).""",
 )
 """What the OperatorHub listing (the OLM bundle's CSV) says beyond the chart."""
