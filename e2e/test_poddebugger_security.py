@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from e2e.charts import KUBE_VERSION, chart_dir, helm
 from e2e.cluster import Cluster, service_account_client, wait_until
 from e2e.operators import LocalOperator, OperatorProcess, operator_env
 from e2e.poddebugger_support import (
@@ -49,7 +51,12 @@ from e2e.poddebugger_support import (
 )
 from poddebugger_operator import images
 from poddebugger_operator.gate import LOAD_GRACE, NAME_LABEL
-from poddebugger_operator.manifests import admission_policy, image_allowlist_policy
+from poddebugger_operator.manifests import (
+    CHART_SPEC,
+    POLICY_NAME,
+    admission_policy,
+    image_allowlist_policy,
+)
 
 pytestmark = pytest.mark.local_operators("runs operators with flags of their own")
 
@@ -251,6 +258,38 @@ def _nothing_privileged(world: World, ns: str) -> None:
 SYSADMIN = debugger_manifest("root", WEB, image=ALLOWED, profile="sysadmin")
 FOREIGN = debugger_manifest("foreign", WEB, image="busybox.attacker.io/x")
 PLAIN = debugger_manifest("plain", WEB, image=ALLOWED)
+
+
+def _rendered(cluster: Cluster, values: dict[str, Any]) -> list[dict[str, Any]]:
+    out = helm(
+        cluster, "template", "e2e", str(chart_dir(CHART_SPEC)), "--namespace", "x",
+        "--kube-version", KUBE_VERSION, values=values,
+    )  # fmt: skip
+    return [o for o in yaml.safe_load_all(out) if o]
+
+
+def test_the_chart_without_policies_runs_an_operator_that_fails_closed(cluster: Cluster) -> None:
+    """``admissionPolicy.enabled=false`` renders no authorization policy, and the operator it
+    deploys does not opt out (as in test_b); it may watch the policies in both RBAC modes.
+    The two settings reach the operator only when given."""
+
+    def args(objects: list[dict[str, Any]]) -> list[str]:
+        (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+        return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    for values in ({"admissionPolicy": {"enabled": False}}, {"watchNamespaces": ["a", "b"]}):
+        objects = _rendered(cluster, values)
+        policies = [o["metadata"]["name"] for o in objects if "AdmissionPolicy" in o["kind"]]
+        assert (POLICY_NAME in policies) is ("admissionPolicy" not in values)
+        assert not [a for a in args(objects) if a.startswith("--allow-")]
+        watch = {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
+            "verbs": ["list", "watch"],
+        }
+        assert any(watch in o["rules"] for o in objects if o["kind"] == "ClusterRole")
+    opted = _rendered(cluster, {"allowWithoutAdmissionPolicy": True, "allowSysadminProfile": True})
+    assert {"--allow-without-admission-policy", "--allow-sysadmin-profile"} <= set(args(opted))
 
 
 def test_a_policies_on_refuse_the_escalation_and_nothing_reaches_the_pod(
