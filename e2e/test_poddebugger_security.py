@@ -5,8 +5,8 @@ pods), nothing more: in particular not patch pods/ephemeralcontainers, so it cou
 `kubectl debug` there. It attempts the escalation (a privileged ``sysadmin`` container, an image
 outside the allowlist, a PodDebugger created while no policy guards the namespace) on each path:
 
-* (a) policies on: the admission policies refuse it, and the operator still refuses
-  ``sysadmin`` from someone the policy admits;
+* (a) policies on: the admission policies refuse it, ``sysadmin`` even from someone the
+  authorization policy admits;
 * (b) policies off (the chart's ``admissionPolicy.enabled=false``): the operator injects
   nothing (PolicyMissing); once the policy appears it acts, without a restart, on PodDebuggers
   created from then on, not on those admitted before;
@@ -54,8 +54,10 @@ from poddebugger_operator.gate import LOAD_GRACE, NAME_LABEL
 from poddebugger_operator.manifests import (
     CHART_SPEC,
     POLICY_NAME,
+    PRIVILEGED_POLICY_NAME,
     admission_policy,
     image_allowlist_policy,
+    privileged_policy,
 )
 
 pytestmark = pytest.mark.local_operators("runs operators with flags of their own")
@@ -97,6 +99,16 @@ class Policies:
         self.adm.create_validating_admission_policy(_bound_to(policy, name, namespaces))
         self.made.append(("policy", name))
         self.bind(name, name, namespaces)
+
+    def privileged(self, name: str, namespaces: list[str]) -> None:
+        for obj in privileged_policy():
+            obj = _bound_to(obj, name, namespaces)
+            if obj["kind"] == "ValidatingAdmissionPolicy":
+                self.adm.create_validating_admission_policy(obj)
+                self.made.append(("policy", name))
+            else:
+                self.adm.create_validating_admission_policy_binding(obj)
+                self.made.append(("binding", name))
 
     def bind(self, policy: str, name: str, namespaces: list[str]) -> None:
         binding = _bound_to(admission_policy()[1], name, namespaces)
@@ -281,6 +293,7 @@ def test_the_chart_without_policies_runs_an_operator_that_fails_closed(cluster: 
         objects = _rendered(cluster, values)
         policies = [o["metadata"]["name"] for o in objects if "AdmissionPolicy" in o["kind"]]
         assert (POLICY_NAME in policies) is ("admissionPolicy" not in values)
+        assert (PRIVILEGED_POLICY_NAME in policies) is ("admissionPolicy" not in values)
         assert not [a for a in args(objects) if a.startswith("--allow-")]
         watch = {
             "apiGroups": ["admissionregistration.k8s.io"],
@@ -290,6 +303,9 @@ def test_the_chart_without_policies_runs_an_operator_that_fails_closed(cluster: 
         assert any(watch in o["rules"] for o in objects if o["kind"] == "ClusterRole")
     opted = _rendered(cluster, {"allowWithoutAdmissionPolicy": True, "allowSysadminProfile": True})
     assert {"--allow-without-admission-policy", "--allow-sysadmin-profile"} <= set(args(opted))
+    policies = [o["metadata"]["name"] for o in opted if "AdmissionPolicy" in o["kind"]]
+    assert POLICY_NAME in policies
+    assert PRIVILEGED_POLICY_NAME not in policies
 
 
 def test_a_policies_on_refuse_the_escalation_and_nothing_reaches_the_pod(
@@ -299,21 +315,22 @@ def test_a_policies_on_refuse_the_escalation_and_nothing_reaches_the_pod(
     world.debuggers.run_pod(ns, "web", WEB)
     world.policies.authorization(world.policy, [ns])
     world.policies.images(f"{world.policy}-images", [ns], (ALLOWED,))
+    world.policies.privileged(f"{world.policy}-privileged", [ns])
     operator = world.operator(cluster, "on", f"--admission-policy-name={world.policy}")
     try:
         editor = world.editors[ns]
-        message = _refusal(editor, ns, SYSADMIN, "the authorization policy's denial")
+        message = _refusal(editor, ns, PLAIN, "the authorization policy's denial")
         assert "you may not patch pods/ephemeralcontainers" in message, message
-        assert _create(editor, ns, FOREIGN)[0] == 403
-        assert _create(editor, ns, PLAIN)[0] == 403
+        for body in (SYSADMIN, FOREIGN):  # refused by the first policy that looks at it
+            assert _create(editor, ns, body)[0] == 403
         # An admin passes the authorization policy; the allowlist still refuses the image.
         message = _refusal(world.debuggers.custom, ns, FOREIGN, "the allowlist's denial")
         assert "image busybox.attacker.io/x is not allowed" in message, message
-        # Those the policy admits may not use sysadmin either, unless the operator allows it.
+        # Those the policy admits may not use sysadmin either: the privileged policy refuses
+        # it (and the operator would, as test_c shows).
+        message = _refusal(world.debuggers.custom, ns, SYSADMIN, "the privileged denial")
+        assert "profile sysadmin (a privileged container) is not allowed" in message, message
         _after_grace(world, world.policy)
-        world.debuggers.create(ns, SYSADMIN)
-        obj = _wait_reason(world, ns, "root", "ProfileNotAllowed")
-        assert "--allow-sysadmin-profile" in condition(obj, "Ready")["message"]
         # The gate is open: a plain PodDebugger of an admin is acted upon.
         world.debuggers.create(ns, PLAIN)
         world.debuggers.wait_debugged(ns, "plain", 1)
