@@ -220,7 +220,12 @@ def run(api: client.ApiClient, config: Config) -> Result:
     groups = math.ceil(config.pods / MAX_PODS)
     result = Result(namespace_prefix=prefix, debuggers=groups, load_average=os.getloadavg()[0])
     apply_crds(CRD_DIR, CRD_NAME)
-    operator = OperatorProcess("pod-debugger-operator", [f"--namespace={op_ns}"], OPERATOR_LOG)
+    operator = OperatorProcess(
+        "pod-debugger-operator",
+        # The bench installs no admission policies (it measures injection).
+        [f"--namespace={op_ns}", "--allow-without-admission-policy"],
+        OPERATOR_LOG,
+    )
     trackers: list[Tracker[Any]] = []
     namespaces: list[str] = []
     debuggers: list[str] = []

@@ -49,6 +49,9 @@ from opsuite_common.kube import resource_path
 
 RUN_LABEL = "opsuite.dev/scale"
 IDENTITY_NAMESPACE = "opsuite-bench-scale"
+NO_POLICIES = {"OPSUITE_ALLOW_WITHOUT_ADMISSION_POLICY": "true"}
+"""The bench installs no admission policies: the PodDebugger operator opts out of needing them
+(the other operators ignore the variable)."""
 OPERATORS = ("podset-operator", "configmapsync-operator", "pod-debugger-operator")
 CRDS = {
     "podset-operator": "podsets.apps.opsuite.dev",
@@ -461,7 +464,7 @@ def profile_largest(
         LOG_DIR / f"scale-{largest}-tracemalloc.log",
         kubeconfig=kubeconfigs[largest],
         launcher=[*launcher, str(dump)],
-        env={"PYTHONPATH": str(ROOT)},
+        env={"PYTHONPATH": str(ROOT), **NO_POLICIES},
     )
     began = time.monotonic()
     traced.start(ready_timeout=timeout)
@@ -504,7 +507,9 @@ def run(api: client.ApiClient, config: Config, progress: Callable[[str], None] =
     )
     kubeconfigs = {c: identity_kubeconfig(api, c) for c in OPERATORS}
     operators = {
-        c: OperatorProcess(c, [], LOG_DIR / f"scale-{c}.log", kubeconfig=kubeconfigs[c])
+        c: OperatorProcess(
+            c, [], LOG_DIR / f"scale-{c}.log", kubeconfig=kubeconfigs[c], env=dict(NO_POLICIES)
+        )
         for c in OPERATORS
     }
     conv: Converged | None = None

@@ -23,6 +23,10 @@ GROUP, VERSION, PLURAL = "debug.opsuite.dev", "v1alpha1", "poddebuggers"
 CRD_DIR = ROOT / "charts" / "pod-debugger-operator" / "crds"
 ALLOWED_PREFIX = "busybox"
 """The module's operator runs with --allowed-image-prefix=busybox."""
+OPT_OUT = "--allow-without-admission-policy"
+"""The operators of the behaviour tests run without the cluster-wide admission policies (other
+runs share the cluster) and so opt out of needing them; test_poddebugger_security runs them
+without it."""
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 RESTRICTED_CONTAINER = {
@@ -72,14 +76,15 @@ def start_operator(cluster: Cluster, pool: Pool, log_dir: Path, *extra: str) -> 
 
 def namespace_operator(cluster: Cluster, namespace: str, log_dir: Path) -> OperatorHandle:
     """The pod-debugger-operator for a test in ``namespace``: a ready process serving only it
-    with --allowed-image-prefix=busybox, or the one in the cluster (e2e.operators)."""
+    with --allowed-image-prefix=busybox (and :data:`OPT_OUT`), or the one in the cluster
+    (e2e.operators)."""
     log = log_dir / f"pod-debugger-operator-{uuid.uuid4().hex[:6]}.log"
     return operator_handle(
         cluster,
         "pod-debugger-operator",
         lambda: OperatorProcess(
             "pod-debugger-operator",
-            [f"--namespace={namespace}", f"--allowed-image-prefix={ALLOWED_PREFIX}"],
+            [f"--namespace={namespace}", f"--allowed-image-prefix={ALLOWED_PREFIX}", OPT_OUT],
             log,
             operator_env(cluster, "pod-debugger-operator", POD_NAME=f"pdbg-e2e-{namespace}"),
         ).start(),
@@ -88,11 +93,14 @@ def namespace_operator(cluster: Cluster, namespace: str, log_dir: Path) -> Opera
 
 def pool_operator(cluster: Cluster, pool: Pool, log_dir: Path) -> OperatorHandle:
     """The pod-debugger-operator for the pool's tests: a ready process serving exactly the pool's
-    namespaces with --allowed-image-prefix=busybox, or the one in the cluster (e2e.operators)."""
+    namespaces with --allowed-image-prefix=busybox (and :data:`OPT_OUT`), or the one in the
+    cluster (e2e.operators)."""
     return operator_handle(
         cluster,
         "pod-debugger-operator",
-        lambda: start_operator(cluster, pool, log_dir, f"--allowed-image-prefix={ALLOWED_PREFIX}"),
+        lambda: start_operator(
+            cluster, pool, log_dir, f"--allowed-image-prefix={ALLOWED_PREFIX}", OPT_OUT
+        ),
     )
 
 

@@ -10,7 +10,9 @@ would, and olm-operator checks them against the CSV before it deploys.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,7 +23,10 @@ import pytest
 import yaml
 from kubernetes import client
 
+from e2e.charts import token_kubeconfig
 from e2e.cluster import ROOT, Cluster, wait_until
+from e2e.operators import OperatorProcess
+from e2e.poddebugger_support import Debuggers, condition, debugger_manifest, ephemeral
 from opsuite_common.bundle import TARGET_NAMESPACES_ENV
 
 PACKAGES = ("podset-operator", "configmapsync-operator", "pod-debugger-operator")
@@ -208,11 +213,10 @@ def _install_plan_objects(csv: dict[str, Any], namespace: str) -> list[dict[str,
     return objects
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_olm_installs_the_csv(cluster: Cluster, olm_operator: Olm, package: str) -> None:
-    """OLM deploys the CSV (kwok runs the pod) and it reaches Succeeded; the pod serves OLM's
-    target namespace through OPSUITE_NAMESPACE."""
-    namespace = olm_operator.namespace
+@contextlib.contextmanager
+def _installed(cluster: Cluster, olm: Olm, package: str) -> Iterator[dict[str, Any]]:
+    """The package's CSV installed as an InstallPlan would, and Succeeded; removed after."""
+    namespace = olm.namespace
     csv = _csv(package)
     crds = [m for m in _manifests(package) if m["kind"] == "CustomResourceDefinition"]
     objects = [*crds, *_install_plan_objects(csv, namespace), csv]
@@ -223,24 +227,87 @@ def test_olm_installs_the_csv(cluster: Cluster, olm_operator: Olm, package: str)
     name = csv["metadata"]["name"]
     try:
         wait_until(
-            lambda: olm_operator.phase(cluster, name),
+            lambda: olm.phase(cluster, name),
             lambda phase: phase == "Succeeded",
             timeout=120,
             what=f"CSV {name} to reach Succeeded",
         )
-        (deployment,) = csv["spec"]["install"]["spec"]["deployments"]
-        labels = deployment["spec"]["selector"]["matchLabels"]
-        selector = ",".join(f"{key}={value}" for key, value in labels.items())
-        pods = yaml.safe_load(
-            cluster.kubectl("get", "pods", "-n", namespace, "-o", "yaml", "-l", selector)
-        )["items"]
-        assert pods, "OLM's Deployment has no pod"
-        for pod in pods:
-            assert pod["metadata"]["annotations"]["olm.targetNamespaces"] == namespace
-            env = pod["spec"]["containers"][0]["env"]
-            assert TARGET_NAMESPACES_ENV["name"] in [var["name"] for var in env]
+        yield csv
     finally:
         cluster.kubectl("delete", "csv", name, "-n", namespace, "--wait=true")
         for obj in objects:
             if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
                 cluster.kubectl("delete", _resource_name(obj), "--ignore-not-found")
+
+
+def _pods(cluster: Cluster, namespace: str, csv: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pods of the CSV's Deployment."""
+    (deployment,) = csv["spec"]["install"]["spec"]["deployments"]
+    labels = deployment["spec"]["selector"]["matchLabels"]
+    selector = ",".join(f"{key}={value}" for key, value in labels.items())
+    pods: list[dict[str, Any]] = yaml.safe_load(
+        cluster.kubectl("get", "pods", "-n", namespace, "-o", "yaml", "-l", selector)
+    )["items"]
+    return pods
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_olm_installs_the_csv(cluster: Cluster, olm_operator: Olm, package: str) -> None:
+    """OLM deploys the CSV (kwok runs the pod) and it reaches Succeeded; the pod serves OLM's
+    target namespace through OPSUITE_NAMESPACE."""
+    namespace = olm_operator.namespace
+    with _installed(cluster, olm_operator, package) as csv:
+        pods = _pods(cluster, namespace, csv)
+        assert pods, "OLM's Deployment has no pod"
+        for pod in pods:
+            assert pod["metadata"]["annotations"]["olm.targetNamespaces"] == namespace
+            env = pod["spec"]["containers"][0]["env"]
+            assert TARGET_NAMESPACES_ENV["name"] in [var["name"] for var in env]
+
+
+def test_the_olm_installed_pod_debugger_fails_closed(
+    cluster: Cluster, olm_operator: Olm, api: client.ApiClient, tmp_path: Path
+) -> None:
+    """OLM cannot install admission policies, and the pod OLM deploys does not opt out of
+    needing them (#17, item 2). The pod's own command line and environment, run as a local
+    process with the identity and RBAC OLM gave it (kwok does not run it), inject nothing: the
+    PodDebugger reports PolicyMissing and the pod gets no ephemeral container."""
+    namespace = olm_operator.namespace
+    with _installed(cluster, olm_operator, "pod-debugger-operator") as csv:
+        (pod,) = _pods(cluster, namespace, csv)
+        (container,) = pod["spec"]["containers"]
+        args = [a for a in container["args"] if not a.startswith(("--metrics", "--health"))]
+        env = {var["name"]: var.get("value", "") for var in container["env"]}
+        assert not [a for a in args if a.startswith(("--allow-without", "--allow-sysadmin"))]
+        assert not [v for v in env if v.startswith(("OPSUITE_ALLOW_",))], env
+        env.update(
+            {
+                "KUBECONFIG": str(
+                    token_kubeconfig(cluster, api, namespace, pod["spec"]["serviceAccountName"])
+                ),
+                "OPSUITE_NAMESPACE": pod["metadata"]["annotations"]["olm.targetNamespaces"],
+                "POD_NAME": pod["metadata"]["name"],
+                "POD_NAMESPACE": namespace,
+                "PATH": "/usr/bin:/bin",
+            }
+        )
+        operator = OperatorProcess(
+            "pod-debugger-operator", args, tmp_path / "olm-pod-debugger.log", env
+        ).start()
+        debuggers = Debuggers(api)
+        try:
+            operator.wait_ready(timeout=60)
+            debuggers.run_pod(namespace, "web", {"app": "web"})
+            debuggers.create(namespace, debugger_manifest("shell", {"app": "web"}))
+            obj = debuggers.wait(
+                namespace,
+                "shell",
+                lambda o: condition(o, "Ready").get("reason") == "PolicyMissing",
+                "PolicyMissing",
+            )
+            assert "--allow-without-admission-policy" in condition(obj, "Ready")["message"]
+            time.sleep(2)
+            assert ephemeral(debuggers.pod(namespace, "web")) == []
+        finally:
+            debuggers.cleanup()
+            assert operator.stop() == 0, operator.log_tail()

@@ -113,7 +113,8 @@ class Fleet:
         commands = {
             "podset-operator": [f"--namespace={self.work}"],
             "configmapsync-operator": [],  # all namespaces: the 200 destinations
-            "pod-debugger-operator": [f"--namespace={self.work}"],
+            # No admission policies here: the PodDebugger operator opts out of needing them.
+            "pod-debugger-operator": [f"--namespace={self.work}", poddebugger_support.OPT_OUT],
         }
         for command, args in commands.items():
             log = self.log_dir / f"{command}-{uuid.uuid4().hex[:6]}.log"

@@ -203,7 +203,8 @@ def test_install_upgrade_uninstall(
         ]
         installed = _cluster_scoped(api, release)
         policies = len(installed["ValidatingAdmissionPolicy"])
-        assert policies == {"podset-operator": 0, "configmapsync-operator": 1}.get(spec.name, 2)
+        # PodDebugger: authorization, privileged profile, image allowlist.
+        assert policies == {"podset-operator": 0, "configmapsync-operator": 1}.get(spec.name, 3)
 
         deploy("upgrade", {"replicaCount": 2, "watchNamespaces": watched})
         # helm's --wait accepts a rolling Deployment within its maxUnavailable; wait for both.

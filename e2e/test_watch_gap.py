@@ -227,6 +227,7 @@ def test_poddebugger_drops_pods_deleted_behind_its_watch(
         tmp_path,
         f"--namespace={work}",
         f"--allowed-image-prefix={poddebugger_support.ALLOWED_PREFIX}",
+        poddebugger_support.OPT_OUT,
     )
     debuggers = Debuggers(api)
     try:

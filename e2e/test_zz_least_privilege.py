@@ -24,6 +24,7 @@ OPERATOR_TEST_MODULES = {
     "test_podset.py",
     "test_configmapsync.py",
     "test_poddebugger.py",
+    "test_poddebugger_security.py",
     "test_leader_election.py",
     "test_charts.py",
 }

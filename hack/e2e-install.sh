@@ -43,8 +43,10 @@ for chart in podset-operator configmapsync-operator pod-debugger-operator; do
   case "$chart" in
     configmapsync-operator) values=(--set admissionPolicy.enabled=false) ;;
     pod-debugger-operator)
+      # Without the cluster-wide policies (other runs share the cluster) the operator must be
+      # told to act anyway (e2e/test_poddebugger_security.py tests it without).
       values=(--set admissionPolicy.enabled=false --set imageAllowlist.enabled=false
-        --set 'imageAllowlist.prefixes={busybox}') ;;
+        --set 'imageAllowlist.prefixes={busybox}' --set allowWithoutAdmissionPolicy=true) ;;
   esac
   "$helm" upgrade --install "${E2E_RELEASE_PREFIX:-}$chart" "$root/charts/$chart" \
     --namespace "$namespace" "${placement[@]}" \

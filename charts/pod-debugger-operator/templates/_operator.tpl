@@ -35,7 +35,14 @@
   - patch
 {{- end }}
 {{- define "pod-debugger-operator.clusterRules" -}}
-
+- apiGroups:
+  - admissionregistration.k8s.io
+  resources:
+  - validatingadmissionpolicies
+  - validatingadmissionpolicybindings
+  verbs:
+  - list
+  - watch
 {{- end }}
 {{- define "pod-debugger-operator.leaderElectionRules" -}}
 - apiGroups:
@@ -75,5 +82,11 @@ poddebuggers.debug.opsuite.dev
 {{- define "pod-debugger-operator.operatorArgs" -}}
 {{- range .Values.imageAllowlist.prefixes }}
 - --allowed-image-prefix={{ . }}
+{{- end }}
+{{- if .Values.allowWithoutAdmissionPolicy }}
+- --allow-without-admission-policy
+{{- end }}
+{{- if .Values.allowSysadminProfile }}
+- --allow-sysadmin-profile
 {{- end }}
 {{- end }}

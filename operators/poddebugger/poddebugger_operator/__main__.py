@@ -1,42 +1,68 @@
 """``pod-debugger-operator``: adds ephemeral debug containers to the pods a PodDebugger selects.
 
-Besides the common flags: ``--allowed-image-prefix PREFIX`` (repeatable; also
-``OPSUITE_ALLOWED_IMAGE_PREFIXES``, comma-separated): only images starting with one of the
-prefixes are injected; a PodDebugger with another image is reported (ImageNotAllowed).
+Besides the common flags (each also an ``OPSUITE_*`` environment variable, e.g.
+``OPSUITE_ALLOW_SYSADMIN_PROFILE=true``; a flag given wins):
+
+* ``--allowed-image-prefix PREFIX`` (repeatable; ``OPSUITE_ALLOWED_IMAGE_PREFIXES``,
+  comma-separated): only images under one of the prefixes are injected (compared as docker
+  references); a PodDebugger with another image is reported (ImageNotAllowed);
+* ``--allow-without-admission-policy``: inject even when the authorization admission policy
+  is not in force. Without it, nothing is injected until it is (PolicyMissing);
+* ``--allow-sysadmin-profile``: inject containers of profile sysadmin (privileged); without
+  it such a PodDebugger is reported (ProfileNotAllowed);
+* ``--admission-policy-name NAME``: the authorization policy to require (default: the one
+  the chart installs).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from opsuite_common.manager import run_operator
-from poddebugger_operator.handlers import setup
+from opsuite_common.options import _bool as parse_bool
+from opsuite_common.options import _env_name as env_name
+from poddebugger_operator.handlers import Settings, setup
+from poddebugger_operator.manifests import POLICY_NAME
 
 ENV_PREFIXES = "OPSUITE_ALLOWED_IMAGE_PREFIXES"
+_SWITCHES = ("--allow-without-admission-policy", "--allow-sysadmin-profile")
 
 
-def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(allowed image prefixes, the remaining arguments for the common flags)."""
+def split_args(
+    argv: Sequence[str], environ: Mapping[str, str] | None = None
+) -> tuple[Settings, list[str]]:
+    """(this operator's settings, the remaining arguments for the common flags)."""
+    env = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--allowed-image-prefix", action="append", default=[])
+    for switch in _SWITCHES:
+        default = parse_bool(env.get(env_name(switch), "false"))
+        parser.add_argument(switch, type=parse_bool, nargs="?", const=True, default=default)
+    policy_env = env_name("--admission-policy-name")
+    parser.add_argument("--admission-policy-name", default=env.get(policy_env, POLICY_NAME))
     known, rest = parser.parse_known_args(list(argv))
     prefixes = [p for p in known.allowed_image_prefix if p]
     if not prefixes:
-        prefixes = [p.strip() for p in os.environ.get(ENV_PREFIXES, "").split(",") if p.strip()]
-    return prefixes, rest
+        prefixes = [p.strip() for p in env.get(ENV_PREFIXES, "").split(",") if p.strip()]
+    settings = Settings(
+        allowed_prefixes=tuple(prefixes),
+        allow_without_admission_policy=known.allow_without_admission_policy,
+        allow_sysadmin_profile=known.allow_sysadmin_profile,
+        admission_policy_name=known.admission_policy_name,
+    )
+    return settings, rest
 
 
 def main() -> None:
     """Console entry point."""
-    prefixes, rest = split_args(sys.argv[1:])
+    settings, rest = split_args(sys.argv[1:])
     run_operator(
         "pod-debugger-operator",
         __doc__ or "",
-        functools.partial(setup, allowed_prefixes=prefixes),
+        lambda manager: setup(manager, settings),
         rest,
     )
 

@@ -1,7 +1,11 @@
 """PodDebugger wiring: two watches feed caches and enqueue PodDebuggers; one controller.
 
 * poddebuggers: the full objects, indexed by namespace;
-* pods: slim records (:func:`~poddebugger_operator.actions.slim_pod`), indexed by namespace.
+* pods: slim records (:func:`~poddebugger_operator.actions.slim_pod`), indexed by namespace;
+* validatingadmissionpolicies and validatingadmissionpolicybindings (read-only): whether the
+  authorization policy guards each PodDebugger (:mod:`~poddebugger_operator.gate`). A change
+  to the policy or to a binding of it enqueues every PodDebugger, so injection starts (or
+  stops) without a restart.
 
 A pod that appears, vanishes, or changes labels, phase or ephemeral containers enqueues the
 PodDebuggers of its namespace whose selector matches it (as it is or as it was): at once when
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +37,9 @@ from opsuite_common.status_pacer import STATUS_INTERVAL, StatusPacer
 from opsuite_common.store import JSON, ObjectKey, Store, by_namespace, object_key, status_only
 from poddebugger_operator import metrics
 from poddebugger_operator.actions import InjectionResult, Injector, slim_pod, write_status
+from poddebugger_operator.gate import admission_problem
 from poddebugger_operator.injected import Injected
+from poddebugger_operator.manifests import POLICY_NAME, admission_policy
 from poddebugger_operator.models import GROUP, KIND, PLURAL, VERSION
 from poddebugger_operator.reconcile import (
     InvalidSpecError,
@@ -44,6 +51,22 @@ from poddebugger_operator.reconcile import (
 
 CONTROLLER = "poddebugger"
 MAX_PENDING = 10_000
+ADMISSION_GROUP, ADMISSION_VERSION = "admissionregistration.k8s.io", "v1"
+POLICIES, BINDINGS = "validatingadmissionpolicies", "validatingadmissionpolicybindings"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The operator's own flags (see ``__main__``)."""
+
+    allowed_prefixes: tuple[str, ...] = ()
+    """Only images one of them admits are injected (none: any)."""
+    allow_without_admission_policy: bool = False
+    """Inject without the authorization admission policy (the opt-out)."""
+    allow_sysadmin_profile: bool = False
+    """Inject containers of profile sysadmin (privileged)."""
+    admission_policy_name: str = POLICY_NAME
+    """The authorization policy's name."""
 
 
 def _no_index(**_: Any) -> None:
@@ -60,13 +83,15 @@ def _pod_ref(pod: JSON) -> JSON:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod["metadata"]}
 
 
-def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
-    """Register the watches and the PodDebugger controller on ``manager``.
-
-    ``allowed_prefixes``: only images starting with one of them are injected (none: any).
-    """
-    prefixes = tuple(allowed_prefixes)
+def setup(manager: Manager, settings: Settings | None = None) -> None:
+    """Register the watches and the PodDebugger controller on ``manager`` (default
+    :class:`Settings` when None)."""
+    settings = settings or Settings()
+    expected = admission_policy()[0]
+    expected["metadata"]["name"] = settings.admission_policy_name
     debuggers = Store("poddebuggers", {"namespace": _namespace_index})
+    policies = Store(POLICIES)
+    bindings = Store(BINDINGS)
     injected = Injected()
     # Not filled by the transform: Injector fills the records it applies, and a second fill
     # would see the container it just put back as confirmed by the watch and drop it.
@@ -85,11 +110,18 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
             for entry in [k for k in seen if k[0] == key]:
                 seen.pop(entry, None)
             return None
+        admission = None
+        if not settings.allow_without_admission_policy:
+            policy = policies.get("", settings.admission_policy_name)
+            named = {} if policy is None else {settings.admission_policy_name: policy}
+            admission = admission_problem(debugger, named, bindings.items(), expected)
         actions = plan(
             debugger,
             pods.by_index("namespace", key[0]),
             datetime.now(UTC),
-            allowed_prefixes=prefixes,
+            allowed_prefixes=settings.allowed_prefixes,
+            admission=admission,
+            allow_sysadmin=settings.allow_sysadmin_profile,
             refused=injector.refused(key),
             waiting=injector.waiting(key),
         )
@@ -175,9 +207,31 @@ def setup(manager: Manager, allowed_prefixes: Sequence[str] = ()) -> None:
             [record] if old is None else [record, old], 0.0 if urgent else STATUS_INTERVAL
         )
 
-    for group, version, plural in ((GROUP, VERSION, PLURAL), ("", "v1", "pods")):
+    def enqueue_all() -> None:
+        for debugger in debuggers.items():
+            controller.enqueue(object_key(debugger))
+
+    def on_policy(event_type: str | None, obj: JSON, old: JSON | None) -> None:
+        if obj["metadata"].get("name") == settings.admission_policy_name:
+            enqueue_all()  # every PodDebugger's verdict may have changed
+
+    def on_binding(event_type: str | None, obj: JSON, old: JSON | None) -> None:
+        names = {(o.get("spec") or {}).get("policyName") for o in (obj, old or {})}
+        if settings.admission_policy_name in names:
+            enqueue_all()
+
+    watched = [(GROUP, VERSION, PLURAL), ("", "v1", "pods")]
+    if not settings.allow_without_admission_policy:
+        watched += [(ADMISSION_GROUP, ADMISSION_VERSION, p) for p in (POLICIES, BINDINGS)]
+    for group, version, plural in watched:
         kopf.on.index(group, version, plural, registry=manager.registry, id=f"listed-{plural}")(
             _no_index
         )
     manager.watch(GROUP, VERSION, PLURAL, store=debuggers, on_event=on_debugger)
     manager.watch("", "v1", "pods", store=pods, on_event=on_pod)
+    if not settings.allow_without_admission_policy:
+        for plural, store, handler in (
+            (POLICIES, policies, on_policy),
+            (BINDINGS, bindings, on_binding),
+        ):
+            manager.watch(ADMISSION_GROUP, ADMISSION_VERSION, plural, store=store, on_event=handler)

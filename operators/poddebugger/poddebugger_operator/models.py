@@ -107,7 +107,7 @@ class PodDebuggerSpec(KubeModel):
     """Security profile, as kubectl debug --profile sets the container's securityContext:
     restricted (default: non-root, no capabilities, no privilege escalation, RuntimeDefault
     seccomp), baseline (none), general (SYS_PTRACE), netadmin (NET_ADMIN, NET_RAW) or sysadmin
-    (privileged)."""
+    (privileged: refused unless the operator runs with --allow-sysadmin-profile)."""
     run_as_user: int | None = Field(
         default=None, ge=0, le=MAX_USER_ID, json_schema_extra={"format": "int64"}
     )
@@ -198,10 +198,13 @@ class PodDebuggerStatus(KubeModel):
     spec and each is Running or Terminated with exit code 0 (NoMatchingPods when none
     match); False while some are being created or not reported yet (Starting), when one
     failed (ContainerFailed), when the API server refused some (InjectionFailed), or when
-    nothing can be done (InvalidSpec, ImageNotAllowed). Degraded: True with ContainerFailed
-    (a debug container of the current spec Waiting with an error reason or Terminated with a
-    non-zero exit code: pods, containers and the kubelet's reasons in the message),
-    InjectionFailed, InvalidSpec or ImageNotAllowed; else False (AsExpected)."""
+    nothing is to be done (InvalidSpec; PolicyMissing: the authorization admission policy is
+    not in force, or was not when the PodDebugger was created; ProfileNotAllowed: profile
+    sysadmin without the operator's consent; ImageNotAllowed). Degraded: True with
+    ContainerFailed (a debug container of the current spec Waiting with an error reason or
+    Terminated with a non-zero exit code: pods, containers and the kubelet's reasons in the
+    message), InjectionFailed, InvalidSpec, PolicyMissing, ProfileNotAllowed or
+    ImageNotAllowed; else False (AsExpected)."""
 
 
 IMAGE_POLICY_KIND = "DebugImagePolicy"
@@ -215,8 +218,9 @@ class DebugImagePolicySpec(KubeModel):
     allowed_prefixes: list[Annotated[str, Field(min_length=1, max_length=255)]] = Field(
         default_factory=list, max_length=MAX_ALLOWED_PREFIXES
     )
-    """Image prefixes a PodDebugger's image must start with (e.g. registry.example.com/debug/);
-    empty allows every image."""
+    """Image prefixes a PodDebugger's image must be under (e.g. registry.example.com/debug/ or
+    busybox), compared as docker references on a path component boundary: busybox admits
+    docker.io/library/busybox:1, not busybox.attacker.io/x. Empty allows every image."""
 
 
 class DebugImagePolicyStatus(KubeModel):

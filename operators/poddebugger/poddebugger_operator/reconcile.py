@@ -45,6 +45,7 @@ from pydantic import ValidationError
 
 from opsuite_common.conditions import set_condition
 from opsuite_common.kube_model import ConditionStatus
+from poddebugger_operator import images
 from poddebugger_operator.models import (
     CONTAINER_PREFIX,
     MAX_FAILED_PODS,
@@ -71,6 +72,20 @@ AS_EXPECTED = "AsExpected"
 INVALID_SPEC = "InvalidSpec"
 INJECTION_FAILED = "InjectionFailed"
 IMAGE_NOT_ALLOWED = "ImageNotAllowed"
+POLICY_MISSING = "PolicyMissing"
+PROFILE_NOT_ALLOWED = "ProfileNotAllowed"
+PRIVILEGED_PROFILE = "sysadmin"
+POLICY_FIX = (
+    "nothing is injected until it is: install the chart with admissionPolicy.enabled=true (or "
+    "apply its templates/admission-policy.yaml, see docs/poddebugger.md), or accept the risk "
+    "that whoever may edit PodDebuggers runs images in the namespace's pods by starting the "
+    "operator with --allow-without-admission-policy (chart value allowWithoutAdmissionPolicy)"
+)
+SYSADMIN_FIX = (
+    "profile sysadmin (a privileged container) is not allowed by this operator: choose another "
+    "profile, or start the operator with --allow-sysadmin-profile (chart value "
+    "allowSysadminProfile)"
+)
 REJECTED = "Rejected"
 HASH_LENGTH = 10
 """Hex digits of the container spec's hash, the end of every container name."""
@@ -345,7 +360,8 @@ class Outcome:
     """What the status reports."""
 
     blocked: tuple[str, str] | None = None
-    """(reason, message) when nothing can be done (InvalidSpec)."""
+    """(reason, message) when nothing is to be done (InvalidSpec, PolicyMissing,
+    ProfileNotAllowed, ImageNotAllowed)."""
     container: str = ""
     """The name the current container is given."""
     current: frozenset[str] = frozenset()
@@ -414,24 +430,26 @@ def _order(pod: Mapping[str, Any]) -> tuple[str, str]:
     return str(meta.get("creationTimestamp") or ""), str(meta.get("name"))
 
 
-def image_allowed(image: str, allowed_prefixes: Sequence[str]) -> bool:
-    """Whether ``image`` starts with one of ``allowed_prefixes`` (no prefixes: any image)."""
-    return not allowed_prefixes or any(image.startswith(p) for p in allowed_prefixes)
-
-
 def plan(
     debugger: Mapping[str, Any],
     pods: Iterable[Mapping[str, Any]],
     now: datetime,
     *,
     allowed_prefixes: Sequence[str] = (),
+    admission: str | None = None,
+    allow_sysadmin: bool = False,
     refused: Mapping[str, Failure] | None = None,
     waiting: Collection[str] = (),
 ) -> Plan:
     """Plan one reconcile of ``debugger`` over cached ``pods`` (any namespace).
 
+    ``admission``: why the authorization admission policy is not known to guard the debugger
+    (:func:`~poddebugger_operator.gate.admission_problem`): it injects nothing and is reported
+    (PolicyMissing). Without ``allow_sysadmin`` (the operator's --allow-sysadmin-profile), a
+    debugger with profile sysadmin injects nothing and is reported (ProfileNotAllowed).
     ``allowed_prefixes`` (the operator's --allowed-image-prefix): when given, a debugger whose
-    image starts with none of them injects nothing and is reported (ImageNotAllowed).
+    image none of them admits (:func:`~poddebugger_operator.images.allowed`) injects nothing and
+    is reported (ImageNotAllowed).
     ``refused``: refusals by pod uid not in the status yet (they count as those in it);
     ``waiting``: uids of pods whose last injection failed for a transient reason and that are
     not to be tried again yet (they keep their place under maxPods).
@@ -443,12 +461,19 @@ def plan(
     except InvalidSpecError as error:
         outcome = Outcome(blocked=(INVALID_SPEC, str(error)))
         return Plan(outcome, status_patch=status_patch(debugger, outcome, now))
-    if not image_allowed(spec.image, allowed_prefixes):
-        message = (
-            f"image {spec.image} is not allowed: the operator only injects images starting with "
-            + ", ".join(allowed_prefixes)
+    blocked: tuple[str, str] | None = None
+    if admission is not None:
+        blocked = (POLICY_MISSING, f"{admission}; {POLICY_FIX}")
+    elif spec.profile == PRIVILEGED_PROFILE and not allow_sysadmin:
+        blocked = (PROFILE_NOT_ALLOWED, SYSADMIN_FIX)
+    elif not images.allowed(spec.image, allowed_prefixes):
+        blocked = (
+            IMAGE_NOT_ALLOWED,
+            f"image {spec.image} is not allowed: the operator only injects images under "
+            + ", ".join(allowed_prefixes),
         )
-        outcome = Outcome(blocked=(IMAGE_NOT_ALLOWED, message), image=spec.image)
+    if blocked is not None:
+        outcome = Outcome(blocked=blocked, image=spec.image)
         return Plan(outcome, status_patch=status_patch(debugger, outcome, now))
     name = container_name(str(meta["name"]), spec)
     legacy = legacy_container_name(str(meta["name"]), spec)

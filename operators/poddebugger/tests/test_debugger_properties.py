@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import re
@@ -22,10 +23,12 @@ from poddebugger_operator.reconcile import (
     ephemeral_names,
     is_live,
     parse_spec,
-    plan,
 )
+from poddebugger_operator.reconcile import plan as plan_with_settings
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+plan = functools.partial(plan_with_settings, allow_sysadmin=True)
+"""These properties hold for every profile; refusing sysadmin is tested in test_debugger_gate."""
 FAST = settings(max_examples=150, deadline=None)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 

@@ -191,16 +191,13 @@ def test_images_outside_the_allowed_prefixes_are_not_injected() -> None:
     assert [i.pod_name for i in allowed.injections] == ["a"]
 
 
-def test_allowed_image_prefix_flag_is_repeatable_and_the_rest_goes_to_the_common_flags(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv(ENV_PREFIXES, raising=False)
-    prefixes, rest = split_args(
-        ["--allowed-image-prefix=busybox", "--namespace=x", "--allowed-image-prefix", "reg/"]
+def test_allowed_image_prefix_flag_is_repeatable_and_the_rest_goes_to_the_common_flags() -> None:
+    settings, rest = split_args(
+        ["--allowed-image-prefix=busybox", "--namespace=x", "--allowed-image-prefix", "reg/"], {}
     )
-    assert (prefixes, rest) == (["busybox", "reg/"], ["--namespace=x"])
-    monkeypatch.setenv(ENV_PREFIXES, "a/, b/")
-    assert split_args([]) == (["a/", "b/"], [])
+    assert (settings.allowed_prefixes, rest) == (("busybox", "reg/"), ["--namespace=x"])
+    settings, rest = split_args([], {ENV_PREFIXES: "a/, b/"})
+    assert (settings.allowed_prefixes, rest) == (("a/", "b/"), [])
 
 
 def test_image_allowlist_policy_is_a_policy_binding_and_a_cluster_scoped_param() -> None:
