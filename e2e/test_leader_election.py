@@ -301,6 +301,20 @@ def fence_log(proc: OperatorProcess) -> str:
     )
 
 
+def fence_closed(proc: OperatorProcess) -> tuple[float, int]:
+    """When ``proc``'s write fence closed (Unix time, from its log) and how many writes it had
+    in flight then."""
+    pattern = re.compile(
+        r"^(?P<at>\S+ \S+) INFO +opsuite_common\.fence: "
+        r"write fence closed.*\((?P<n>\d+) in flight\)$",
+        re.MULTILINE,
+    )
+    match = pattern.search(proc.log_path.read_text(errors="replace"))
+    assert match is not None, proc.log_tail()
+    at = datetime.strptime(match.group("at"), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    return at, int(match.group("n"))
+
+
 def own_identity(api: client.ApiClient, cluster: Cluster, namespace: str, name: str) -> Path:
     """A ServiceAccount ``name`` with a Role ``name`` of its own in ``namespace`` holding what
     the operator needs there (the chart ClusterRole's rules, and Leases), so that a test can
@@ -518,6 +532,15 @@ def test_leader_exits_when_its_lease_is_taken(
     podsets.create(podset("web", 2))
     podsets.wait_running("app=web", 2)
     podsets.wait_status("web", replicas=2, readyReplicas=2)
+    # The lease is taken in the middle of a burst of creates.
+    podsets.patch("web", {"spec": {"replicas": BURST}})
+    wait_until(
+        lambda: len(podsets.pods("app=web")),
+        lambda n: n >= 20,
+        timeout=30,
+        interval=0.05,
+        what="the burst under way",
+    )
 
     # Take the lease with the current resourceVersion, under a User-Agent of our own.
     with cluster.api_client() as thief_api:
@@ -558,13 +581,23 @@ def test_leader_exits_when_its_lease_is_taken(
     ]
     assert len(takeover) == 1, takeover
     taken = parse_time(takeover[0]["stageTimestamp"])
-    after = [
+    writes = [
         w
         for w in operator_writes(audit_log, {namespace, lease_namespace}, lease_id)
-        if w["identity"] == "a" and w["completed"] > taken
+        if w["identity"] == "a" and w["received"] >= started
     ]
-    # Only a renewal attempt may follow, and it must be refused (stale resourceVersion).
-    assert all(w["is_lease"] and w["code"] == 409 for w in after), after
+    # Of the Lease, only a renewal attempt may follow, and it must be refused.
+    after = [w for w in writes if w["is_lease"] and w["completed"] > taken]
+    assert all(w["code"] == 409 for w in after), after
+    # The leader knew when its fence closed (its log, same clock as the API server's on this
+    # machine): only the writes it had in flight then may reach the API server afterwards.
+    closed_at, in_flight = fence_closed(leader)
+    late = [w for w in writes if not w["is_lease"] and w["received"] > closed_at]
+    print(
+        f"knew {closed_at - taken:.2f} s after the takeover; {in_flight} writes in flight, "
+        f"{len(late)} received after"
+    )
+    assert len(late) <= in_flight, late
 
 
 def test_a_leader_whose_watch_dies_steps_down_and_the_standby_takes_over(
