@@ -37,7 +37,7 @@ cluster-down: ## Stop the local control plane and remove its data
 	python3 hack/localplane.py down
 
 ##@ Development
-.PHONY: run manifests bundle verify lint typecheck unit e2e e2e-in-cluster e2e-olm chaos test bench
+.PHONY: run manifests bundle verify lint typecheck unit e2e e2e-in-cluster e2e-olm chaos test bench bench-probes
 run: deps ## Bring up the plane (unless KUBECONFIG is set), run all operators with samples
 	$(PY) hack/run.py
 
@@ -107,3 +107,6 @@ test: lint typecheck unit verify e2e ## Everything CI checks (the e2e suite with
 
 bench: deps ## Benchmarks (bench/) against references run alongside, then bench/README.md's report
 	$(PY) -m bench all
+
+bench-probes: deps ## /healthz and /readyz latency under a PodSet 0->500->0 load (KUBECONFIG=... for another cluster)
+	$(PY) -m bench probes --rounds 2 $(if $(KUBECONFIG),--kubeconfig $(KUBECONFIG))

@@ -1,9 +1,10 @@
-"""``python -m bench [podset|configmapsync|poddebugger|scale|all|report] [flags]``.
+"""``python -m bench [podset|configmapsync|poddebugger|scale|probes|all|report] [flags]``.
 
 Starts the local control plane when it is down, runs the chosen benchmark (default: the
 PodSet-vs-ReplicaSet one), prints a table and writes .local/measurements/bench-<name>.json.
 ``all`` runs the four and then ``report``, which rebuilds bench/README.md's generated sections
-and bench/charts/ from the saved JSON (no cluster needed).
+and bench/charts/ from the saved JSON (no cluster needed). ``probes`` (probe latency under a
+PodSet 0 -> N -> 0 load) runs against ``--kubeconfig`` and never starts the plane.
 Exits 0 when the run completed (targets missed or not, the report says), 1 with ``--strict``
 when a target was missed, 2 on an error, 130 when interrupted.
 """
@@ -25,7 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import operator_bench, plane, readme, scale
+from bench import operator_bench, plane, probes, readme, scale
 from bench.podset_vs_replicaset import Config, run
 from bench.report import summarize, table, write_json
 
@@ -47,7 +48,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "benchmark",
         nargs="?",
         default="podset",
-        choices=["podset", "configmapsync", "poddebugger", "scale", "all", "report"],
+        choices=["podset", "configmapsync", "poddebugger", "scale", "probes", "all", "report"],
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        default=str(plane.KUBECONFIG),
+        help="probes: the cluster to run against (default: the local plane's; never started).",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.2,
+        help="probes: seconds between two probes of one endpoint (default 0.2).",
     )
     parser.add_argument(
         "--quiet-window",
@@ -203,6 +215,8 @@ def run_one(args: argparse.Namespace) -> int:
     """Run one benchmark; its exit status."""
     if args.benchmark == "scale":
         return scale.main(args, environment)
+    if args.benchmark == "probes":
+        return probes.main(args, environment)
     if args.benchmark != "podset":
         return operator_bench.main(args, environment)
     config = Config(

@@ -38,8 +38,8 @@ def _readyz(port: int) -> int:
 class OperatorProcess:
     """An operator console script (from this virtualenv) with its health endpoint.
 
-    Its identity (``POD_NAME``) is "bench", so its User-Agent reads "<name>/<version> (bench)"
-    in the audit log; metrics are off; logs go to ``log_path``.
+    Its identity (``POD_NAME``) is "bench" unless ``env`` says otherwise, so its User-Agent
+    reads "<name>/<version> (bench)" in the audit log; metrics are off; logs go to ``log_path``.
     """
 
     def __init__(
@@ -67,7 +67,7 @@ class OperatorProcess:
     def start(self, ready_timeout: float = 60.0) -> OperatorProcess:
         """Start the process and wait until its /readyz answers 200."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("OPSUITE_")}
-        env.update(KUBECONFIG=str(self.kubeconfig), POD_NAME="bench", **self.extra_env)
+        env.update({"KUBECONFIG": str(self.kubeconfig), "POD_NAME": "bench"} | self.extra_env)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(

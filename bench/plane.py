@@ -36,10 +36,10 @@ def ensure_up(fake_nodes: int | None = None) -> None:
     subprocess.run(localplane, check=True, env=env)
 
 
-def api_client() -> client.ApiClient:
+def api_client(kubeconfig: Path = KUBECONFIG) -> client.ApiClient:
     """An admin client whose requests the audit log shows as the benchmark's."""
     configuration = client.Configuration()
-    config.load_kube_config(config_file=str(KUBECONFIG), client_configuration=configuration)  # type: ignore[no-untyped-call]
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = 16
     api = client.ApiClient(configuration)
     api.user_agent = USER_AGENT

@@ -37,9 +37,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Cluster:
-    """The cluster under test (E2E_KUBECONFIG, kind when Docker runs, else the local plane)."""
+    """The cluster under test (E2E_KUBECONFIG, kind when Docker runs, else the local plane).
+
+    With E2E_KUBECONFIG, E2E_AUDIT_LOG names the cluster's audit log where this machine can
+    read it (the local plane's ``.local/audit.log`` of another checkout, say): the tests that
+    prove things from the audit log then run instead of skipping."""
     if explicit := os.environ.get("E2E_KUBECONFIG"):
-        return Cluster("external", Path(explicit), None)
+        audit_log = os.environ.get("E2E_AUDIT_LOG")
+        return Cluster("external", Path(explicit), Path(audit_log) if audit_log else None)
     if docker_available():
         kind_cluster = request.getfixturevalue("kind_cluster")
         return Cluster("kind", Path(kind_cluster.kubeconfig_path), None)

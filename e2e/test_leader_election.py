@@ -2,8 +2,10 @@
 
 Only the holder of the coordination.k8s.io/v1 Lease reconciles; a standby is ready and takes
 over when the leader is killed (after the lease expires) or stops (at once: it releases the
-lease); a leader whose lease is taken away exits 1. The audit log shows that no two processes
-ever write at the same time.
+lease); a leader whose lease is taken away exits 1; a leader whose watch dies (its RBAC for pods
+revoked) steps down and a standby takes over. The audit log shows that no two processes ever
+write at the same time, and that a leader's writes, even in the middle of a burst, are all
+answered before it releases the Lease (#16, items 7 and 9).
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from e2e.charts import RELEASE_NAMESPACE
+from e2e.charts import RELEASE_NAMESPACE, token_kubeconfig
 from e2e.cluster import ROOT, Cluster, flush_audit_log, wait_until
 from e2e.operators import OperatorProcess, operator_env, wait_exit
 from e2e.podset_support import PodSets, install_crd, podset
+from opsuite_common.kopf_settings import watch_dead_after
+from opsuite_common.manager import WATCHDOG_PERIOD
 from podset_operator.manifests import CHART_SPEC as PODSET_CHART
 
 pytestmark = pytest.mark.local_operators("runs several operator processes and kills them")
@@ -47,6 +51,15 @@ KILL_FAILOVER_FLOOR = LEASE_DURATION - RETRY_PERIOD - 0.5
 # On SIGTERM the leader releases the Lease and a standby takes over at once.
 TERM_FAILOVER_BOUND = 3.0
 POLL_SLACK = 0.5  # Lease polling every 0.1 s, request latency on a 2-core machine
+# A leader whose pods watch is refused (403) steps down once the stream has been silent for
+# watch_dead_after(--watch-timeout): the open stream runs out within the watch timeout, then
+# kopf's retries of the refused request (54 s) end its watcher. It releases the Lease and the
+# standby takes over at once.
+WATCH_TIMEOUT = 5.0
+WATCH_DEAD_AFTER = watch_dead_after(WATCH_TIMEOUT)
+WATCH_DEATH_FLOOR = WATCH_DEAD_AFTER - WATCH_TIMEOUT - 1
+WATCH_DEATH_BOUND = WATCH_TIMEOUT + WATCH_DEAD_AFTER + WATCHDOG_PERIOD + TERM_FAILOVER_BOUND
+BURST = 120  # replicas a leader is creating when it is stopped
 
 LEASE_GROUP, LEASE_VERSION = "coordination.k8s.io", "v1"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
@@ -92,8 +105,8 @@ def fleet(
 
 def audit_log_or_skip(cluster: Cluster) -> Path:
     """The audit log; skips the rest of the test where it cannot be read."""
-    if cluster.kind != "local" or cluster.audit_log is None:
-        pytest.skip(f"needs the local plane's audit log; the cluster is {cluster.kind}")
+    if cluster.audit_log is None:
+        pytest.skip(f"needs the cluster's audit log (E2E_AUDIT_LOG); the cluster is {cluster.kind}")
     return cluster.audit_log
 
 
@@ -109,7 +122,10 @@ class Fleet:
         self.log_dir = log_dir
         self.procs: dict[str, OperatorProcess] = {}
 
-    def start(self, pod_name: str) -> OperatorProcess:
+    def start(self, pod_name: str, *args: str, kubeconfig: Path | None = None) -> OperatorProcess:
+        env = operator_env(self.cluster, "podset-operator", POD_NAME=pod_name)
+        if kubeconfig is not None:
+            env["KUBECONFIG"] = str(kubeconfig)
         proc = OperatorProcess(
             "podset-operator",
             [
@@ -117,9 +133,10 @@ class Fleet:
                 f"--leader-election-namespace={self.lease_namespace}",
                 f"--leader-election-id={self.lease_id}",
                 f"--namespace={self.namespace}",
+                *args,
             ],
             self.log_dir / f"podset-operator-{pod_name}.log",
-            operator_env(self.cluster, "podset-operator", POD_NAME=pod_name),
+            env,
         ).start()
         self.procs[pod_name] = proc
         return proc
@@ -264,6 +281,81 @@ def operator_writes(audit_log: Path, namespaces: set[str], lease_id: str) -> lis
     return writes
 
 
+def assert_answered_before_release(writes: list[dict[str, Any]], identity: str) -> float:
+    """Every write of ``identity`` was answered before the API server received its release of
+    the Lease (its last successful Lease write): the fence let nothing leave after leadership
+    ended and the writes in flight were drained first. The release's receipt time."""
+    mine = [w for w in writes if w["identity"] == identity]
+    released: float = max(w["received"] for w in mine if w["is_lease"] and w["code"] == 200)
+    late = [w for w in mine if not w["is_lease"] and w["completed"] >= released]
+    assert not late, f"{identity} wrote after releasing the Lease at {released}: {late}"
+    return released
+
+
+def fence_log(proc: OperatorProcess) -> str:
+    """The write fence's log lines: when it closed, how many writes were in flight, refused."""
+    return "\n".join(
+        line
+        for line in proc.log_path.read_text(errors="replace").splitlines()
+        if "opsuite_common.fence" in line
+    )
+
+
+def fence_closed(proc: OperatorProcess) -> tuple[float, int]:
+    """When ``proc``'s write fence closed (Unix time, from its log) and how many writes it had
+    in flight then."""
+    pattern = re.compile(
+        r"^(?P<at>\S+ \S+) INFO +opsuite_common\.fence: "
+        r"write fence closed.*\((?P<n>\d+) in flight\)$",
+        re.MULTILINE,
+    )
+    match = pattern.search(proc.log_path.read_text(errors="replace"))
+    assert match is not None, proc.log_tail()
+    at = datetime.strptime(match.group("at"), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    return at, int(match.group("n"))
+
+
+def own_identity(api: client.ApiClient, cluster: Cluster, namespace: str, name: str) -> Path:
+    """A ServiceAccount ``name`` with a Role ``name`` of its own in ``namespace`` holding what
+    the operator needs there (the chart ClusterRole's rules, and Leases), so that a test can
+    revoke some of it for one process alone: its kubeconfig. Nothing cluster-scoped."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    rules = [
+        api.sanitize_for_serialization(rule)
+        for rule in rbac.read_cluster_role(PODSET_CHART.name).rules or []
+    ]
+    rules.append(
+        {
+            "apiGroups": [LEASE_GROUP],
+            "resources": ["leases"],
+            "verbs": ["create", "get", "update", "watch"],
+        }
+    )
+    client.CoreV1Api(api).create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+    )
+    return token_kubeconfig(cluster, api, namespace, name)
+
+
+def revoke_pods(api: client.ApiClient, namespace: str, role: str) -> None:
+    """Take every permission on pods out of ``role``."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    current = rbac.read_namespaced_role(role, namespace)
+    kept = [
+        api.sanitize_for_serialization(r)
+        for r in current.rules
+        if "pods" not in (r.resources or [])
+    ]
+    rbac.patch_namespaced_role(role, namespace, {"rules": kept})
+
+
 def record_measurements(run: dict[str, Any]) -> None:
     """Write the latest run, with the earlier ones, to .local/measurements/leader-failover.json."""
     try:
@@ -294,6 +386,7 @@ def test_one_leader_reconciles_and_fails_over(
     lease_id: str,
     fleet: Fleet,
 ) -> None:
+    started = time.time()  # the Lease may be shared with earlier tests (and runs)
     leases = Leases(api, lease_namespace, lease_id)
     podsets = PodSets(api, namespace)
     intervals: dict[str, list[float]] = {}  # identity -> [start, end] of its leadership
@@ -311,7 +404,6 @@ def test_one_leader_reconciles_and_fails_over(
     lead_started(first)
     for proc in procs.values():
         proc.wait_ready()  # the standby too
-    assert procs[second].readyz()[0] == 200
     wait_until(
         lambda: (master_status(procs[first], lease_id), master_status(procs[second], lease_id)),
         lambda s: s == (1.0, 0.0),
@@ -351,6 +443,16 @@ def test_one_leader_reconciles_and_fails_over(
         lambda: master_status(procs["c"], lease_id), lambda s: s == 0.0, timeout=10, what="0"
     )
     assert leases.holder() == second
+    # Stopped in the middle of a burst of creates: the writes in flight must be answered
+    # before the Lease is released, and none may leave after (checked in the audit log below).
+    podsets.patch("web", {"spec": {"replicas": BURST}})
+    wait_until(
+        lambda: len(podsets.pods("app=web")),
+        lambda n: n >= 20,
+        timeout=30,
+        interval=0.05,
+        what="the burst under way",
+    )
     termed_at = time.time()
     procs[second].signal(signal.SIGTERM)
     seen = watch_handover(leases, procs[second], second, "c", timeout=30)
@@ -369,9 +471,10 @@ def test_one_leader_reconciles_and_fails_over(
     assert code == 0, fleet.logs()
     assert exited_after <= 5, fleet.logs()
     assert term_failover <= TERM_FAILOVER_BOUND, fleet.logs()
+    print(fence_log(procs[second]))
     podsets.patch("web", {"spec": {"replicas": 1}})
-    podsets.wait_running("app=web", 1)
-    podsets.wait_status("web", replicas=1, readyReplicas=1)
+    podsets.wait_running("app=web", 1, timeout=120)
+    podsets.wait_status("web", replicas=1, readyReplicas=1, timeout=120)
 
     record_measurements(
         {
@@ -389,7 +492,14 @@ def test_one_leader_reconciles_and_fails_over(
     intervals["c"][1] = time.time()
     audit_log = audit_log_or_skip(cluster)
     flush_audit_log(cluster, api)
-    writes = [w for w in operator_writes(audit_log, {namespace}, lease_id) if not w["is_lease"]]
+    all_writes = [
+        w
+        for w in operator_writes(audit_log, {namespace, lease_namespace}, lease_id)
+        if w["received"] >= started
+    ]
+    for identity in (second, "c"):  # stopped with SIGTERM: released the Lease
+        assert_answered_before_release(all_writes, identity)
+    writes = [w for w in all_writes if not w["is_lease"]]
     by_identity: dict[str, list[dict[str, Any]]] = {}
     for w in writes:
         by_identity.setdefault(w["identity"], []).append(w)
@@ -422,6 +532,15 @@ def test_leader_exits_when_its_lease_is_taken(
     podsets.create(podset("web", 2))
     podsets.wait_running("app=web", 2)
     podsets.wait_status("web", replicas=2, readyReplicas=2)
+    # The lease is taken in the middle of a burst of creates.
+    podsets.patch("web", {"spec": {"replicas": BURST}})
+    wait_until(
+        lambda: len(podsets.pods("app=web")),
+        lambda n: n >= 20,
+        timeout=30,
+        interval=0.05,
+        what="the burst under way",
+    )
 
     # Take the lease with the current resourceVersion, under a User-Agent of our own.
     with cluster.api_client() as thief_api:
@@ -462,10 +581,76 @@ def test_leader_exits_when_its_lease_is_taken(
     ]
     assert len(takeover) == 1, takeover
     taken = parse_time(takeover[0]["stageTimestamp"])
-    after = [
+    writes = [
         w
         for w in operator_writes(audit_log, {namespace, lease_namespace}, lease_id)
-        if w["identity"] == "a" and w["completed"] > taken
+        if w["identity"] == "a" and w["received"] >= started
     ]
-    # Only a renewal attempt may follow, and it must be refused (stale resourceVersion).
-    assert all(w["is_lease"] and w["code"] == 409 for w in after), after
+    # Of the Lease, only a renewal attempt may follow, and it must be refused.
+    after = [w for w in writes if w["is_lease"] and w["completed"] > taken]
+    assert all(w["code"] == 409 for w in after), after
+    # The leader knew when its fence closed (its log, same clock as the API server's on this
+    # machine): only the writes it had in flight then may reach the API server afterwards.
+    closed_at, in_flight = fence_closed(leader)
+    late = [w for w in writes if not w["is_lease"] and w["received"] > closed_at]
+    print(
+        f"knew {closed_at - taken:.2f} s after the takeover; {in_flight} writes in flight, "
+        f"{len(late)} received after"
+    )
+    assert len(late) <= in_flight, late
+
+
+def test_a_leader_whose_watch_dies_steps_down_and_the_standby_takes_over(
+    cluster: Cluster, api: client.ApiClient, namespace: str, crd: None, tmp_path: Path
+) -> None:
+    """#16, item 7. The leader's own ServiceAccount loses its RBAC for pods: its pods watch is
+    refused when it reconnects (kopf retries, then its watcher dies) and goes silent, while
+    the Lease renewals go on. Past watch_dead_after the leader steps down: it releases the
+    Lease (its writes all answered first) and exits 1; the standby, whose RBAC is intact,
+    takes over at once and reconciles."""
+    started = time.time()
+    lease_id = f"podset-e2e-{uuid.uuid4().hex[:8]}"
+    fleet = Fleet(cluster, namespace, (namespace, lease_id), tmp_path)
+    leases = Leases(api, namespace, lease_id)
+    podsets = PodSets(api, namespace)
+    flags = (f"--watch-timeout={WATCH_TIMEOUT:g}",)
+    try:
+        leader = fleet.start("a", *flags, kubeconfig=own_identity(api, cluster, namespace, "a"))
+        wait_holder(leases, {"a"}, timeout=60)
+        standby = fleet.start("b", *flags, kubeconfig=own_identity(api, cluster, namespace, "b"))
+        leader.wait_ready()
+        standby.wait_ready()
+        podsets.create(podset("web", 2))
+        podsets.wait_running("app=web", 2)
+        podsets.wait_status("web", replicas=2, readyReplicas=2)
+
+        revoke_pods(api, namespace, "a")
+        revoked_at = time.time()
+        _, took_over_at = wait_holder(leases, {"b"}, timeout=WATCH_DEATH_BOUND + 15)
+        took_over = took_over_at - revoked_at
+        code = wait_exit(leader, timeout=10)
+        print(f"\nwatch death: a stepped down, b leading {took_over:.1f} s after the revocation")
+        print(fence_log(leader))
+        log = leader.log_path.read_text(errors="replace")
+        assert code == 1, leader.log_tail()
+        dead = f"watch dead (silent for over {WATCH_DEAD_AFTER:.0f} s): pods in {namespace}"
+        assert dead in log, log[-3000:]
+        assert "released lease" in log, leader.log_tail()
+        assert WATCH_DEATH_FLOOR <= took_over <= WATCH_DEATH_BOUND + POLL_SLACK, fleet.logs()
+
+        podsets.patch("web", {"spec": {"replicas": 3}})
+        podsets.wait_running("app=web", 3)
+        podsets.wait_status("web", replicas=3, readyReplicas=3)
+        assert standby.alive()
+    finally:
+        fleet.stop_all()
+
+    audit_log = audit_log_or_skip(cluster)
+    flush_audit_log(cluster, api)
+    writes = [
+        w for w in operator_writes(audit_log, {namespace}, lease_id) if w["received"] >= started
+    ]
+    released = assert_answered_before_release(writes, "a")
+    assert not [
+        w for w in writes if w["identity"] == "b" and not w["is_lease"] and w["received"] < released
+    ]

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from opsuite_common.fence import WriteFenced
 from opsuite_common.metrics import ReconcileMetrics, WorkQueueMetrics
 from opsuite_common.store import ObjectKey
 from opsuite_common.workqueue import ShutDown, WorkQueue
@@ -80,6 +81,10 @@ class Controller:
                 result = await self._reconcile(key) or Result()
                 outcome.requeue = result.requeue
                 outcome.requeue_after = result.requeue_after or 0.0
+        except WriteFenced as exc:
+            # Leadership ended during the reconcile; the worker is about to be cancelled.
+            log.info("reconcile %s/%s stopped: %s", *key, exc, extra={"controller": self.name})
+            return
         except TerminalError as exc:
             log.error("reconcile %s/%s: %s", *key, exc, extra={"controller": self.name})
             self.queue.forget(key)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
+from opsuite_common.fence import WriteFenced
 from opsuite_common.kube import ApiException, resource_path
 
 __all__ = ["EventRecorder", "EventSink", "EventType", "object_reference"]
@@ -307,8 +308,8 @@ class EventRecorder:
     def _written(self, entry: _Entry, future: asyncio.Future[JSON]) -> None:
         self._in_flight.discard(future)
         entry.in_flight = None
-        if future.cancelled():
-            return
+        if future.cancelled() or isinstance(future.exception(), WriteFenced):
+            return  # shutting down, or no longer leading: never sent
         error = future.exception()
         if error is None:
             entry.created = True

@@ -8,11 +8,14 @@ annotation, progress and finalizers on the watched object: a write to objects we
 
 Watch health: each watch request asks the API server to end it after ``server_timeout``, and
 kopf reconnects when a stream has been silent for ``inactivity_timeout`` (kopf #957, #1276).
-:func:`track_watch_activity` records, per resource, the time of every event or bookmark and of
-every watch request the API server ended cleanly, and ``/readyz`` fails when a watch has shown
-none of these for twice the watch timeout. Bookmarks alone are not enough: the API server sends
-one only when its watch cache has moved past the watch's resourceVersion, so on a quiet cluster
-(no change to that resource anywhere) a healthy watch gets none at all.
+:func:`track_watch_activity` records, per watch stream (resource and namespace), the time of
+every event or bookmark and of every watch request the API server ended cleanly, and
+``/readyz`` fails when a stream has shown none of these for twice the watch timeout.
+Bookmarks alone are not enough: the API server sends one only when its watch cache has moved
+past the watch's resourceVersion, so on a quiet cluster (no change to that resource anywhere) a
+healthy watch gets none at all. A stream silent for :func:`watch_dead_after` is dead: kopf's
+own reconnects have failed, or its watcher task is gone (kopf never restarts a watcher that
+failed, on a 403 for instance); the manager then fails ``/healthz`` and steps down.
 
 Event delivery: :func:`route_watch_events` hands each event of kopf's watch stream straight to
 the operator's handler, skipping kopf's per-object workers and cause detection.
@@ -24,7 +27,7 @@ import importlib.metadata
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +42,19 @@ from opsuite_common.options import ManagerOptions
 KOPF_SERIES = "1.45"
 """The kopf release series whose internals the patches below are written for (pyproject.toml
 pins the same)."""
+
+
+INACTIVITY_GRACE = 15.0
+"""kopf reconnects a watch stream silent for the watch timeout plus this."""
+CONNECT_TIMEOUT = 10.0
+"""Seconds a watch (or any request) may take to connect."""
+
+
+def watch_dead_after(watch_timeout: float) -> float:
+    """Silence (s) after which a watch stream is dead: long enough for two of kopf's
+    reconnects of a silent stream (each after ``watch_timeout + INACTIVITY_GRACE``, connected
+    within ``CONNECT_TIMEOUT``) to have failed. 170 s for the default 60 s watch timeout."""
+    return 2 * (watch_timeout + INACTIVITY_GRACE + CONNECT_TIMEOUT)
 
 
 class KopfShapeError(RuntimeError):
@@ -111,10 +127,10 @@ def configure_kopf(settings: kopf.OperatorSettings, options: ManagerOptions) -> 
     # Watch streams: bounded server-side, reconnected when silent, never hanging on connect.
     settings.watching.server_timeout = int(options.watch_timeout)
     settings.watching.client_timeout = int(options.watch_timeout) + 30
-    settings.watching.inactivity_timeout = options.watch_timeout + 15
-    settings.watching.connect_timeout = 10
+    settings.watching.inactivity_timeout = options.watch_timeout + INACTIVITY_GRACE
+    settings.watching.connect_timeout = CONNECT_TIMEOUT
     settings.networking.request_timeout = 30
-    settings.networking.connect_timeout = 10
+    settings.networking.connect_timeout = CONNECT_TIMEOUT
     # Handlers only enqueue keys, so kopf's per-object workers are short-lived; a burst of
     # events for one object within the batch window collapses to its latest state (#698),
     # which is harmless because reconcilers read the cache, not the event.
@@ -151,17 +167,31 @@ class NoDiffBaseStorage(kopf.DiffBaseStorage):
         """Store nothing."""
 
 
-class WatchActivity:
-    """Per watched resource: when its stream last showed life, and whether it has listed."""
+Stream = tuple[str, str | None]
+"""A watch stream: the resource plural and its namespace (None: cluster-wide)."""
 
-    def __init__(self) -> None:
-        self._seen: dict[str, float] = {}
-        self._listed: set[tuple[str, str | None]] = set()
+
+class WatchActivity:
+    """Per watch stream: when it last showed life, and whether it has listed.
+
+    A stream that never showed life counts as silent since :meth:`start`.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        """Measure silence with ``clock`` (seconds, monotonic)."""
+        self._clock = clock
+        self._started = clock()
+        self._seen: dict[Stream, float] = {}
+        self._listed: set[Stream] = set()
         self._on_listed: list[ListingHandler] = []
 
-    def mark(self, resource: str) -> None:
-        """Record activity on the watch of ``resource``."""
-        self._seen[resource] = time.monotonic()
+    def start(self) -> None:
+        """The watches start now: streams not seen yet count as silent from here."""
+        self._started = self._clock()
+
+    def mark(self, resource: str, namespace: str | None) -> None:
+        """Record activity on the watch of ``resource`` in ``namespace``."""
+        self._seen[(resource, namespace)] = self._clock()
 
     def on_listed(self, handler: ListingHandler) -> None:
         """Call ``handler`` at the end of every (re)listing of any resource."""
@@ -173,14 +203,40 @@ class WatchActivity:
         for handler in self._on_listed:
             handler(resource, namespace, keys)
 
-    def has_listed(self, resource: str, namespace: str | None) -> bool:
-        """Whether the watch of ``resource`` in ``namespace`` has finished a listing."""
-        return (resource, namespace) in self._listed
+    def has_listed(self, stream: Stream) -> bool:
+        """Whether ``stream`` has finished a listing."""
+        return stream in self._listed
 
-    def stale(self, older_than: float) -> list[str]:
-        """Resources whose watch has been silent for longer than ``older_than`` seconds."""
-        now = time.monotonic()
-        return sorted(r for r, t in self._seen.items() if now - t > older_than)
+    def streams(self, resource: str, namespaces: Sequence[str]) -> list[Stream]:
+        """The watch streams of ``resource`` for an operator serving ``namespaces`` (none:
+        all): one cluster-wide stream, or one per namespace; kopf watches a cluster-scoped
+        resource cluster-wide either way, which shows once that stream has been seen."""
+        if not namespaces or (resource, None) in self._seen:
+            return [(resource, None)]
+        return [(resource, namespace) for namespace in namespaces]
+
+    def silent(
+        self, resources: Iterable[str], namespaces: Sequence[str], longer_than: float
+    ) -> list[str]:
+        """The streams of ``resources`` silent for longer than ``longer_than`` seconds, as
+        "plural" (cluster-wide) or "plural in namespace"."""
+        now = self._clock()
+        silent = []
+        for resource in sorted(resources):
+            for stream in self.streams(resource, namespaces):
+                if now - self._seen.get(stream, self._started) > longer_than:
+                    namespace = stream[1]
+                    silent.append(resource if namespace is None else f"{resource} in {namespace}")
+        return silent
+
+
+def watched_stream(url: str) -> Stream:
+    """The stream a watch URL opens: a collection URL, ``.../namespaces/<ns>/<plural>`` or
+    ``.../<plural>``."""
+    segments = urlsplit(url).path.rstrip("/").split("/")
+    if len(segments) >= 3 and segments[-3] == "namespaces":
+        return segments[-1], segments[-2]
+    return segments[-1], None
 
 
 def track_watch_activity(activity: WatchActivity) -> None:
@@ -207,7 +263,7 @@ def track_watch_activity(activity: WatchActivity) -> None:
         namespace: str | None = kwargs.get("namespace")
         listing: set[tuple[str, str]] = set()
         async for item in original_watch(**kwargs):
-            activity.mark(name)
+            activity.mark(name, namespace)
             if item is watching.Bookmark.LISTED:
                 activity.listed(name, namespace, listing)
                 listing = set()
@@ -223,8 +279,7 @@ def track_watch_activity(activity: WatchActivity) -> None:
         # without one is the server closing the watch at its timeoutSeconds.
         stopper = kwargs.get("stopper")
         if stopper is None or not stopper.done():
-            # A watch URL is a collection URL: its last path segment is the resource plural.
-            activity.mark(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1])
+            activity.mark(*watched_stream(url))
 
     infinite_watch.__wrapped__ = original_watch  # type: ignore[attr-defined]
     stream.__wrapped__ = original_stream  # type: ignore[attr-defined]

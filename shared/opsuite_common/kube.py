@@ -6,7 +6,8 @@ JSON dicts, not the client's model objects: those cost most of a kopf operator's
 client runs in worker threads; every request carries the operator's User-Agent, so the audit
 log tells which process did what, and is counted in ``rest_client_requests_total{code,method,host}``
 as client-go counts it (the Lease requests of leader election too: they go through the same
-client; kopf's own watch and list requests do not, they use kopf's aiohttp session).
+client; kopf's own watch and list requests do not, they use kopf's aiohttp session). Every
+write passes the leader's :class:`~opsuite_common.fence.WriteFence` right before it leaves.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import json
 import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from opsuite_common.fence import WriteFence
 from opsuite_common.metrics import REST_CLIENT_REQUESTS
 
 __all__ = [
@@ -119,16 +122,19 @@ def resource_path(
 
 
 class KubeApi:
-    """Async REST calls returning dicts; raises ``ApiException`` on an error status."""
+    """Async REST calls returning dicts; raises ``ApiException`` on an error status, and
+    ``WriteFenced`` for a write (any method but GET) while ``fence`` is closed."""
 
     def __init__(
         self,
         api_client: client.ApiClient,
         *,
+        fence: WriteFence,
         request_timeout: float = 30.0,
         max_parallel: int = MAX_PARALLEL_REQUESTS,
     ) -> None:
         self._client = api_client
+        self._fence = fence
         self._timeout = request_timeout
         count_requests(api_client)
         # Its own pool: asyncio's default one has min(32, cores + 4) threads (6 on 2 cores),
@@ -136,8 +142,14 @@ class KubeApi:
         self._pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="kube-api")
 
     def with_parallelism(self, max_parallel: int) -> KubeApi:
-        """A KubeApi on the same client (credentials, connections) with its own, smaller pool."""
-        return KubeApi(self._client, request_timeout=self._timeout, max_parallel=max_parallel)
+        """A KubeApi on the same client (credentials, connections, fence) with its own, smaller
+        pool."""
+        return KubeApi(
+            self._client,
+            fence=self._fence,
+            request_timeout=self._timeout,
+            max_parallel=max_parallel,
+        )
 
     @property
     def api_client(self) -> client.ApiClient:
@@ -177,10 +189,16 @@ class KubeApi:
         url = client_.configuration.host + path
         if query:
             url += "?" + urlencode(query)
-        response = client_.call_api(
-            method, url, header_params=headers, body=body, _request_timeout=self._timeout
+        # The fence is passed here, in the worker thread, as late as possible: a write that was
+        # queued for a thread when leadership ended is refused, never sent.
+        fence: AbstractContextManager[None] = (
+            self._fence.write(f"{method} {path}") if method != "GET" else nullcontext()
         )
-        response.read()  # type: ignore[no-untyped-call]
+        with fence:
+            response = client_.call_api(
+                method, url, header_params=headers, body=body, _request_timeout=self._timeout
+            )
+            response.read()  # type: ignore[no-untyped-call]
         raw = response.data or b""
         if not 200 <= response.status <= 299:
             raise ApiException.from_response(http_resp=response, body=raw.decode(), data=None)

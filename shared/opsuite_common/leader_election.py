@@ -13,6 +13,14 @@ within ``renew_deadline`` ends leadership (``LeadershipLost``), and so does
 observing another holder. On cancellation the leading task is stopped first,
 then the lease is released (controller-runtime's LeaderElectionReleaseOnCancel).
 
+Fencing (beyond client-go, which relies on the process exiting): the moment
+leadership ends, whatever the cause, the elector closes its ``Fence`` before
+anything else, so no write leaves from then on; the renew deadline (shorter
+than the lease duration) makes sure it knows before the lease can expire for
+anyone else. Before releasing the lease it waits, up to ``renew_deadline``, for
+the writes already in flight to be answered, and releases it only if they
+were: otherwise the lease is left to expire, later than that wait.
+
 Beyond client-go: a standby does not poll. Between attempts it watches the Lease
 (``LeaseApi.wait_for_change``) until the record changes or the observed lease
 expires, so it sees each renewal as it happens (expiry is then measured from
@@ -59,6 +67,18 @@ class LeaseConflictError(Exception):
 
 class LeadershipLost(Exception):
     """Leadership ended: renewal missed its deadline or another holder took over."""
+
+
+class Fence(Protocol):
+    """What the elector needs of a write fence (see opsuite_common.fence.WriteFence)."""
+
+    def close(self) -> None:
+        """Let no write leave from now on."""
+        ...
+
+    async def drain(self, max_wait: float) -> bool:
+        """Wait up to ``max_wait`` s for the writes in flight; whether they were answered."""
+        ...
 
 
 class LeaseApi(Protocol):
@@ -132,10 +152,14 @@ class LeaderElector:
         config: LeaderElectionConfig,
         *,
         on_leading_change: Callable[[bool], None] | None = None,
+        fence: Fence | None = None,
         now: Callable[[], datetime] = _utcnow,
         rng: random.Random | None = None,
     ) -> None:
         """Build an elector.
+
+        ``fence`` is closed the moment leadership ends and drained before the lease is
+        released (see the module docstring); the leading coroutine opens it.
 
         ``on_leading_change`` is called with False at once and then on every
         change of ``is_leader`` (e.g. ``metrics.leader_status_hook``). ``now``
@@ -144,6 +168,7 @@ class LeaderElector:
         self._api = lease_api
         self._config = config
         self._on_leading_change = on_leading_change
+        self._fence = fence
         self._now = now
         self._rng = rng or random.Random()
         self._desc = f"{config.namespace}/{config.name}"
@@ -189,16 +214,29 @@ class LeaderElector:
         try:
             await asyncio.wait((leading, renewing), return_when=asyncio.FIRST_COMPLETED)
         finally:
+            # Leadership ends now (lost, given up or stopped): before anything else, no write
+            # may leave any more.
+            if self._fence is not None:
+                self._fence.close()
             leading.cancel()
             renewing.cancel()
             await asyncio.wait((leading, renewing))
-            if _failure(renewing) is None and self._config.release_on_cancel:
+            releasing = _failure(renewing) is None and self._config.release_on_cancel
+            if releasing and await self._drained():
                 await self._release()
             self._set_leading(False)
         lost = _failure(renewing)
         if lost is not None:
             raise lost from _failure(leading)
         await leading
+
+    async def _drained(self) -> bool:
+        """Whether the writes in flight were answered within renew_deadline; the lease, renewed
+        at most retry_period ago, outlasts that wait."""
+        if self._fence is None or await self._fence.drain(self._config.renew_deadline):
+            return True
+        log.warning("not releasing lease %s: writes still in flight; it will expire", self._desc)
+        return False
 
     async def _acquire(self) -> None:
         log.info("attempting to acquire leader lease %s...", self._desc)

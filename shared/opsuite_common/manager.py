@@ -6,7 +6,10 @@ wire its watches and controllers onto a :class:`Manager` and runs them: kopf as 
 opsuite controllers as the reconcile loops. Only the leader runs them; a standby keeps its
 probes answering (ready) and waits for the Lease. Losing the Lease exits the process (status 1)
 so the Deployment restarts it; SIGTERM stops the watches and workers, releases the Lease and
-exits 0.
+exits 0. Only the leader writes: its :class:`~opsuite_common.fence.WriteFence` opens when it
+starts leading and closes the moment leadership ends. A watch stream that stays dead (silent
+for ``watch_dead_after(--watch-timeout)``) fails ``/healthz`` and makes the leader step down, as
+an informer failure ends a controller-runtime manager: it stops, releases the Lease and exits 1.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -27,6 +31,7 @@ import kopf
 from opsuite_common import metrics
 from opsuite_common.controller import Controller, Reconciler
 from opsuite_common.events import EventRecorder
+from opsuite_common.fence import WriteFence
 from opsuite_common.health import HealthServer, HttpServer
 from opsuite_common.kopf_settings import (
     WatchActivity,
@@ -34,6 +39,7 @@ from opsuite_common.kopf_settings import (
     configure_kopf,
     route_watch_events,
     track_watch_activity,
+    watch_dead_after,
 )
 from opsuite_common.kube import EVENT_WRITERS, KubeApi, load_api_client
 from opsuite_common.leader_election import (
@@ -55,6 +61,13 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 EventHandler = Callable[[str | None, JSON, JSON | None], None]
 """Called for each watch event with (event type, new object, previous cached object)."""
 
+WATCHDOG_PERIOD = 1.0
+"""How often the leader checks that its watch streams are alive."""
+
+
+class WatchDead(Exception):
+    """A watch stream stayed silent past watch_dead_after: the leader steps down."""
+
 
 def package_version() -> str:
     """The installed opsuite version."""
@@ -67,16 +80,23 @@ def package_version() -> str:
 class Manager:
     """Holds an operator's watches, caches and controllers, and runs them while leading."""
 
-    def __init__(self, name: str, options: ManagerOptions) -> None:
+    def __init__(
+        self, name: str, options: ManagerOptions, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        """``clock`` (seconds, monotonic) measures the watches' silence."""
         self.name = name
         self.options = options
         self.identity = default_identity()
         self.registry = kopf.OperatorRegistry()
-        self.kube = KubeApi(load_api_client(f"{name}/{package_version()} ({self.identity})"))
+        self.fence = WriteFence()
+        self.kube = KubeApi(
+            load_api_client(f"{name}/{package_version()} ({self.identity})"), fence=self.fence
+        )
         self.controllers: list[Controller] = []
-        self.activity = WatchActivity()
+        self.activity = WatchActivity(clock)
         self._ready = asyncio.Event()
         self._leading = False
+        self._dead: str | None = None
         self._watched: list[str] = []
         self._stores: dict[str, tuple[Store | None, EventHandler | None]] = {}
         self._routes: dict[tuple[str, str], Callable[[Mapping[str, Any]], None]] = {}
@@ -148,12 +168,12 @@ class Manager:
         return self._stores.get(plural, (None, None))[0]
 
     def _has_listed(self, plural: str) -> bool:
-        """Whether every watch stream of ``plural`` has listed: one cluster-wide stream, or
-        one per served namespace (kopf watches cluster-scoped resources once either way)."""
-        return self.activity.has_listed(plural, None) or (
-            bool(self.options.namespaces)
-            and all(self.activity.has_listed(plural, ns) for ns in self.options.namespaces)
-        )
+        """Whether every watch stream of ``plural`` has listed."""
+        streams = self.activity.streams(plural, self.options.namespaces)
+        return all(self.activity.has_listed(stream) for stream in streams)
+
+    def _silent(self, longer_than: float) -> list[str]:
+        return self.activity.silent(self._watched, self.options.namespaces, longer_than)
 
     def _listed(self, plural: str, namespace: str | None, keys: set[tuple[str, str]]) -> None:
         """A (re)listing ended: drop cached objects it no longer holds; maybe open the gate."""
@@ -196,16 +216,38 @@ class Manager:
         if not self._ready.is_set() or not self._synced.is_set():
             missing = [plural for plural in self._watched if not self._has_listed(plural)]
             return f"caches not synced yet: {', '.join(missing) or 'applying the listings'}"
-        stale = self.activity.stale(2 * self.options.watch_timeout)
+        stale = self._silent(2 * self.options.watch_timeout)
         if stale:
             return (
                 f"watch silent for over {2 * self.options.watch_timeout:.0f} s: {', '.join(stale)}"
             )
         return None
 
+    def liveness(self) -> str | None:
+        """None when alive: failing once a watch stream of the leader is dead (from then on
+        until the process exits; a standby has no watches)."""
+        if self._dead is not None or not self._leading:
+            return self._dead
+        limit = watch_dead_after(self.options.watch_timeout)
+        dead = self._silent(limit)
+        if not dead:
+            return None
+        return f"watch dead (silent for over {limit:.0f} s): {', '.join(dead)}"
+
+    async def _watchdog(self) -> None:
+        """Raise WatchDead once a watch stream is dead."""
+        while True:
+            await asyncio.sleep(WATCHDOG_PERIOD)
+            self._dead = self.liveness()
+            if self._dead is not None:
+                raise WatchDead(self._dead)
+
     async def lead(self) -> None:
-        """Run kopf's watches and every controller until stopped."""
+        """Run kopf's watches and every controller until stopped; raise WatchDead (stopped)
+        when a watch stream is dead. Writes may leave meanwhile."""
+        self.fence.open()
         self._leading = True
+        self.activity.start()
         settings = kopf.OperatorSettings()
         configure_kopf(settings, self.options)
         track_watch_activity(self.activity)
@@ -220,6 +262,7 @@ class Manager:
         # Workers first: kopf waits on shutdown for tasks created after it starts.
         workers = [task for c in self.controllers for task in c.start(self._synced)]
         ready = asyncio.create_task(mark_ready(), name="ready")
+        watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
         kopf_task = asyncio.create_task(
             kopf.operator(
                 registry=self.registry,
@@ -236,12 +279,16 @@ class Manager:
         )
         try:
             # kopf returns when it is stopped (SIGTERM: it installs its own handler) or fails.
+            await asyncio.wait((kopf_task, watchdog), return_when=asyncio.FIRST_COMPLETED)
+            if watchdog.done():
+                watchdog.result()  # raises WatchDead
             await kopf_task
         finally:
+            self.fence.close()
             kopf_task.cancel()
-            for task in (ready, *workers):
+            for task in (ready, watchdog, *workers):
                 task.cancel()
-            await asyncio.gather(kopf_task, ready, *workers, return_exceptions=True)
+            await asyncio.gather(kopf_task, ready, watchdog, *workers, return_exceptions=True)
             self._leading = False
 
 
@@ -284,6 +331,7 @@ async def _serve(manager: Manager) -> int:
     # Metrics first: once the probes answer ready, /metrics is there to scrape.
     metrics_server = await _start_metrics(manager)
     health = HealthServer(options.health_probe_bind_address)
+    health.add_healthz_check("watches", manager.liveness)
     health.add_readyz_check("leader-or-watches", manager.readiness)
     await health.start()
     main_task = asyncio.current_task()
@@ -303,11 +351,15 @@ async def _serve(manager: Manager) -> int:
                 identity=manager.identity,
             ),
             on_leading_change=metrics.leader_status_hook(options.leader_election_id),
+            fence=manager.fence,
         )
         await elector.run(manager.lead)
         return 0
     except LeadershipLost as exc:
         log.error("leader election lost: %s; exiting so that the pod restarts", exc)
+        return 1
+    except WatchDead as exc:
+        log.error("%s; stepped down, exiting so that the pod restarts", exc)
         return 1
     except asyncio.CancelledError:
         log.info("stopped by signal")

@@ -149,7 +149,8 @@ def build_parser(operator: str, description: str) -> argparse.ArgumentParser:
         type=_positive_float,
         default=60.0,
         help="Seconds after which the API server ends each watch (a bookmark comes before); a "
-        "watch silent for twice as long makes /readyz fail.",
+        "watch silent for twice as long makes /readyz fail, and one silent for 2 * (this + 25) "
+        "s is dead: /healthz fails and the leader steps down (releases its Lease, exits 1).",
     )
     return parser
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -230,10 +231,17 @@ def _object_errors(value: Mapping[str, Any], schema: Schema, path: str) -> list[
 
 
 def offline_manager(
-    name: str, namespaces: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str,
+    namespaces: tuple[str, ...],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    watch_timeout: float = 60,
 ) -> Manager:
     """A Manager serving ``namespaces`` whose API client points at a closed port (nothing is
-    sent unless a test makes it), for tests of the wiring between watches and controllers."""
+    sent unless a test makes it), for tests of the wiring between watches and controllers;
+    ``clock`` measures its watches' silence."""
     kubeconfig = tmp_path / "kubeconfig"
     config = {
         "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
@@ -254,9 +262,9 @@ def offline_manager(
         log_format="text",
         log_level="info",
         max_concurrent_reconciles=1,
-        watch_timeout=60,
+        watch_timeout=watch_timeout,
     )
-    return Manager(name, options)
+    return Manager(name, options, clock=clock)
 
 
 class WiredOperator:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from opsuite_common.events import COMBINED_PREFIX, MAX_MESSAGE_LENGTH, EventRecorder
+from opsuite_common.fence import WriteFenced
 from opsuite_common.kube import ApiException
 
 JSON = dict[str, Any]
@@ -29,7 +30,7 @@ class FakeSink:
         self.events: dict[str, JSON] = {}
         self.calls: list[tuple[str, str, Any]] = []
         self.hold = False
-        self.fail_next: list[ApiException] = []
+        self.fail_next: list[Exception] = []
         self._held: list[tuple[asyncio.Future[JSON], Any]] = []
 
     def _answer(self, outcome: Any) -> asyncio.Future[JSON]:
@@ -211,6 +212,18 @@ async def test_failed_writes_are_logged_and_retried_by_the_next_event(
     assert sink.verbs() == ["create", "create"]
     (event,) = sink.events.values()
     assert event["count"] == 2
+
+
+async def test_an_event_the_write_fence_refused_is_dropped_quietly(
+    recorder: EventRecorder, sink: FakeSink, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Leadership ended: the fence refused the write, unsent (#16, item 9); nothing to warn
+    about."""
+    sink.fail_next = [WriteFenced("POST /api/v1/namespaces/ns/events: refused")]
+    recorder.warning(PODSET, "FailedCreate", "quota exceeded")
+    await recorder.flush()
+    assert sink.verbs() == ["create"]
+    assert "could not write event" not in caplog.text
 
 
 async def test_many_similar_messages_are_combined(recorder: EventRecorder, sink: FakeSink) -> None:

@@ -18,7 +18,9 @@ from opsuite_common.kopf_settings import (
     WatchActivity,
     check_kopf_shape,
     track_watch_activity,
+    watched_stream,
 )
+from opsuite_common.testing import FakeClock
 
 
 def test_the_installed_kopf_has_the_shape_the_patches_expect() -> None:
@@ -103,7 +105,8 @@ async def test_watch_tracking_reports_each_listing_and_every_sign_of_life(
 
     monkeypatch.setattr(watching, "infinite_watch", infinite_watch)
     monkeypatch.setattr(api, "stream", stream)
-    activity = WatchActivity()
+    clock = FakeClock(100)
+    activity = WatchActivity(clock)
     listed: list[tuple[str, str | None, set[tuple[str, str]]]] = []
     activity.on_listed(lambda r, ns, keys: listed.append((r, ns, keys)))
     track_watch_activity(activity)
@@ -113,8 +116,58 @@ async def test_watch_tracking_reports_each_listing_and_every_sign_of_life(
     seen = [i async for i in watch(resource=resource, namespace="a")]
     assert seen == items
     assert listed == [("pods", "a", {("a", "x"), ("a", "y")})]
-    assert activity.has_listed("pods", "a")
-    assert activity.stale(older_than=60) == []
+    assert activity.has_listed(("pods", "a"))
+    assert not activity.has_listed(("pods", "b"))
     request: Any = api.stream
     assert [i async for i in request("https://h/api/v1/configmaps")] == [{"type": "MODIFIED"}]
-    assert activity.stale(older_than=-1) == ["configmaps", "pods"]
+    clock.now = 150
+    assert [i async for i in request("https://h/api/v1/namespaces/b/pods")] == [
+        {"type": "MODIFIED"}
+    ]
+    clock.now = 200
+    assert activity.silent(["configmaps", "pods"], ["a", "b"], longer_than=100) == []
+    assert activity.silent(["configmaps", "pods"], ["a", "b"], longer_than=60) == [
+        "configmaps",
+        "pods in a",
+    ]
+
+
+def test_a_live_stream_does_not_mask_a_silent_one_of_the_same_resource() -> None:
+    """Per (resource, namespace) stream: with two namespaces served, the pods watch of one
+    going silent is reported even though the other keeps streaming; a cluster-scoped
+    resource, which kopf watches once cluster-wide, is one stream."""
+    clock = FakeClock(0)
+    activity = WatchActivity(clock)
+    activity.start()
+    for t in range(0, 200, 10):
+        clock.now = t
+        activity.mark("pods", "busy")
+        activity.mark("namespaces", None)
+    activity.mark("pods", "quiet")
+    clock.now = 200
+    assert activity.silent(["namespaces", "pods"], ["busy", "quiet"], 120) == []
+    clock.now = 400
+    assert activity.silent(["pods"], ["busy", "quiet"], 120) == ["pods in busy", "pods in quiet"]
+    activity.mark("pods", "busy")
+    activity.mark("namespaces", None)
+    assert activity.silent(["namespaces", "pods"], ["busy", "quiet"], 120) == ["pods in quiet"]
+    # A stream never seen is silent since start().
+    assert activity.silent(["configmaps"], ["busy"], 120) == ["configmaps in busy"]
+    activity.start()
+    assert activity.silent(["configmaps"], ["busy"], 120) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "stream"),
+    [
+        ("https://h/api/v1/namespaces/ns/pods?watch=true", ("pods", "ns")),
+        ("https://h/api/v1/namespaces?watch=true", ("namespaces", None)),
+        ("https://h/apis/opsuite.dev/v1alpha1/podsets", ("podsets", None)),
+        (
+            "https://h/apis/opsuite.dev/v1alpha1/namespaces/namespaces/podsets",
+            ("podsets", "namespaces"),
+        ),
+    ],
+)
+def test_a_watch_url_names_its_stream(url: str, stream: tuple[str, str | None]) -> None:
+    assert watched_stream(url) == stream

@@ -7,6 +7,7 @@ import pytest
 from aiohttp import web
 from kubernetes.client import ApiClient, Configuration
 
+from opsuite_common.fence import WriteFence
 from opsuite_common.kube import ApiException, KubeApi
 from opsuite_common.leader_election import KubernetesLeaseApi
 from opsuite_common.metrics import REGISTRY
@@ -18,7 +19,9 @@ def requests(code: str, method: str, host: str) -> float:
 
 
 def kube_api(host: str) -> KubeApi:
-    return KubeApi(ApiClient(Configuration(host=f"http://{host}")), request_timeout=5)
+    fence = WriteFence()
+    fence.open()
+    return KubeApi(ApiClient(Configuration(host=f"http://{host}")), fence=fence, request_timeout=5)
 
 
 @pytest.fixture

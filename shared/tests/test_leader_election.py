@@ -317,6 +317,93 @@ def test_renewal_failing_past_the_deadline_cancels_leading_then_raises() -> None
     assert server.spec["holderIdentity"] == "a"  # not released: it was lost
 
 
+class FakeFence:
+    """Records when it was closed and drained; draining takes ``drain_time`` (virtual) s."""
+
+    def __init__(self, server: LeaseServer, drain_time: float = 0.0) -> None:
+        self.server = server
+        self.drain_time = drain_time
+        self.events: list[tuple[str, float, str]] = []  # (what, when, holder then)
+
+    def close(self) -> None:
+        self.events.append(("closed", now(), self.server.spec["holderIdentity"]))
+
+    async def drain(self, max_wait: float) -> bool:
+        await asyncio.sleep(min(self.drain_time, max_wait))
+        self.events.append(("drained", now(), self.server.spec["holderIdentity"]))
+        return self.drain_time <= max_wait
+
+
+def fenced_elector(api: FakeLeaseApi, identity: str, fence: FakeFence) -> LeaderElector:
+    return LeaderElector(
+        api, config(identity), now=virtual_now, rng=random.Random(identity), fence=fence
+    )
+
+
+def test_the_fence_closes_the_moment_renewal_fails_before_leading_has_stopped() -> None:
+    """The leader knows at the renew deadline (16 s, before the lease expires for others at
+    19 s): the fence closes then, before the leading task's 1 s cleanup; nothing is drained
+    or released, since the lease is lost."""
+    server = LeaseServer()
+    api = FakeLeaseApi(server)
+    fence = FakeFence(server)
+    stopped_at: list[float] = []
+
+    async def lead() -> None:
+        try:
+            await forever()
+        finally:
+            await asyncio.sleep(1)
+            stopped_at.append(now())
+
+    async def scenario() -> None:
+        task = asyncio.create_task(fenced_elector(api, "a", fence).run(lead))
+        await asyncio.sleep(5)
+        api.down = True
+        with pytest.raises(LeadershipLost):
+            await task
+
+    run_virtual(scenario())
+    assert fence.events == [("closed", 16.0, "a")]
+    assert stopped_at == [17.0]
+
+
+def test_the_fence_closes_when_another_holder_is_seen() -> None:
+    server = LeaseServer()
+    fence = FakeFence(server)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(fenced_elector(FakeLeaseApi(server), "a", fence).run(forever))
+        await asyncio.sleep(3)
+        server.put({"holderIdentity": "b", "leaseDurationSeconds": 15})
+        with pytest.raises(LeadershipLost):
+            await task
+
+    run_virtual(scenario())
+    assert fence.events == [("closed", 4.0, "b")]
+
+
+@pytest.mark.parametrize(("drain_time", "released"), [(3.0, True), (11.0, False)])
+def test_the_lease_is_released_only_once_the_writes_in_flight_are_answered(
+    drain_time: float, released: bool
+) -> None:
+    """On a stop the fence closes, the writes in flight are drained, then the lease is
+    released; writes still in flight after renew_deadline (10 s) keep it from being released
+    (it expires instead, later)."""
+    server = LeaseServer()
+    fence = FakeFence(server, drain_time)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(fenced_elector(FakeLeaseApi(server), "a", fence).run(forever))
+        await asyncio.sleep(1)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    run_virtual(scenario())
+    assert fence.events == [("closed", 1.0, "a"), ("drained", 1.0 + min(drain_time, 10), "a")]
+    assert server.spec["holderIdentity"] == ("" if released else "a")
+
+
 def test_observing_another_holder_ends_leadership_immediately() -> None:
     server = LeaseServer()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import getpass
 import socket
@@ -11,10 +12,12 @@ from typing import Any
 import kopf
 import pytest
 
+from opsuite_common import manager as manager_module
 from opsuite_common.health import HealthServer
-from opsuite_common.manager import _serve
+from opsuite_common.kopf_settings import watch_dead_after
+from opsuite_common.manager import WatchDead, _serve
 from opsuite_common.store import JSON, Store
-from opsuite_common.testing import offline_manager
+from opsuite_common.testing import FakeClock, offline_manager
 
 
 async def test_kopf_gets_the_identity_so_no_passwd_entry_is_needed(
@@ -100,3 +103,72 @@ async def test_metrics_listen_before_the_probes_answer(
     monkeypatch.setattr(manager, "lead", lead)
     assert await _serve(manager) == 0
     assert listening == [True]
+
+
+async def test_a_dead_watch_stream_fails_liveness_and_makes_the_leader_step_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Serving two namespaces, the pods stream of one goes silent while the other streams on:
+    /readyz names it after twice the watch timeout; past watch_dead_after, /healthz fails
+    and lead() stops with WatchDead, its write fence closed (#16, item 7 and the minor on
+    per-namespace liveness)."""
+
+    async def operator(**kwargs: Any) -> None:
+        kwargs["ready_flag"].set()
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(kopf, "operator", operator)
+    monkeypatch.setattr(manager_module, "WATCHDOG_PERIOD", 0.01)
+    clock = FakeClock(0)
+    manager = offline_manager(
+        "test-operator", ("a", "b"), tmp_path, monkeypatch, clock=clock, watch_timeout=5
+    )
+    manager.watch("", "v1", "pods")
+    assert not manager.fence.is_open  # a standby writes nothing
+    leading = asyncio.create_task(manager.lead())
+    await asyncio.sleep(0.05)
+    assert manager.fence.is_open
+    for namespace in ("a", "b"):
+        manager.activity.mark("pods", namespace)
+        manager.activity.listed("pods", namespace, set())
+    await asyncio.sleep(0.05)
+    assert manager.readiness() is None
+    limit = watch_dead_after(5)
+    assert limit == 60
+
+    def tick(now: float) -> None:
+        clock.now = now
+        manager.activity.mark("pods", "a")
+
+    tick(11)
+    assert manager.readiness() == "watch silent for over 10 s: pods in b"
+    assert manager.liveness() is None
+    tick(limit)
+    await asyncio.sleep(0.05)
+    assert not leading.done()
+    assert manager.liveness() is None
+    tick(limit + 1)
+    with pytest.raises(WatchDead, match="pods in b"):
+        await asyncio.wait_for(leading, 5)
+    assert not manager.fence.is_open
+    reason = manager.liveness()
+    assert reason == "watch dead (silent for over 60 s): pods in b"
+    tick(limit + 2)  # even if the stream came back: the process is on its way out
+    assert manager.liveness() == reason
+
+
+async def test_a_watch_that_never_starts_is_dead_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watcher that fails at once (a 403, say) never shows life: silent since lead()."""
+    clock = FakeClock(1000)
+    manager = offline_manager(
+        "test-operator", ("a",), tmp_path, monkeypatch, clock=clock, watch_timeout=5
+    )
+    manager.watch("", "v1", "pods")
+    manager._leading = True
+    manager.activity.start()
+    clock.now = 1060
+    assert manager.liveness() is None
+    clock.now = 1061
+    assert manager.liveness() == "watch dead (silent for over 60 s): pods in a"

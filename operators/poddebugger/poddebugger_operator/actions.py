@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opsuite_common.fence import WriteFenced
 from opsuite_common.kube import ApiException, KubeApi, resource_path
 from opsuite_common.status_pacer import StatusPacer
 from opsuite_common.store import ObjectKey, Store
@@ -196,8 +197,8 @@ class Injector:
         self._pods.apply("MODIFIED", self._injected.fill(cached))
 
     def _done(self, key: ObjectKey, injection: Injection, future: asyncio.Future[JSON]) -> None:
-        if future.cancelled():
-            return  # shutting down
+        if future.cancelled() or isinstance(future.exception(), WriteFenced):
+            return  # shutting down, or no longer leading: the PATCH was never sent
         error = future.exception()
         uid, container = injection.pod_uid, injection.container["name"]
         name = f"{injection.pod['metadata']['namespace']}/{injection.pod_name}"

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from opsuite_common.fence import WriteFenced
 from opsuite_common.kube import ApiException
 from opsuite_common.status_pacer import StatusPacer
 from opsuite_common.store import ObjectKey, Store
@@ -235,3 +236,17 @@ def test_slim_records_keep_what_the_status_reports_of_each_container_and_nothing
     later["status"]["ephemeralContainerStatuses"][1]["state"]["running"]["startedAt"] = "x"
     later["status"]["ephemeralContainerStatuses"][1]["containerID"] = "containerd://3"
     assert slim_pod(later) == slim_pod(whole)
+
+
+async def test_an_injection_the_write_fence_refused_is_dropped_quietly() -> None:
+    """Leadership ended: the fence refused the PATCHes, unsent (#16, item 9). No result,
+    refusal or backoff is recorded; the process is on its way out."""
+    kube = FakeKube()
+    cache, _injected, injector, results = _setup(kube)
+    injector.send(KEY, plan(DEBUGGER, cache.items(), NOW).injections)
+    for _, future in kube.open:
+        future.set_exception(WriteFenced("PATCH: refused, this process does not lead"))
+    await asyncio.sleep(0)  # the done callbacks
+    assert results == []
+    assert injector.refused(KEY) == {}
+    assert injector.waiting(KEY) == set()

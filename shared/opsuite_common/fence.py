@@ -1,0 +1,98 @@
+"""The write fence: no write leaves a process that no longer leads (#16, item 9).
+
+client-go offers no fencing; a controller-runtime manager that loses its Lease exits, and the
+writes its goroutines had in flight go on until then. Here every write the operator sends
+through :class:`~opsuite_common.kube.KubeApi` passes the fence right before it leaves its worker
+thread: while the fence is open it is counted in flight until its response; once closed it is
+refused with :class:`WriteFenced` and never sent. So a write queued in the 64-thread pool (or a
+PodDebugger injection sent without waiting) when leadership ends is dropped, and after
+:meth:`WriteFence.close` returns, the writes that can still reach the API server are exactly
+those already in flight, which :meth:`WriteFence.drain` waits for before the Lease is released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+
+log = logging.getLogger(__name__)
+
+
+class WriteFenced(Exception):
+    """A write was refused, unsent, because this process does not lead (any more)."""
+
+
+class WriteFence:
+    """Open while this process leads; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._open = False
+        self._in_flight = 0
+        self._refused = 0
+
+    @property
+    def is_open(self) -> bool:
+        """Whether writes may leave."""
+        return self._open
+
+    @property
+    def in_flight(self) -> int:
+        """Writes sent and not answered yet."""
+        return self._in_flight
+
+    @property
+    def refused(self) -> int:
+        """Writes refused since the fence last closed."""
+        return self._refused
+
+    def open(self) -> None:
+        """Let writes leave: this process leads."""
+        with self._lock:
+            self._open = True
+            self._refused = 0
+
+    def close(self) -> None:
+        """Refuse every write not sent yet: from now on this process does not lead."""
+        with self._lock:
+            if not self._open:
+                return
+            self._open = False
+            in_flight = self._in_flight
+        log.info("write fence closed: no write leaves from now on (%d in flight)", in_flight)
+
+    @contextlib.contextmanager
+    def write(self, what: str) -> Iterator[None]:
+        """Around sending one write: raise WriteFenced when closed, else count it in flight."""
+        with self._lock:
+            if not self._open:
+                self._refused += 1
+                raise WriteFenced(f"{what}: refused, this process does not lead")
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._lock.notify_all()
+
+    async def drain(self, max_wait: float) -> bool:
+        """Wait up to ``max_wait`` s for the writes in flight to be answered; whether they were."""
+        drained = await asyncio.to_thread(self._wait_drained, max_wait)
+        if drained:
+            log.info("writes drained (%d refused unsent)", self._refused)
+        else:
+            log.warning(
+                "%d writes still in flight after %.1f s (%d refused unsent)",
+                self._in_flight,
+                max_wait,
+                self._refused,
+            )
+        return drained
+
+    def _wait_drained(self, max_wait: float) -> bool:
+        with self._lock:
+            return self._lock.wait_for(lambda: self._in_flight == 0, max_wait)

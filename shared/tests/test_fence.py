@@ -1,0 +1,117 @@
+"""The write fence: no write leaves once leadership ends; writes in flight are drained (#16, 9)."""
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+from kubernetes.client import ApiClient, Configuration
+
+from opsuite_common.fence import WriteFence, WriteFenced
+from opsuite_common.kube import KubeApi
+
+
+def test_a_closed_fence_refuses_writes_and_counts_them() -> None:
+    fence = WriteFence()
+    with pytest.raises(WriteFenced, match="POST /x: refused"), fence.write("POST /x"):
+        pytest.fail("a write left through a fence that was never opened")
+    fence.open()
+    assert fence.refused == 0
+    with fence.write("POST /x"):
+        assert fence.in_flight == 1
+    assert fence.in_flight == 0
+    fence.close()
+    with pytest.raises(WriteFenced), fence.write("PATCH /y"):
+        pytest.fail("a write left after close()")
+    assert fence.refused == 1
+    assert not fence.is_open
+
+
+async def test_drain_waits_for_the_writes_in_flight_and_gives_up_after_max_wait() -> None:
+    fence = WriteFence()
+    fence.open()
+    answered = threading.Event()
+    admitted = threading.Event()
+
+    def write() -> None:
+        with fence.write("POST /x"):
+            admitted.set()
+            answered.wait()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    await asyncio.to_thread(admitted.wait)
+    fence.close()
+    assert fence.in_flight == 1  # admitted before the close: it is on its way
+    assert not await fence.drain(0.05)
+    draining = asyncio.create_task(fence.drain(5))
+    await asyncio.sleep(0.05)
+    assert not draining.done()
+    answered.set()
+    assert await draining
+    await asyncio.to_thread(writer.join)
+
+
+@dataclass
+class SlowServer:
+    """Records each write it receives; each takes ``delay`` seconds to answer."""
+
+    delay: float = 0.3
+    writes: list[str] = field(default_factory=list)
+    reads: int = 0
+    two_writes: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@pytest.fixture
+async def slow_server() -> AsyncIterator[tuple[str, SlowServer]]:
+    state = SlowServer()
+
+    async def create(request: web.Request) -> web.Response:
+        body = await request.json()
+        state.writes.append(body["metadata"]["name"])
+        if len(state.writes) == 2:
+            state.two_writes.set()
+        await asyncio.sleep(state.delay)
+        return web.json_response(body, status=201)
+
+    async def get(request: web.Request) -> web.Response:
+        state.reads += 1
+        return web.json_response({"kind": "Pod", "metadata": {"name": "a"}})
+
+    app = web.Application()
+    app.router.add_post("/api/v1/namespaces/ns/pods", create)
+    app.router.add_get("/api/v1/namespaces/ns/pods/{name}", get)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"127.0.0.1:{runner.addresses[0][1]}", state
+    finally:
+        await runner.cleanup()
+
+
+async def test_writes_queued_when_the_fence_closes_are_never_sent(
+    slow_server: tuple[str, SlowServer],
+) -> None:
+    """Two threads, six creates: the two in flight when leadership ends are answered (and
+    drained); the four still queued for a thread are refused and never reach the server.
+    Reads still pass."""
+    host, server = slow_server
+    fence = WriteFence()
+    fence.open()
+    kube = KubeApi(ApiClient(Configuration(host=f"http://{host}")), fence=fence, max_parallel=2)
+    path = "/api/v1/namespaces/ns/pods"
+    futures = [kube.create(path, {"metadata": {"name": f"p{i}"}}) for i in range(6)]
+    await server.two_writes.wait()
+    fence.close()
+    assert await fence.drain(5)
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    assert sorted(server.writes) == ["p0", "p1"]
+    assert [isinstance(r, WriteFenced) for r in results] == [False] * 2 + [True] * 4
+    assert fence.refused == 4
+    assert await kube.get(f"{path}/a") is not None
+    assert server.reads == 1
+    assert len(server.writes) == 2
