@@ -49,7 +49,7 @@ def install_crd(cluster: Cluster) -> None:
 class Pool:
     """The namespaces of one test run: ``name("a")`` is ``pdbg-<run>-a``."""
 
-    SUFFIXES = ("a", "b", "c", "d", "e", "other", "psa", "policy", "images")
+    SUFFIXES = ("a", "b", "c", "d", "e", "other", "psa", "relax", "policy", "images")
 
     def __init__(self) -> None:
         self.run = uuid.uuid4().hex[:6]

@@ -14,6 +14,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -48,7 +49,7 @@ def pool(cluster: Cluster, api: client.ApiClient) -> Iterator[Pool]:
     core = client.CoreV1Api(api)
     for suffix in pool.SUFFIXES:
         labels = {}
-        if suffix == "psa":
+        if suffix in ("psa", "relax"):
             labels = {"pod-security.kubernetes.io/enforce": "restricted"}
         core.create_namespace({"metadata": {"name": pool.name(suffix), "labels": labels}})
     for suffix in pool.SUFFIXES:
@@ -288,6 +289,32 @@ def test_refused_pods_are_reported_with_the_api_servers_message(
     assert condition(obj, "Degraded")["status"] == "False"
     assert obj["status"]["failedPods"] == []
     assert len(ephemeral(debuggers.pod(psa, "web"))) == 1
+
+
+def test_a_refusal_ends_once_the_namespace_relaxes_pod_security(
+    pool: Pool, debuggers: Debuggers, operator: OperatorHandle
+) -> None:
+    """Nothing about the debugger or the pod changes, only the namespace's Pod Security level:
+    the refused pod is tried again when the refusal's backoff (a minute) is over, and given
+    its container."""
+    relax = pool.name("relax")
+    debuggers.run_pod(relax, "web", WEB, restricted=True)
+    debuggers.create(relax, debugger_manifest("net", WEB, profile="netadmin"))
+    obj = debuggers.wait(
+        relax, "net", lambda o: condition(o, "Degraded").get("status") == "True", "Degraded"
+    )
+    (failed,) = obj["status"]["failedPods"]
+    assert failed["attempts"] == 1
+    assert "violates PodSecurity" in failed["message"], failed
+    refused_at = datetime.fromisoformat(failed["lastAttemptTime"])
+    debuggers.core.patch_namespace(
+        relax, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}
+    )
+    obj = debuggers.wait_debugged(relax, "net", 1, timeout=150)
+    assert datetime.now(UTC) - refused_at >= timedelta(seconds=55)  # not before the backoff
+    assert obj["status"]["failedPods"] == []
+    assert condition(obj, "Degraded")["status"] == "False"
+    assert len(ephemeral(debuggers.pod(relax, "web"))) == 1
 
 
 def test_deleting_the_debugger_stops_injection_and_keeps_containers(

@@ -25,6 +25,17 @@ def timestamp(now: datetime | None = None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_timestamp(value: object) -> datetime | None:
+    """An RFC3339 API timestamp as an aware datetime; None when absent or invalid."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
 def get_condition(conditions: ConditionDicts, type: str) -> dict[str, Any] | None:
     """A copy of the condition of ``type``, or ``None``."""
     for condition in conditions or ():

@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from opsuite_common.fence import WriteFenced
@@ -144,8 +145,10 @@ class Injector:
         injected: Injected,
         on_result: Callable[[ObjectKey, InjectionResult], None],
         clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] | None = None,
     ) -> None:
         self._kube = kube
+        self._now = now or (lambda: datetime.now(UTC))
         self._pods = pods
         self._injected = injected
         self._on_result = on_result
@@ -211,7 +214,14 @@ class Injector:
         if isinstance(error, ApiException) and error.status not in RETRYABLE and error.status < 500:
             message = api_message(error)
             log.warning("adding %s to pod %s was refused: %s", container, name, message)
-            failure = Failure(injection.pod_name, uid, container, message)
+            failure = Failure(
+                injection.pod_name,
+                uid,
+                container,
+                message,
+                attempts=injection.attempt,
+                last_attempt=self._now(),
+            )
             self._refused.setdefault(key, {})[uid] = failure
             self._on_result(key, InjectionResult(injection, failure=failure))
             return

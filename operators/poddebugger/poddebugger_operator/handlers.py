@@ -132,7 +132,8 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
             seen.setdefault((key, uid), started)
         injector.send(key, actions.injections)
         delay = await write_status(manager.kube, pacer, key, actions.status_patch)
-        return None if delay is None else Result(requeue_after=delay)
+        retry = [d for d in (delay, actions.requeue_after) if d is not None]
+        return Result(requeue_after=min(retry)) if retry else None
 
     controller = manager.add_controller(CONTROLLER, reconcile)
 

@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from opsuite_common.kube_model import (
     REASON_PATTERN,
+    RFC3339_PATTERN,
     ConditionList,
     KubeModel,
     LabelSelector,
@@ -161,9 +162,18 @@ class FailedPod(KubeModel):
     container: str = Field(max_length=63)
     """The ephemeral container that was refused."""
     reason: str = Field(min_length=1, max_length=128, pattern=REASON_PATTERN)
-    """Rejected (the API server refused: not retried until the spec or pod changes)."""
+    """Rejected: the API server refused. Tried again after a backoff (1 minute, doubling with
+    each refusal up to 1,000 s), so a refusal that a later change lifts (a namespace's Pod
+    Security level relaxed, a quota raised) does not stay for good; at once when the spec or
+    the pod changes."""
     message: str = Field(max_length=1024)
     """The API server's message."""
+    attempts: int | None = Field(default=None, ge=1)
+    """How many times in a row the API server refused it."""
+    last_attempt_time: str | None = Field(
+        None, pattern=RFC3339_PATTERN, json_schema_extra={"format": "date-time"}
+    )
+    """When it last refused (RFC3339): the next attempt is a backoff later."""
 
 
 class PodDebuggerStatus(KubeModel):

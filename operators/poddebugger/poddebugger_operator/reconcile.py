@@ -18,7 +18,11 @@ Rules:
   holding an older container of the debugger, then the oldest matching pods; the others are
   counted as skipped;
 * a pod the API server refused the current container for (status.failedPods, same uid and
-  container) is not tried again until the spec or the pod changes;
+  container) is tried again only after a backoff (:func:`refusal_backoff`: 1 minute, doubling
+  with each refusal in a row, at most 1,000 s, the work queue's longest), counted from the
+  refusal's lastAttemptTime, so a refusal that a later change lifts (a namespace's Pod Security
+  level relaxed) ends without a change to the debugger or the pod; a new pod uid or a new
+  container is tried at once;
 * the status reports each container as the kubelet does (status.ephemeralContainerStatuses),
   and Ready is True only when every container of the current spec is Running or Terminated
   with exit code 0: Starting while some are created or not reported yet, ContainerFailed
@@ -43,7 +47,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from opsuite_common.conditions import set_condition
+from opsuite_common.conditions import parse_timestamp, set_condition, timestamp
 from opsuite_common.kube_model import ConditionStatus
 from poddebugger_operator import images
 from poddebugger_operator.models import (
@@ -330,10 +334,12 @@ def _image(pod: Mapping[str, Any], name: str) -> str:
 
 @dataclass(frozen=True)
 class Injection:
-    """Add ``container`` to the pod ``pod`` (a cached record) through the subresource."""
+    """Add ``container`` to the pod ``pod`` (a cached record) through the subresource;
+    ``attempt`` counts the refusals in a row before it, plus one."""
 
     pod: Mapping[str, Any]
     container: JSON
+    attempt: int = 1
 
     @property
     def pod_name(self) -> str:
@@ -346,13 +352,34 @@ class Injection:
 
 @dataclass(frozen=True)
 class Failure:
-    """The API server refused an injection."""
+    """The API server refused an injection, ``attempts`` times in a row, last at
+    ``last_attempt`` (None: unknown, as in a status written before it was recorded)."""
 
     pod: str
     uid: str
     container: str
     message: str
     reason: str = REJECTED
+    attempts: int = 1
+    last_attempt: datetime | None = None
+
+
+REFUSAL_RETRY_AFTER = 60.0
+MAX_REFUSAL_RETRY_AFTER = 1000.0
+
+
+def refusal_backoff(attempts: int) -> float:
+    """Seconds between a refusal and the next attempt, after ``attempts`` refusals in a row."""
+    doublings = min(max(attempts - 1, 0), 16)  # past 2^4 minutes the cap holds anyway
+    return min(REFUSAL_RETRY_AFTER * 2.0**doublings, MAX_REFUSAL_RETRY_AFTER)
+
+
+def retry_in(failure: Failure, now: datetime) -> float:
+    """Seconds until ``failure``'s pod may be tried again (0: now)."""
+    if failure.last_attempt is None:
+        return 0.0
+    due = failure.last_attempt.timestamp() + refusal_backoff(failure.attempts)
+    return max(due - now.timestamp(), 0.0)
 
 
 @dataclass(frozen=True)
@@ -406,6 +433,8 @@ class Plan:
     """Status to write, as it will be once the injections are done; None when unchanged."""
     new_matches: tuple[str, ...] = field(default=())
     """Uids of pods planned for injection (for the latency metric)."""
+    requeue_after: float | None = None
+    """Seconds until the first refused pod may be tried again (None: none waits)."""
 
 
 def _known_failures(debugger: Mapping[str, Any], current: Collection[str]) -> dict[str, Failure]:
@@ -414,12 +443,15 @@ def _known_failures(debugger: Mapping[str, Any], current: Collection[str]) -> di
     found: dict[str, Failure] = {}
     for entry in (debugger.get("status") or {}).get("failedPods") or ():
         if isinstance(entry, Mapping) and entry.get("container") in current:
+            attempts = entry.get("attempts")
             failure = Failure(
                 str(entry.get("pod")),
                 str(entry.get("uid")),
                 str(entry.get("container")),
                 str(entry.get("message") or ""),
                 str(entry.get("reason") or REJECTED),
+                attempts if isinstance(attempts, int) and attempts > 0 else 1,
+                parse_timestamp(entry.get("lastAttemptTime")),
             )
             found[failure.uid] = failure
     return found
@@ -502,14 +534,19 @@ def plan(
     injections: list[Injection] = []
     failures: list[Failure] = []
     retrying: list[str] = []
+    requeue: list[float] = []
     for pod in chosen:
         uid = str(_meta(pod).get("uid") or "")
-        if uid in known:
-            failures.append(known[uid])
+        refusal = known.get(uid)
+        wait = 0.0 if refusal is None else retry_in(refusal, now)
+        if refusal is not None and wait > 0:
+            failures.append(refusal)
+            requeue.append(wait)
         elif uid in waiting:
             retrying.append(str(_meta(pod)["name"]))
         else:
-            injections.append(Injection(pod, container))
+            attempt = 1 if refusal is None else refusal.attempts + 1
+            injections.append(Injection(pod, container, attempt))
     containers = tuple(
         _state(p, n, _image(p, n)) for p in matching for n in ephemeral_names(p) if owns(n)
     )
@@ -532,6 +569,7 @@ def plan(
         injections=tuple(injections),
         status_patch=status_patch(debugger, after, now),
         new_matches=tuple(i.pod_uid for i in injections),
+        requeue_after=min(requeue, default=None),
     )
 
 
@@ -631,6 +669,8 @@ def status_patch(debugger: Mapping[str, Any], outcome: Outcome, now: datetime) -
                 container=f.container,
                 reason=f.reason,
                 message=f.message[:MAX_MESSAGE],
+                attempts=f.attempts,
+                last_attempt_time=None if f.last_attempt is None else timestamp(f.last_attempt),
             )
             for f in failures[:MAX_FAILED_PODS]
         ],

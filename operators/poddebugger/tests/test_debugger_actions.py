@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opsuite_common.fence import WriteFenced
@@ -82,6 +82,7 @@ def _setup(
         injected,
         lambda _key, r: results.append(r),
         clock=clock or FakeClock(0.0),
+        now=lambda: NOW,
     )
     return cache, injected, injector, results
 
@@ -104,7 +105,7 @@ async def test_each_patch_carries_the_pods_uid_as_a_precondition() -> None:
     await kube.release()
 
 
-async def test_a_pass_sends_without_waiting_and_refusals_are_not_retried() -> None:
+async def test_a_pass_sends_without_waiting_and_refusals_wait_out_their_backoff() -> None:
     kube = FakeKube(refuse={"b"})
     cache, injected, injector, results = _setup(kube)
     actions = plan(DEBUGGER, cache.items(), NOW)
@@ -128,7 +129,11 @@ async def test_a_pass_sends_without_waiting_and_refusals_are_not_retried() -> No
     again = _again(cache, injector)
     assert again.injections == ()
     assert again.status_patch is not None
-    assert again.status_patch["failedPods"][0]["message"] == REFUSAL
+    (failed,) = again.status_patch["failedPods"]
+    assert failed["message"] == REFUSAL
+    # The status records the refusal's time and count, from which the next attempt is due.
+    assert (failed["attempts"], failed["lastAttemptTime"]) == (1, "2026-01-01T00:00:00Z")
+    assert again.requeue_after == 60
     assert len(injected) == 1
     # A version of a older than the PATCH (kwok's status update), delivered by the watch
     # after it, does not bring the container back to the planner.
@@ -250,3 +255,20 @@ async def test_an_injection_the_write_fence_refused_is_dropped_quietly() -> None
     assert results == []
     assert injector.refused(KEY) == {}
     assert injector.waiting(KEY) == set()
+
+
+async def test_a_refusal_is_tried_again_once_its_backoff_is_over_and_counted_again() -> None:
+    """A refusal a later change may lift (a namespace's Pod Security level relaxed) is tried
+    again a minute later, and if refused again, recorded as the second in a row."""
+    kube = FakeKube(refuse={"b"})
+    cache, _injected, injector, results = _setup(kube)
+    injector.send(KEY, plan(DEBUGGER, cache.items(), NOW).injections)
+    await kube.release()
+    status = _again(cache, injector).status_patch
+    later = NOW + timedelta(seconds=60)
+    retry = plan({**DEBUGGER, "status": status}, cache.items(), later)
+    assert [(i.pod_name, i.attempt) for i in retry.injections] == [("b", 2)]
+    injector.send(KEY, retry.injections)
+    await kube.release()
+    assert results[-1].failure is not None
+    assert results[-1].failure.attempts == 2

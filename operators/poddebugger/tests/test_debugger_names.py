@@ -219,6 +219,8 @@ def test_a_refusal_recorded_under_the_previous_name_still_holds() -> None:
                 "container": legacy_name("shell"),
                 "reason": "Rejected",
                 "message": "violates PodSecurity",
+                "attempts": 1,
+                "lastAttemptTime": "2026-01-01T00:00:00Z",
             }
         ]
     }

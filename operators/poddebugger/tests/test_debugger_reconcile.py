@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -137,6 +137,8 @@ def test_refused_pods_are_reported_and_not_retried_for_the_same_container() -> N
                 "container": name,
                 "reason": "Rejected",
                 "message": "violates PodSecurity",
+                "attempts": 1,
+                "lastAttemptTime": "2026-01-01T00:00:00Z",
             }
         ]
     }
@@ -151,6 +153,45 @@ def test_refused_pods_are_reported_and_not_retried_for_the_same_container() -> N
     again = pod("a")
     again["metadata"]["uid"] = "uid-a2"
     assert [i.pod_name for i in plan(obj, [again], NOW).injections] == ["a"]
+
+
+def _refused_at(attempts: int | None, at: str | None) -> dict[str, Any]:
+    obj = debugger()
+    entry: dict[str, Any] = {
+        "pod": "a",
+        "uid": "uid-a",
+        "container": container_name("dbg", parse_spec(obj)),
+        "reason": "Rejected",
+        "message": "violates PodSecurity",
+    }
+    if attempts is not None:
+        entry["attempts"] = attempts
+    if at is not None:
+        entry["lastAttemptTime"] = at
+    obj["status"] = {"failedPods": [entry]}
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("attempts", "backoff"),
+    [(1, 60), (2, 120), (3, 240), (5, 960), (6, 1000), (10**6, 1000)],
+)
+def test_a_refused_pod_is_tried_again_after_a_backoff_that_doubles_to_1000_s(
+    attempts: int, backoff: int
+) -> None:
+    obj = _refused_at(attempts, "2026-01-01T00:00:00Z")
+    early = plan(obj, [pod("a")], NOW + timedelta(seconds=backoff - 1))
+    assert early.injections == ()
+    assert early.requeue_after == pytest.approx(1)
+    due = plan(obj, [pod("a")], NOW + timedelta(seconds=backoff))
+    assert [(i.pod_name, i.attempt) for i in due.injections] == [("a", attempts + 1)]
+    assert due.requeue_after is None
+
+
+def test_a_refusal_recorded_without_its_time_is_tried_again_at_once() -> None:
+    """A status written by an operator that did not record when (an upgrade): one attempt."""
+    (injection,) = plan(_refused_at(None, None), [pod("a")], NOW).injections
+    assert injection.attempt == 2
 
 
 def test_invalid_spec_is_reported() -> None:
@@ -486,6 +527,8 @@ def test_refusals_and_failed_containers_are_both_named() -> None:
                 "container": CURRENT,
                 "reason": "Rejected",
                 "message": "no",
+                "attempts": 1,
+                "lastAttemptTime": "2026-01-01T00:00:00Z",
             }
         ]
     }

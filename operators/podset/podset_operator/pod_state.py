@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeAlias, TypeGuard
+
+from opsuite_common.conditions import parse_timestamp
 
 Pod: TypeAlias = Mapping[str, Any]
 
@@ -56,20 +58,9 @@ def phase(pod: Pod) -> str:
     return str(_section(pod, "status").get("phase") or "")
 
 
-def parse_time(value: object) -> datetime | None:
-    """Parse an RFC 3339 API timestamp into an aware datetime; None when absent or invalid."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 def creation_time(pod: Pod) -> datetime | None:
     """metadata.creationTimestamp, None when absent."""
-    return parse_time(metadata(pod).get("creationTimestamp"))
+    return parse_timestamp(metadata(pod).get("creationTimestamp"))
 
 
 def is_terminating(pod: Pod) -> bool:
@@ -100,7 +91,7 @@ def ready_since(pod: Pod) -> datetime | None:
     condition = _ready_condition(pod)
     if condition is None or condition.get("status") != "True":
         return None
-    return parse_time(condition.get("lastTransitionTime"))
+    return parse_timestamp(condition.get("lastTransitionTime"))
 
 
 def is_available(pod: Pod, min_ready_seconds: int, now: datetime) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from opsuite_common.conditions import get_condition, timestamp
+from opsuite_common.conditions import get_condition, parse_timestamp, timestamp
 from podset_operator.ownership import Claim, claim_pods, is_controlled_by
 from podset_operator.pod_state import (
     Pod,
@@ -23,7 +23,6 @@ from podset_operator.pod_state import (
     is_available,
     is_ready,
     metadata,
-    parse_time,
     pod_name,
     ready_since,
 )
@@ -163,7 +162,7 @@ def rollout_progress(
     if observed.progressing is None:  # done: completing was the last progress
         done_at = timestamp(now) if was_in_flight else stored_time
         return Progress("False", COMPLETE, counts_message(observed), done_at, None)
-    last = parse_time(stored_time)
+    last = parse_timestamp(stored_time)
     if not was_in_flight or last is None or _progressed(observed, previous):
         last = now.replace(microsecond=0)  # what the stored timestamp says
         stored_time = timestamp(last)
