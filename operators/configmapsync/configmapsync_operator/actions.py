@@ -6,7 +6,10 @@ the immutable copies to be replaced; then create, update and delete copies, all 
 the ConfigMapSync is being deleted: delete or unmark its copies in parallel, then remove the
 finalizer.
 
-Every write to a copy carries preconditions (uid and resourceVersion of the cached record), so
+A copy the operator owns is updated with a strategic merge patch of the keys it owns (other
+labels and annotations, say a mutating webhook's, are left alone); a ConfigMap taken over is
+written whole (PUT). Every write to a copy carries preconditions (uid and resourceVersion of the
+cached record), so
 a ConfigMap someone replaced or re-marked meanwhile is never touched: the write fails with 409
 and the next pass decides again from the fresher cache. Successful writes go through to the
 ConfigMap cache at once, unless the watch delivered a newer state for that key meanwhile, so a
@@ -155,8 +158,11 @@ async def _cleanup(kube: KubeApi, cache: Store, sync: Mapping[str, Any], plan: P
 
 
 def _write_future(kube: KubeApi, write: Write) -> asyncio.Future[JSON]:
+    name = write.manifest["metadata"]["name"]
+    if write.patch is not None:
+        path = _configmap_path(write.namespace, name)
+        return kube.patch(path, write.patch, patch_type="strategic")
     if write.verb == "update":
-        name = write.manifest["metadata"]["name"]
         return kube.request("PUT", _configmap_path(write.namespace, name), body=write.manifest)
     return kube.create(_configmap_path(write.namespace), write.manifest)
 

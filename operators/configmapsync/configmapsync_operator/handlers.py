@@ -67,6 +67,16 @@ def _slim_namespace(obj: JSON) -> JSON:
     return {"metadata": record}
 
 
+class _LiveOwners:
+    """The uids of the cached ConfigMapSyncs, as a container (``uid in live_owners``)."""
+
+    def __init__(self, syncs: Store) -> None:
+        self._syncs = syncs
+
+    def __contains__(self, uid: object) -> bool:
+        return bool(self._syncs.by_index("uid", uid)) if isinstance(uid, str) else False
+
+
 def _no_index(**_: Any) -> None:
     """Indexes nothing: its presence makes kopf hold event handlers until every watch listed."""
     return
@@ -91,6 +101,7 @@ def setup(manager: Manager) -> None:
     """ConfigMapSyncs whose source changed: when the change was seen (monotonic seconds)."""
     served = frozenset(manager.options.namespaces)
     recorder = manager.event_recorder()
+    live_owners = _LiveOwners(syncs)
 
     async def reconcile(key: ObjectKey) -> Result | None:
         sync = syncs.get(*key)
@@ -117,6 +128,7 @@ def setup(manager: Manager) -> None:
             datetime.now(UTC),
             served=served,
             sources_in_use=in_use,
+            live_owners=live_owners,
         )
         outcome = actions.outcome
         if actions.is_empty:

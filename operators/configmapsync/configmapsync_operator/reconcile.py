@@ -5,14 +5,18 @@ does not exist), the namespaces, and slim records (:mod:`configmapsync_operator.
 ConfigMaps named like the source (``occupants``, by namespace) and of the copies this
 ConfigMapSync owns anywhere (``owned``). Rules:
 
+* the source's consent comes first: a destination its ``sync.opsuite.dev/allowed-namespaces``
+  annotation does not allow gets nothing written (NotAllowedBySource), and the copy this
+  ConfigMapSync owns there is deleted; a source without the annotation is copied nowhere, but
+  existing copies are kept (frozen, like the copies of a deleted source);
 * the source and every ConfigMap not marked with this ConfigMapSync's uid are never updated or
-  deleted; the only exception is taking over an *unmarked* ConfigMap under
-  ``conflictPolicy: Overwrite`` (never one marked by another ConfigMapSync, never a ConfigMap
-  that some ConfigMapSync reads as its source);
+  deleted; the exceptions are taking over an *unmarked* ConfigMap under
+  ``conflictPolicy: Overwrite``, and a copy whose owner is gone (its uid is no ConfigMapSync's),
+  never a ConfigMap that some ConfigMapSync reads as its source;
 * the source namespace is never a destination;
-* a copy is updated with its cached resourceVersion as precondition, replaced (delete + create)
-  when it is immutable and its data must change, and deleted (uid + resourceVersion
-  preconditions) when its namespace is no longer a destination;
+* a copy is patched (only the keys the operator owns) with its cached uid and resourceVersion as
+  preconditions, replaced (delete + create) when it is immutable and its data must change, and
+  deleted (uid + resourceVersion preconditions) when its namespace is no longer a destination;
 * when the source is gone, nothing is created or updated and the copies are kept;
 * while the ConfigMapSync is being deleted, its copies are deleted (Delete) or unmarked
   (Orphan), then its finalizer is removed.
@@ -23,12 +27,14 @@ outcome (after the writes, with their failures) into the status to write.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from configmapsync_operator.consent import allowed_namespaces, matches
 from configmapsync_operator.copies import (
+    Allowlist,
     content_is_current,
     is_current,
     is_exact_copy,
@@ -37,8 +43,10 @@ from configmapsync_operator.copies import (
     owner_description,
     owner_uid,
     render_copy,
+    update_patch,
 )
 from configmapsync_operator.models import (
+    ALLOWED_NAMESPACES_ANNOTATION,
     FINALIZER,
     MAX_FAILED_TARGETS,
     ConfigMapSyncSpec,
@@ -66,8 +74,10 @@ SOURCE_NAMESPACE = "SourceNamespace"
 NAMESPACE_NOT_WATCHED = "NamespaceNotWatched"
 TERMINATING = "Terminating"
 NAMESPACE_MISSING = "NamespaceMissing"
+NOT_ALLOWED_BY_SOURCE = "NotAllowedBySource"
 
 SEVERITY = (
+    NOT_ALLOWED_BY_SOURCE,
     CONFLICT,
     WRITE_FAILED,
     SOURCE_NAMESPACE,
@@ -76,7 +86,9 @@ SEVERITY = (
     NAMESPACE_MISSING,
 )
 """Target issue reasons, worst first: the Ready condition names the worst present."""
-DEGRADING = frozenset({CONFLICT, WRITE_FAILED, SOURCE_NAMESPACE, NAMESPACE_NOT_WATCHED})
+DEGRADING = frozenset(
+    {NOT_ALLOWED_BY_SOURCE, CONFLICT, WRITE_FAILED, SOURCE_NAMESPACE, NAMESPACE_NOT_WATCHED}
+)
 """Issues that need a person (Degraded=True); the others resolve by themselves."""
 MAX_ISSUE_MESSAGE = 1024
 
@@ -96,12 +108,15 @@ class Write:
 
     namespace: str
     manifest: JSON
-    """The desired copy; for an update it carries the observed uid and resourceVersion."""
+    """The desired copy; for a take-over it carries the observed uid and resourceVersion."""
     observed: Mapping[str, Any] | None = None
     """The cached slim record the decision rests on (the cache's own object, so that the
     executor can tell whether the watch replaced it meanwhile); None when nothing is there."""
     replace: bool = False
     """Delete ``observed`` (immutable, data changed) first, then create ``manifest``."""
+    patch: JSON | None = None
+    """For an update of an own copy: the strategic merge patch of the owned keys (else the
+    update is a take-over that writes ``manifest`` whole)."""
 
     @property
     def verb(self) -> str:
@@ -232,6 +247,46 @@ def _overwrite(namespace: str, desired: JSON, observed: Mapping[str, Any]) -> Wr
     return Write(namespace, manifest, observed)
 
 
+def _update(namespace: str, desired: JSON, observed: Mapping[str, Any], allow: Allowlist) -> Write:
+    """Patch the own copy ``observed`` to ``desired`` (owned keys only), or replace it when it
+    is immutable and its content must change."""
+    if observed.get("immutable") is True and not content_is_current(observed, desired):
+        return Write(namespace, desired, observed, replace=True)
+    return Write(namespace, desired, observed, patch=update_patch(observed, desired, allow))
+
+
+def _refused(
+    source: Mapping[str, Any], reference: str, writable: Sequence[str]
+) -> tuple[list[str], list[Issue]]:
+    """The destinations the source's consent annotation does not allow, with their issues."""
+    patterns = allowed_namespaces(source)
+    refused = [ns for ns in writable if patterns is None or not matches(patterns, ns)]
+    if patterns is None:
+        message = (
+            f"ConfigMap {reference} does not allow copies: it has no "
+            f"{ALLOWED_NAMESPACES_ANNOTATION} annotation; an existing copy is kept, not updated"
+        )
+        return refused, [Issue(ns, NOT_ALLOWED_BY_SOURCE, message) for ns in refused]
+    allowed = ",".join(patterns)
+    return refused, [
+        Issue(
+            ns,
+            NOT_ALLOWED_BY_SOURCE,
+            f"ConfigMap {reference} does not allow copies in namespace {ns} "
+            f"({ALLOWED_NAMESPACES_ANNOTATION}: {allowed[:200]}); no copy is kept there",
+        )
+        for ns in refused
+    ]
+
+
+def _owner_is_served(record: Mapping[str, Any], served: Collection[str]) -> bool:
+    """Whether the ConfigMapSync that marked ``record`` lived in a served namespace (so that
+    its absence from the cache means it is gone, not merely unwatched)."""
+    if not served:
+        return True
+    return owner_description(record).split("/")[0] in served
+
+
 def _cleanup(
     sync: Mapping[str, Any], owned: Sequence[Mapping[str, Any]], source: ObjectKey | None
 ) -> Plan:
@@ -259,13 +314,15 @@ def plan(
     *,
     served: Collection[str] = (),
     sources_in_use: Collection[ObjectKey] = (),
+    live_owners: Container[str] = (),
 ) -> Plan:
     """Plan one reconcile of ``sync``.
 
     ``occupants`` maps a namespace to the slim record of the ConfigMap there named like the
     source; ``owned`` are slim records of ConfigMaps marked with the sync's uid; ``served``
     are the namespaces the operator watches (empty: all); ``sources_in_use`` are the keys of
-    ConfigMaps some ConfigMapSync reads (never taken over).
+    ConfigMaps some ConfigMapSync reads (never taken over); ``live_owners`` holds the uids of
+    the existing ConfigMapSyncs (a copy marked with another uid has lost its owner).
     """
     now = _as_utc(now)
     meta = sync["metadata"]
@@ -299,6 +356,14 @@ def plan(
         source = None
     by_name = {str((ns.get("metadata") or {}).get("name")): ns for ns in namespaces}
     writable, issues = _targets(spec, source_namespace, by_name, served)
+    kept: list[str] = []
+    if source is not None:
+        refused, not_allowed = _refused(source, reference, writable)
+        issues.extend(not_allowed)
+        writable = [ns for ns in writable if ns not in refused]
+        if allowed_namespaces(source) is None:
+            kept = refused  # no consent at all (say, before the upgrade): copies stay, frozen
+    allow = Allowlist(tuple(spec.copy_labels or ()), tuple(spec.copy_annotations or ()))
     writes: list[Write] = []
     synced: set[str] = set()
     for ns in writable:
@@ -307,7 +372,7 @@ def plan(
             occupant = None
         if occupant is None:
             if source is not None:
-                writes.append(Write(ns, render_copy(sync, source, ns)))
+                writes.append(Write(ns, render_copy(sync, source, ns, allow)))
             continue
         where = f"ConfigMap {ns}/{name}"
         owner = owner_uid(occupant)
@@ -317,11 +382,21 @@ def plan(
             if source is None:
                 synced.add(ns)  # the copy is kept while the source is gone
                 continue
-            desired = render_copy(sync, source, ns)
-            if is_current(occupant, desired):
+            desired = render_copy(sync, source, ns, allow)
+            if is_current(occupant, desired, allow):
                 synced.add(ns)
             else:
-                writes.append(_overwrite(ns, desired, occupant))
+                writes.append(_update(ns, desired, occupant, allow))
+        elif (
+            owner is not None
+            and owner not in live_owners
+            and _owner_is_served(occupant, served)
+            and is_exact_copy(occupant)
+            and (ns, name) not in sources_in_use
+        ):
+            # A copy whose ConfigMapSync is gone (deleted while the operator was away).
+            if source is not None:
+                writes.append(_overwrite(ns, render_copy(sync, source, ns, allow), occupant))
         elif owner is not None:
             issues.append(
                 Issue(
@@ -342,8 +417,8 @@ def plan(
                 Issue(ns, CONFLICT, f"{where} is the source of a ConfigMapSync; not overwritten")
             )
         elif source is not None:
-            writes.append(_overwrite(ns, render_copy(sync, source, ns), occupant))
-    wanted = {(ns, name) for ns in writable}
+            writes.append(_overwrite(ns, render_copy(sync, source, ns, allow), occupant))
+    wanted = {(ns, name) for ns in (*writable, *kept)}
     deletes = tuple(
         c
         for c in live_owned
