@@ -41,7 +41,7 @@ def install_crd(cluster: Cluster) -> None:
 class Pool:
     """The namespaces of one test run: ``name("a")`` is ``cms-<run>-a``."""
 
-    SUFFIXES = ("src", "a", "b", "c", "sel-1", "sel-2", "sel-3", "late", "big", "quiet")
+    SUFFIXES = ("src", "a", "b", "c", "sel-1", "sel-2", "sel-3", "late", "big", "quiet", "gone")
     CREATED_UP_FRONT = ("src", "a", "b", "c", "sel-1", "sel-2", "big", "quiet")
 
     def __init__(self) -> None:
@@ -135,7 +135,7 @@ class Syncs:
         return result
 
     def delete(self, namespace: str, name: str, *, wait: bool = True) -> None:
-        """Delete a ConfigMapSync; with ``wait``, until the operator removed its finalizer."""
+        """Delete a ConfigMapSync; with ``wait``, until it is gone."""
         try:
             self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
         except ApiException as exc:
@@ -146,7 +146,7 @@ class Syncs:
                 lambda: self.exists(namespace, name),
                 lambda present: not present,
                 timeout=60,
-                what=f"ConfigMapSync {namespace}/{name} gone (finalizer removed)",
+                what=f"ConfigMapSync {namespace}/{name} gone",
             )
 
     def exists(self, namespace: str, name: str) -> bool:

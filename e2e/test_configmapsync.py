@@ -145,6 +145,7 @@ def test_copies_data_and_the_allowlisted_labels_and_annotations_but_no_bookkeepi
             "note": "hello",
             OWNER_ANNOTATION: f"{src}/basic/{uid}",
             SOURCE_ANNOTATION: f"{src}/basic",
+            "sync.opsuite.dev/deletion-policy": "Delete",
         }
         assert not copy.metadata.owner_references
         assert not copy.immutable
@@ -155,7 +156,7 @@ def test_copies_data_and_the_allowlisted_labels_and_annotations_but_no_bookkeepi
     assert status["lastSyncTime"]
     assert condition(cms, "Degraded")["status"] == "False"
     assert condition(cms, "Ready")["reason"] == "Synced"
-    assert FINALIZER in cms["metadata"]["finalizers"]
+    assert not cms["metadata"].get("finalizers")  # nothing to hang on once uninstalled
 
     table = cluster.kubectl("get", "cms", "basic", "-n", src).splitlines()
     assert table[0].split() == ["NAME", "SOURCE", "TARGETS", "SYNCED", "READY", "AGE"]
@@ -500,21 +501,32 @@ def _created(create: Any) -> bool:
     return True
 
 
-def test_a_copy_whose_owner_is_gone_is_taken_over(pool: Pool, syncs: Syncs) -> None:
-    """#16 minor: a copy left by a ConfigMapSync deleted while the operator was away (its
-    finalizer removed by hand) carries an owner uid that no ConfigMapSync has; it no longer
-    blocks the destination."""
+@pytest.mark.local_operators("stops the operator to create a copy of a gone owner meanwhile")
+def test_a_copy_whose_owner_is_gone_is_taken_over(
+    pool: Pool, syncs: Syncs, operator: OperatorHandle
+) -> None:
+    """#16 minor: a copy left by a ConfigMapSync deleted while the operator was away carries
+    an owner uid that no ConfigMapSync has; a ConfigMapSync that wants the place (created
+    meanwhile) takes it over instead of reporting a Conflict forever."""
     src, a = pool.name("src"), pool.name("a")
     gone = "00000000-0000-4000-8000-000000000000"
     syncs.put_source(src, "stale", {"k": "v"})
-    stale = syncs.put_configmap(
-        a,
-        "stale",
-        {"k": "old"},
-        labels={OWNER_LABEL: gone},
-        annotations={OWNER_ANNOTATION: f"{src}/departed/{gone}", SOURCE_ANNOTATION: f"{src}/stale"},
-    )
-    cms = syncs.create(src, sync_manifest("stale", "stale", destinationNamespaces=[a]))
+    operator.stop()
+    try:
+        stale = syncs.put_configmap(
+            a,
+            "stale",
+            {"k": "old"},
+            labels={OWNER_LABEL: gone},
+            annotations={
+                OWNER_ANNOTATION: f"{src}/departed/{gone}",
+                SOURCE_ANNOTATION: f"{src}/stale",
+                "sync.opsuite.dev/deletion-policy": "Orphan",
+            },
+        )
+        cms = syncs.create(src, sync_manifest("stale", "stale", destinationNamespaces=[a]))
+    finally:
+        operator.restart()
     syncs.wait_ready(src, "stale", 1)
     copy = syncs.configmap(a, "stale")
     assert owned_by(uid_of(cms))(copy)
@@ -717,12 +729,63 @@ def test_deleting_a_sync_removes_exactly_its_copies(
     time.sleep(3)  # passes triggered by the new ConfigMap run in well under a second
     assert syncs.configmap(a, "doomed-saved") is not None
     syncs.delete(src, "doomed")
+    # No finalizer: the copies go right after the ConfigMapSync (as dependents after their
+    # owner in Kubernetes' garbage collection).
+    syncs.wait_copies([a, b], "doomed", lambda cm: cm is None, "copies deleted", 30)
+    time.sleep(2)
     assert syncs.configmap(a, "doomed-saved") is not None
-    assert syncs.configmap(a, "doomed") is None
-    assert syncs.configmap(b, "doomed") is None
     assert syncs.configmap(c, "doomed").data == {"k": "not a copy"}
     assert syncs.configmap(b, "doomed-neighbour") is not None
     assert syncs.configmap(src, "doomed") is not None
+
+
+@pytest.mark.local_operators("stops the operator, as an uninstall does, and starts it again")
+def test_with_the_operator_gone_a_namespace_of_syncs_is_deleted_and_copies_follow_later(
+    api: client.ApiClient, pool: Pool, syncs: Syncs, operator: OperatorHandle
+) -> None:
+    """#16 minor: ConfigMapSyncs carry no finalizer, so with the operator uninstalled (stopped
+    here; `helm uninstall` keeps the CRD and the ConfigMapSyncs) deleting a namespace holding
+    ConfigMapSyncs completes instead of hanging in Terminating. Back, the operator finds the
+    copies of the ConfigMapSyncs that went by their owner mark and ends them as their
+    deletionPolicy said: Delete removes, Orphan releases. The finalizer earlier versions put
+    on ConfigMapSyncs is removed."""
+    core = client.CoreV1Api(api)
+    gone, a, b = pool.name("gone"), pool.name("a"), pool.name("b")
+    core.create_namespace({"metadata": {"name": gone}})
+    syncs.put_source(gone, "leaving", {"k": "v"})
+    syncs.put_source(gone, "staying", {"k": "kept"})
+    legacy = sync_manifest("leaving", "leaving", destinationNamespaces=[a, b])
+    legacy["metadata"]["finalizers"] = [FINALIZER]  # as an earlier version left it
+    syncs.create(gone, legacy)
+    syncs.create(
+        gone,
+        sync_manifest("staying", "staying", destinationNamespaces=[a], deletionPolicy="Orphan"),
+    )
+    syncs.wait_ready(gone, "leaving", 2)
+    syncs.wait_ready(gone, "staying", 1)
+    leaving = syncs.wait(
+        gone, "leaving", lambda o: not o["metadata"].get("finalizers"), "unfinalized"
+    )
+    assert owned_by(uid_of(leaving))(syncs.configmap(a, "leaving"))
+
+    operator.stop()
+    try:
+        core.delete_namespace(gone)
+        wait_until(
+            lambda: [n.metadata.name for n in core.list_namespace().items],
+            lambda names: gone not in names,
+            timeout=60,
+            what=f"namespace {gone} deleted with the operator gone",
+        )
+        assert owned_by(uid_of(leaving))(syncs.configmap(a, "leaving"))  # nobody cleaned up
+    finally:
+        operator.restart()
+    syncs.wait_copies([a, b], "leaving", lambda cm: cm is None, "copies deleted", 30)
+    kept = syncs.wait_copies(
+        [a], "staying", lambda cm: cm is not None and not cm.metadata.labels, "released", 30
+    )[a]
+    assert kept.data == {"k": "kept"}
+    assert not kept.metadata.annotations
 
 
 def test_orphan_policy_leaves_unmarked_copies(pool: Pool, syncs: Syncs) -> None:
@@ -740,7 +803,13 @@ def test_orphan_policy_leaves_unmarked_copies(pool: Pool, syncs: Syncs) -> None:
     )
     syncs.wait_ready(src, "orphaned", 1)
     syncs.delete(src, "orphaned")
-    kept = syncs.configmap(a, "orphaned")
+    kept = syncs.wait_copies(
+        [a],
+        "orphaned",
+        lambda cm: cm is not None and OWNER_LABEL not in cm.metadata.labels,
+        "released",
+        30,
+    )[a]
     assert kept is not None
     assert kept.data == {"k": "v"}
     assert kept.metadata.labels == {"app": "x"}

@@ -17,6 +17,7 @@
   resources:
   - configmapsyncs
   verbs:
+  - get
   - list
   - watch
   - patch

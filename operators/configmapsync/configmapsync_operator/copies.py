@@ -24,6 +24,7 @@ from typing import Any
 from configmapsync_operator.consent import matches
 from configmapsync_operator.models import (
     BOOKKEEPING_PREFIX,
+    DELETION_POLICY_ANNOTATION,
     LAST_APPLIED,
     OWNER_ANNOTATION,
     OWNER_LABEL,
@@ -65,6 +66,21 @@ def is_exact_copy(obj: Mapping[str, Any]) -> bool:
     return isinstance(source, str) and source.rpartition("/")[2] == _meta(obj).get("name")
 
 
+def owner_key(obj: Mapping[str, Any]) -> ObjectKey | None:
+    """(namespace, name) of the owning ConfigMapSync, from the owner annotation."""
+    annotation = _strings(_meta(obj).get("annotations")).get(OWNER_ANNOTATION)
+    if not isinstance(annotation, str) or annotation.count("/") != 2:
+        return None
+    namespace, name, _ = annotation.split("/")
+    return namespace, name
+
+
+def deletion_policy(obj: Mapping[str, Any]) -> str | None:
+    """The deletion policy a copy records (None for copies of earlier versions)."""
+    value = _strings(_meta(obj).get("annotations")).get(DELETION_POLICY_ANNOTATION)
+    return value if value in ("Delete", "Orphan") else None
+
+
 def owner_description(obj: Mapping[str, Any]) -> str:
     """The owner annotation (namespace/name/uid), or the bare owner uid."""
     annotation = _strings(_meta(obj).get("annotations")).get(OWNER_ANNOTATION)
@@ -78,7 +94,7 @@ def is_bookkeeping(key: str) -> bool:
 
 MARK_LABELS = (OWNER_LABEL,)
 """Labels the operator sets on every copy."""
-MARK_ANNOTATIONS = (OWNER_ANNOTATION, SOURCE_ANNOTATION)
+MARK_ANNOTATIONS = (OWNER_ANNOTATION, SOURCE_ANNOTATION, DELETION_POLICY_ANNOTATION)
 """Annotations the operator sets on every copy."""
 
 
@@ -114,6 +130,9 @@ def render_copy(
     annotations = copied(source_meta.get("annotations"), allow.annotations)
     annotations[OWNER_ANNOTATION] = f"{meta['namespace']}/{meta['name']}/{meta['uid']}"
     annotations[SOURCE_ANNOTATION] = f"{source_namespace}/{name}"
+    annotations[DELETION_POLICY_ANNOTATION] = str(
+        (sync.get("spec") or {}).get("deletionPolicy") or "Delete"
+    )
     copy: JSON = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -146,9 +165,10 @@ def _value_digests(entries: object) -> dict[str, str]:
     return {k: _digest(v)[:16] for k, v in _strings(entries).items()}
 
 
-KEPT_ANNOTATIONS = (OWNER_ANNOTATION, SOURCE_ANNOTATION)
-"""Annotations a copy's cache record keeps: its owner (for messages) and its source (to tell
-an exact copy, :func:`is_exact_copy`)."""
+KEPT_ANNOTATIONS = MARK_ANNOTATIONS
+"""Annotations a copy's cache record keeps: its owner (for messages and to find the copies of
+a ConfigMapSync that is gone), its source (to tell an exact copy, :func:`is_exact_copy`) and
+the owner's deletion policy."""
 
 
 def slim(obj: Mapping[str, Any]) -> JSON:

@@ -24,7 +24,9 @@ PLURAL = "configmapsyncs"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 FINALIZER = "sync.opsuite.dev/copies"
-"""On every ConfigMapSync the operator manages: its copies are cleaned up before it goes."""
+"""Put on every ConfigMapSync by earlier versions, which cleaned up the copies before letting
+it go. No longer used (with the operator uninstalled it kept ConfigMapSyncs, and so their
+namespaces, from ever being deleted): removed where found, after the clean-up it promised."""
 OWNER_LABEL = "sync.opsuite.dev/owner-uid"
 """On every copy: the uid of the ConfigMapSync that owns it. The operator only ever updates or
 deletes ConfigMaps carrying the uid of one of its ConfigMapSyncs here."""
@@ -32,6 +34,9 @@ OWNER_ANNOTATION = "sync.opsuite.dev/owner"
 """On every copy: ``<namespace>/<name>/<uid>`` of the owning ConfigMapSync (for people)."""
 SOURCE_ANNOTATION = "sync.opsuite.dev/source"
 """On every copy: ``<namespace>/<name>`` of the ConfigMap it copies."""
+DELETION_POLICY_ANNOTATION = "sync.opsuite.dev/deletion-policy"
+"""On every copy: the owner's deletionPolicy, so that a copy whose ConfigMapSync went while the
+operator was away is still deleted or released as its owner said."""
 BOOKKEEPING_PREFIX = "sync.opsuite.dev/"
 """Labels and annotations under this prefix are the operator's own and never copied."""
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"

@@ -18,8 +18,11 @@ ConfigMapSync owns anywhere (``owned``). Rules:
   preconditions, replaced (delete + create) when it is immutable and its data must change, and
   deleted (uid + resourceVersion preconditions) when its namespace is no longer a destination;
 * when the source is gone, nothing is created or updated and the copies are kept;
-* while the ConfigMapSync is being deleted, its copies are deleted (Delete) or unmarked
-  (Orphan), then its finalizer is removed.
+* a ConfigMapSync carries no finalizer (the one of earlier versions is removed where found):
+  once it is gone, :func:`collect` plans for its copies what their deletion policy says (delete,
+  or unmark for Orphan), as Kubernetes' garbage collector does for dependents whose owner is
+  gone. A deleting ConfigMapSync that still has the earlier finalizer is cleaned up first, then
+  the finalizer removed.
 
 Executing a Plan is :mod:`configmapsync_operator.actions`' job; :func:`status_patch` turns the
 outcome (after the writes, with their failures) into the status to write.
@@ -36,6 +39,7 @@ from configmapsync_operator.consent import allowed_namespaces, matches
 from configmapsync_operator.copies import (
     Allowlist,
     content_is_current,
+    deletion_policy,
     is_current,
     is_exact_copy,
     is_terminating,
@@ -159,9 +163,11 @@ class Plan:
     """Slim records of owned copies to delete."""
     unmarks: tuple[Mapping[str, Any], ...] = ()
     """Slim records of owned copies to release (deletionPolicy Orphan)."""
-    add_finalizer: bool = False
+    strip_finalizer: bool = False
+    """Remove the finalizer of earlier versions from a live ConfigMapSync, before the writes."""
     remove_finalizer: bool = False
-    """After the deletes/unmarks succeed (the ConfigMapSync is being deleted)."""
+    """After the deletes/unmarks succeed (a ConfigMapSync with that finalizer is being
+    deleted)."""
     status_patch: JSON | None = None
     """Status fields to write if every write succeeds; None when unchanged."""
 
@@ -172,7 +178,7 @@ class Plan:
             self.writes
             or self.deletes
             or self.unmarks
-            or self.add_finalizer
+            or self.strip_finalizer
             or self.remove_finalizer
             or self.status_patch is not None
         )
@@ -333,15 +339,19 @@ def plan(
     ]
     if meta.get("deletionTimestamp"):
         return _cleanup(sync, live_owned, src_key)
+    strip_finalizer = FINALIZER in (meta.get("finalizers") or ())
     try:
         spec = parse_spec(sync)
     except InvalidSpecError as error:
         outcome = Outcome(blocked=(INVALID_SPEC, str(error)))
-        return Plan(outcome, status_patch=status_patch(sync, outcome, now, wrote=False))
+        return Plan(
+            outcome,
+            strip_finalizer=strip_finalizer,
+            status_patch=status_patch(sync, outcome, now, wrote=False),
+        )
     source_namespace = spec.source_namespace or meta["namespace"]
     name = spec.config_map_name
     reference = f"{source_namespace}/{name}"
-    add_finalizer = FINALIZER not in (meta.get("finalizers") or ())
     if served and source_namespace not in served:
         outcome = Outcome(
             source=reference,
@@ -351,7 +361,11 @@ def plan(
                 "follow the source",
             ),
         )
-        return Plan(outcome, status_patch=status_patch(sync, outcome, now, wrote=False))
+        return Plan(
+            outcome,
+            strip_finalizer=strip_finalizer,
+            status_patch=status_patch(sync, outcome, now, wrote=False),
+        )
     if source is not None and key_of(source) != (source_namespace, name):
         source = None
     by_name = {str((ns.get("metadata") or {}).get("name")): ns for ns in namespaces}
@@ -439,9 +453,42 @@ def plan(
         outcome,
         writes=tuple(writes),
         deletes=deletes,
-        add_finalizer=add_finalizer,
+        strip_finalizer=strip_finalizer,
         status_patch=status_patch(sync, outcome, now, wrote=bool(writes)),
     )
+
+
+def wants(sync: Mapping[str, Any], namespace: Mapping[str, Any]) -> bool:
+    """Whether ``sync`` names ``namespace`` (a record) as a destination, listed or selected."""
+    try:
+        spec = parse_spec(sync)
+    except InvalidSpecError:
+        return False
+    name = str((namespace.get("metadata") or {}).get("name"))
+    if name == (spec.source_namespace or sync["metadata"]["namespace"]):
+        return False
+    selector = spec.namespace_selector
+    return name in (spec.destination_namespaces or ()) or (
+        selector is not None and selector.matches(_labels(namespace))
+    )
+
+
+def collect(
+    orphans: Iterable[Mapping[str, Any]], policies: Mapping[str, str] | None = None
+) -> Plan:
+    """Plan the end of the copies whose ConfigMapSync is gone (slim records marked with a uid
+    no ConfigMapSync has): exact copies only, deleted or unmarked as the owner's deletion
+    policy says: from ``policies`` (by owner uid: the final state the watch delivered), else as
+    the copy records it, else Delete (copies of earlier versions, whose default it was)."""
+    deletes: list[Mapping[str, Any]] = []
+    unmarks: list[Mapping[str, Any]] = []
+    for record in orphans:
+        if not is_exact_copy(record) or is_terminating(record):
+            continue
+        owner = owner_uid(record) or ""
+        policy = (policies or {}).get(owner) or deletion_policy(record) or "Delete"
+        (unmarks if policy == "Orphan" else deletes).append(record)
+    return Plan(Outcome(), deletes=tuple(deletes), unmarks=tuple(unmarks))
 
 
 _Condition = tuple[str, ConditionStatus, str, str]

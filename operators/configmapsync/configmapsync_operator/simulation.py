@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from configmapsync_operator.copies import key_of, owner_uid, slim
+from configmapsync_operator.copies import MARK_ANNOTATIONS, MARK_LABELS, key_of, owner_uid, slim
 from configmapsync_operator.models import (
     ALLOWED_NAMESPACES_ANNOTATION,
     FINALIZER,
@@ -78,7 +78,8 @@ def namespace(name: str, labels: dict[str, str] | None = None, terminating: bool
     return {"metadata": meta}
 
 
-def sync_object(spec: JSON, *, finalizer: bool = True, deleting: bool = False) -> JSON:
+def sync_object(spec: JSON, *, finalizer: bool = False, deleting: bool = False) -> JSON:
+    """The ConfigMapSync under test; ``finalizer``: with the finalizer of earlier versions."""
     meta: JSON = {
         "name": "sync",
         "namespace": "src",
@@ -157,8 +158,8 @@ class World:
     def apply(self, actions: Plan) -> None:
         """What the API server would do with the plan's writes (all succeeding)."""
         meta = self.sync["metadata"]
-        if actions.add_finalizer:
-            meta["finalizers"] = [*meta.get("finalizers", []), FINALIZER]
+        if actions.strip_finalizer:
+            meta["finalizers"] = [f for f in meta.get("finalizers", []) if f != FINALIZER]
         for write in actions.writes:
             obj = copy.deepcopy(write.manifest)
             key = key_of(obj)
@@ -189,9 +190,10 @@ class World:
             del self.configmaps[key_of(record)]
         for record in actions.unmarks:
             obj = self.configmaps[key_of(record)]
-            obj["metadata"]["labels"].pop(OWNER_LABEL, None)
-            obj["metadata"]["annotations"].pop(OWNER_ANNOTATION, None)
-            obj["metadata"]["annotations"].pop(SOURCE_ANNOTATION, None)
+            for mark in MARK_LABELS:
+                obj["metadata"]["labels"].pop(mark, None)
+            for mark in MARK_ANNOTATIONS:
+                obj["metadata"]["annotations"].pop(mark, None)
         if actions.remove_finalizer:
             meta["finalizers"] = [f for f in meta.get("finalizers", []) if f != FINALIZER]
         if actions.status_patch is not None:

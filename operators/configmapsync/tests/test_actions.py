@@ -94,9 +94,9 @@ async def run(world: World, kube: FakeKube, cache: Store) -> tuple[Plan, Executi
     return actions, await execute(kube, cache, world.sync, actions)  # type: ignore[arg-type]
 
 
-async def test_creates_in_parallel_write_through_and_status() -> None:
+async def test_strips_the_old_finalizer_creates_in_parallel_write_through_and_status() -> None:
     world = world_with("a", "b")
-    world.sync["metadata"]["finalizers"] = []
+    world.sync["metadata"]["finalizers"] = ["example.com/theirs", FINALIZER]
     kube, cache = FakeKube(), cache_of(world)
     _, done = await run(world, kube, cache)
     verbs = [(m, p) for m, p, _ in kube.calls]
@@ -104,7 +104,7 @@ async def test_creates_in_parallel_write_through_and_status() -> None:
         "PATCH",
         "/apis/sync.opsuite.dev/v1alpha1/namespaces/src/configmapsyncs/sync",
     )
-    assert kube.calls[0][2]["metadata"]["finalizers"] == [FINALIZER]
+    assert kube.calls[0][2]["metadata"]["finalizers"] == ["example.com/theirs"]
     assert kube.calls[0][2]["metadata"]["resourceVersion"] == "1"
     assert ("POST", "/api/v1/namespaces/a/configmaps") in verbs
     assert ("POST", "/api/v1/namespaces/b/configmaps") in verbs
@@ -112,7 +112,7 @@ async def test_creates_in_parallel_write_through_and_status() -> None:
     assert done.written == 2
     # The copies are in the cache at once: the next plan creates nothing.
     assert owner_uid(cache.get("a", NAME)) == world.sync["metadata"]["uid"]
-    world.sync["metadata"]["finalizers"] = [FINALIZER]
+    world.sync["metadata"]["finalizers"] = ["example.com/theirs"]
     world.sync["status"] = kube.calls[-1][2]["status"]
     again, _ = await run(world, FakeKube(), cache)
     assert again.is_empty
@@ -169,8 +169,9 @@ async def test_an_own_copy_is_updated_by_a_strategic_patch_of_the_owned_keys() -
     assert "injected" not in body["metadata"].get("labels", {})
 
 
-async def test_cleanup_removes_the_finalizer_only_after_the_copies() -> None:
+async def test_cleanup_removes_the_old_finalizer_only_after_the_copies() -> None:
     world = world_with("a")
+    world.sync["metadata"]["finalizers"] = [FINALIZER]
     world.add(configmap("a", data={"k": "v"}, owner=world.sync["metadata"]["uid"]))
     world.sync["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
     kube = FakeKube({("DELETE", "/api/v1/namespaces/a/configmaps/cfg"): 500})

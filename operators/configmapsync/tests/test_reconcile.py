@@ -12,6 +12,7 @@ from configmapsync_operator.consent import allowed_namespaces, matches
 from configmapsync_operator.copies import Allowlist, content_digest, is_current, render_copy, slim
 from configmapsync_operator.models import (
     ALLOWED_NAMESPACES_ANNOTATION,
+    DELETION_POLICY_ANNOTATION,
     FINALIZER,
     LAST_APPLIED,
     OWNER_ANNOTATION,
@@ -25,6 +26,8 @@ from configmapsync_operator.reconcile import (
     NOT_ALLOWED_BY_SOURCE,
     SOURCE_NAMESPACE,
     Issue,
+    collect,
+    wants,
 )
 from configmapsync_operator.simulation import (
     GONE_UID,
@@ -86,6 +89,7 @@ def test_copies_data_and_binary_data_but_no_metadata_by_default() -> None:
     assert copy["metadata"]["annotations"] == {
         OWNER_ANNOTATION: f"src/sync/{UID}",
         SOURCE_ANNOTATION: "src/cfg",
+        DELETION_POLICY_ANNOTATION: "Delete",
     }
 
 
@@ -110,7 +114,7 @@ def test_copies_allowlisted_labels_and_annotations_without_bookkeeping() -> None
         )
     )
     actions = world.plan()
-    assert actions.add_finalizer is False
+    assert actions.strip_finalizer is False
     assert [w.verb for w in actions.writes] == ["create", "create"]
     copy = actions.writes[0].manifest
     assert copy["data"] == {"k": "v"}
@@ -120,6 +124,7 @@ def test_copies_allowlisted_labels_and_annotations_without_bookkeeping() -> None
         "note": "n",
         OWNER_ANNOTATION: f"src/sync/{UID}",
         SOURCE_ANNOTATION: "src/cfg",
+        DELETION_POLICY_ANNOTATION: "Delete",
     }
     assert "immutable" not in copy
     world.apply(actions)
@@ -128,12 +133,73 @@ def test_copies_allowlisted_labels_and_annotations_without_bookkeeping() -> None
     assert world.plan().is_empty
 
 
-def test_new_sync_gets_the_finalizer_with_its_first_writes() -> None:
-    world = make_world({"destinationNamespaces": ["a"]}, "a", finalizer=False)
+def test_no_finalizer_is_added_and_the_one_of_earlier_versions_is_removed() -> None:
+    """#16 minor: with the operator uninstalled, a finalizer would keep every ConfigMapSync,
+    and so its namespace, from being deleted."""
+    world = make_world({"destinationNamespaces": ["a"]}, "a")
     world.add(configmap("src", allowed="*", data={"k": "v"}))
+    converge(world)
+    assert world.sync["metadata"]["finalizers"] == []
+    world.sync["metadata"]["finalizers"] = ["example.com/theirs", FINALIZER]
     actions = world.plan()
-    assert actions.add_finalizer
-    assert len(actions.writes) == 1
+    assert actions.strip_finalizer
+    converge(world)
+    assert world.sync["metadata"]["finalizers"] == ["example.com/theirs"]
+    world.sync["spec"] = {"configMapName": NAME}  # invalid: still stripped
+    world.sync["metadata"]["finalizers"] = [FINALIZER]
+    assert world.plan().strip_finalizer
+
+
+def test_collect_ends_the_copies_of_a_gone_sync_as_its_policy_says() -> None:
+    """#16 minor: no finalizer, so the copies of a ConfigMapSync deleted while the operator
+    was away are found by their owner mark and deleted or released afterwards."""
+    sync = sync_object({"configMapName": NAME, "destinationNamespaces": ["a"]})
+    source = configmap("src", allowed="*", data={"k": "v"})
+    deleted = slim(
+        {
+            **render_copy(sync, source, "a"),
+            "metadata": {
+                **render_copy(sync, source, "a")["metadata"],
+                "uid": "1",
+                "resourceVersion": "1",
+            },
+        }
+    )
+    orphan_sync = sync_object({**sync["spec"], "deletionPolicy": "Orphan"})
+    kept = slim(
+        {
+            **render_copy(orphan_sync, source, "b"),
+            "metadata": {
+                **render_copy(orphan_sync, source, "b")["metadata"],
+                "uid": "2",
+                "resourceVersion": "1",
+            },
+        }
+    )
+    legacy = slim(configmap("c", owner=UID))  # an earlier version's copy: no recorded policy
+    saved_as = configmap("d", "saved-as", owner=UID)
+    saved_as["metadata"]["annotations"][SOURCE_ANNOTATION] = "src/cfg"
+    saved = slim(saved_as)  # a copy saved under another name: not an exact copy, never touched
+    actions = collect([deleted, kept, legacy, saved])
+    assert actions.deletes == (deleted, legacy)
+    assert actions.unmarks == (kept,)
+    # The final state the watch delivered wins over what the copies record.
+    actions = collect([deleted, kept], {UID: "Orphan"})
+    assert (actions.deletes, actions.unmarks) == ((), (deleted, kept))
+
+
+def test_wants_tells_listed_and_selected_destinations() -> None:
+    sync = sync_object(
+        {
+            "configMapName": NAME,
+            "destinationNamespaces": ["a", "src"],
+            "namespaceSelector": {"matchLabels": {"team": "x"}},
+        }
+    )
+    assert wants(sync, namespace("a"))
+    assert wants(sync, namespace("b", {"team": "x"}))
+    assert not wants(sync, namespace("b"))
+    assert not wants(sync, namespace("src", {"team": "x"}))
 
 
 def test_drifted_copy_is_patched_with_its_uid_and_resource_version() -> None:
@@ -430,6 +496,7 @@ def test_rename_deletes_old_copies_and_the_deleting_sync_cleans_up() -> None:
     actions = world.plan()
     assert sorted(slim_key(r) for r in actions.deletes) == [("a", NAME), ("b", NAME)]
     converge(world)
+    world.sync["metadata"]["finalizers"] = [FINALIZER]  # put there by an earlier version
     world.sync["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
     actions = world.plan()
     assert sorted(slim_key(r) for r in actions.deletes) == [("a", "other"), ("b", "other")]
@@ -452,6 +519,7 @@ def test_a_copy_saved_under_another_name_is_never_deleted() -> None:
     world.add(saved)
     assert slim_key(saved) not in [slim_key(r) for r in world.plan().deletes]
     converge(world)
+    world.sync["metadata"]["finalizers"] = [FINALIZER]  # put there by an earlier version
     world.sync["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
     actions = world.plan()
     assert [slim_key(r) for r in actions.deletes] == [("a", NAME)]
@@ -463,6 +531,7 @@ def test_orphan_policy_unmarks_copies() -> None:
     world = make_world({"destinationNamespaces": ["a"], "deletionPolicy": "Orphan"}, "a")
     world.add(configmap("src", allowed="*", data={"k": "v"}))
     converge(world)
+    world.sync["metadata"]["finalizers"] = [FINALIZER]  # put there by an earlier version
     world.sync["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
     actions = world.plan()
     assert not actions.deletes

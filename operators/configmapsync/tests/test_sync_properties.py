@@ -223,7 +223,7 @@ def test_applying_the_plan_then_replanning_gives_an_empty_plan(world: World) -> 
     again = world.plan()
     assert not again.writes, again.writes
     assert not again.deletes
-    assert not again.add_finalizer
+    assert not again.strip_finalizer
     assert again.status_patch is None, again.status_patch
     assert again.is_empty
 
@@ -237,7 +237,7 @@ def test_converged_copies_equal_the_source_in_every_writable_target(world: World
     outcome = actions.outcome
     if source is None or outcome.blocked is not None:
         return
-    assert FINALIZER in world.sync["metadata"]["finalizers"]
+    assert FINALIZER not in world.sync["metadata"]["finalizers"]
     failing = {i.namespace for i in outcome.issues}
     for ns in outcome.targets:
         if ns in failing:
