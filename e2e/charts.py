@@ -127,6 +127,9 @@ def install_identities(cluster: Cluster, api: client.ApiClient) -> None:
             RELEASE_NAMESPACE,
             "--create-namespace",
             "--skip-crds",
+            # Not the values of the release there (another checkout's, on a shared cluster):
+            # with no values of its own, helm upgrade would reuse them.
+            "--reset-values",
             values=POLICIES_OFF.get(spec.name, {}),
         )
         cluster.operator_kubeconfigs[command] = token_kubeconfig(

@@ -17,7 +17,6 @@
   resources:
   - configmapsyncs
   verbs:
-  - get
   - list
   - watch
   - patch

@@ -135,9 +135,14 @@ def setup(manager: Manager) -> None:
         ]
         if not orphans:
             return None
-        live = await manager.kube.get(resource_path(API_VERSION, PLURAL, *key))
-        alive = (live or {}).get("metadata", {}).get("uid")
-        actions = collect([r for r in orphans if owner_uid(r) != alive], departed)
+        # A LIST of that one name (the operator may list, not get, ConfigMapSyncs).
+        found = await manager.kube.request(
+            "GET",
+            resource_path(API_VERSION, PLURAL, key[0]),
+            query={"fieldSelector": f"metadata.name={key[1]}"},
+        )
+        alive = {(item.get("metadata") or {}).get("uid") for item in found.get("items") or ()}
+        actions = collect([r for r in orphans if owner_uid(r) not in alive], departed)
         if actions.is_empty:
             return None
         done = await release(manager.kube, configmaps, actions)

@@ -216,7 +216,7 @@ CHART_SPEC = ChartSpec(
         PolicyRule(
             ("",), ("configmaps",), ("get", "list", "watch", "create", "update", "patch", "delete")
         ),
-        PolicyRule((GROUP,), (PLURAL,), ("get", "list", "watch", "patch")),
+        PolicyRule((GROUP,), (PLURAL,), ("list", "watch", "patch")),
         PolicyRule((GROUP,), (f"{PLURAL}/status",), ("patch",)),
         PolicyRule(("",), ("events",), ("create", "patch")),
     ),
