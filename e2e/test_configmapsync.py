@@ -788,6 +788,33 @@ def test_with_the_operator_gone_a_namespace_of_syncs_is_deleted_and_copies_follo
     assert not kept.metadata.annotations
 
 
+@pytest.mark.local_operators("stops the operator while a ConfigMapSync is re-created")
+def test_a_sync_re_created_while_the_operator_was_away_takes_over_or_ends_the_old_copies(
+    pool: Pool, syncs: Syncs, operator: OperatorHandle
+) -> None:
+    """The old incarnation's copies carry the same owner key but a uid that is gone: the new
+    one takes over the copy it wants and the one it no longer wants is deleted (its policy)."""
+    src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
+    syncs.put_source(src, "reborn", {"k": "v1"})
+    old = syncs.create(src, sync_manifest("reborn", "reborn", destinationNamespaces=[a, b]))
+    syncs.wait_ready(src, "reborn", 2)
+    kept_uid = syncs.configmap(a, "reborn").metadata.uid
+    operator.stop()
+    try:
+        syncs.delete(src, "reborn")
+        syncs.put_source(src, "reborn", {"k": "v2"})
+        new = syncs.create(src, sync_manifest("reborn", "reborn", destinationNamespaces=[a]))
+    finally:
+        operator.restart()
+    assert uid_of(new) != uid_of(old)
+    syncs.wait_copies([b], "reborn", lambda cm: cm is None, "old copy deleted", 30)
+    copy = syncs.wait_copies([a], "reborn", owned_by(uid_of(new)), "taken over", 30)[a]
+    syncs.wait_ready(src, "reborn", 1)
+    copy = syncs.configmap(a, "reborn")
+    assert copy.metadata.uid == kept_uid
+    assert copy.data == {"k": "v2"}
+
+
 def test_orphan_policy_leaves_unmarked_copies(pool: Pool, syncs: Syncs) -> None:
     src, a = pool.name("src"), pool.name("a")
     syncs.put_source(src, "orphaned", {"k": "v"}, labels={"app": "x"})

@@ -150,16 +150,22 @@ def setup(manager: Manager) -> None:
             return Result(requeue_after=done.requeue_after)
         if done.failed:
             return Result(requeue=True)
-        for record in orphans:
-            departed.pop(owner_uid(record) or "", None)
+        for uid in [u for u in departed if not configmaps.by_index("owner", u)]:
+            del departed[uid]
         return None
 
     async def reconcile(key: ObjectKey) -> Result | None:
+        # Copies marked with this key by a ConfigMapSync that is gone (the one there now, if
+        # any, was re-created under the same name) and that no ConfigMapSync wants.
+        garbage = await collect_garbage(key)
         sync = syncs.get(*key)
         if sync is None:
             metrics.forget(key)
             pending.pop(key, None)
-            return await collect_garbage(key)
+            return garbage
+        return await sync_pass(key, sync) or garbage
+
+    async def sync_pass(key: ObjectKey, sync: JSON) -> Result | None:
         src = source_key(sync)
         if src is not None and not sources.known(src) and (not served or src[0] in served):
             epoch = sources.epoch(src)
@@ -231,8 +237,10 @@ def setup(manager: Manager) -> None:
             return  # our own status write: the cache now holds it, nothing to plan
         controller.enqueue(object_key(obj))
         if event_type == "DELETED":
-            policy = (obj.get("spec") or {}).get("deletionPolicy")
-            departed[obj["metadata"]["uid"]] = policy if isinstance(policy, str) else "Delete"
+            uid = obj["metadata"]["uid"]
+            if configmaps.by_index("owner", uid):
+                policy = (obj.get("spec") or {}).get("deletionPolicy")
+                departed[uid] = policy if isinstance(policy, str) else "Delete"
             # Its copies are now free for the ConfigMapSyncs that want the same places.
             enqueue_all(syncs.by_index("name", (source_key(obj) or ("", ""))[1]))
         previous = source_key(old)
