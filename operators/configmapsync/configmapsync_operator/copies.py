@@ -161,14 +161,13 @@ def content_digest(obj: Mapping[str, Any]) -> str:
     return _digest([_strings(obj.get("data")), _strings(obj.get("binaryData"))])
 
 
-def _value_digests(entries: object) -> dict[str, str]:
-    return {k: _digest(v)[:16] for k, v in _strings(entries).items()}
+def _value_digest(value: str) -> str:
+    return _digest(value)[:16]
 
 
-KEPT_ANNOTATIONS = MARK_ANNOTATIONS
-"""Annotations a copy's cache record keeps: its owner (for messages and to find the copies of
-a ConfigMapSync that is gone), its source (to tell an exact copy, :func:`is_exact_copy`) and
-the owner's deletion policy."""
+_DIGESTS = {"labels": "labelDigests", "annotations": "annotationDigests"}
+"""Where a record keeps the digest of each label and annotation value."""
+_MARKS = {"labels": MARK_LABELS, "annotations": MARK_ANNOTATIONS}
 
 
 def slim(obj: Mapping[str, Any]) -> JSON:
@@ -184,19 +183,16 @@ def slim(obj: Mapping[str, Any]) -> JSON:
     if owner is not None:
         record_meta["labels"] = {OWNER_LABEL: owner}
         annotations = _strings(meta.get("annotations"))
-        kept = {k: annotations[k] for k in KEPT_ANNOTATIONS if k in annotations}
+        # the marks: owner (messages, finding a gone owner's copies), source (exact copies),
+        # deletion policy
+        kept = {k: annotations[k] for k in MARK_ANNOTATIONS if k in annotations}
         if kept:
             record_meta["annotations"] = kept
         record["contentDigest"] = content_digest(obj)
-        record["labelDigests"] = _value_digests(meta.get("labels"))
-        record["annotationDigests"] = _value_digests(meta.get("annotations"))
+        for field in ("labels", "annotations"):
+            entries = _strings(meta.get(field)).items()
+            record[_DIGESTS[field]] = {k: _value_digest(v) for k, v in entries}
     return record
-
-
-_METADATA = (
-    ("labels", "labelDigests", MARK_LABELS),
-    ("annotations", "annotationDigests", MARK_ANNOTATIONS),
-)
 
 
 def _metadata_changes(
@@ -204,12 +200,12 @@ def _metadata_changes(
 ) -> dict[str, dict[str, str | None]]:
     """Per field (labels, annotations): the owned keys to set, and to remove (None)."""
     changes: dict[str, dict[str, str | None]] = {}
-    for field, digests_field, marks in _METADATA:
-        patterns = allow.labels if field == "labels" else allow.annotations
-        digests = _strings(record.get(digests_field))
+    for field, marks in _MARKS.items():
+        patterns: tuple[str, ...] = getattr(allow, field)
+        digests = _strings(record.get(_DIGESTS[field]))
         wanted = _strings(_meta(desired).get(field))
         change: dict[str, str | None] = {
-            k: v for k, v in wanted.items() if digests.get(k) != _digest(v)[:16]
+            k: v for k, v in wanted.items() if digests.get(k) != _value_digest(v)
         }
         change.update((k, None) for k in digests if k not in wanted and _owns(k, marks, patterns))
         if change:
