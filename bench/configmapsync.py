@@ -42,6 +42,8 @@ CRD_DIR = ROOT / "charts" / "configmapsync-operator" / "crds"
 GROUP_VERSION = "sync.opsuite.dev/v1alpha1"
 CRD_NAME = "configmapsyncs.sync.opsuite.dev"
 OWNER_LABEL = "sync.opsuite.dev/owner-uid"
+ALLOWED_NAMESPACES = "sync.opsuite.dev/allowed-namespaces"
+"""The consent annotation every ConfigMapSync source needs."""
 """The operator's ownership label on every copy (configmapsync_operator.models.OWNER_LABEL)."""
 OPERATOR_LOG = LOCAL / "bench" / "configmapsync-operator.log"
 NAMESPACE_LABEL = "opsuite.dev/bench"
@@ -85,7 +87,8 @@ class Result:
 
 
 def _configmap(name: str, version: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
+    """A bench ConfigMap; as a ConfigMapSync source it allows copies everywhere."""
+    meta: dict[str, Any] = {"name": name, "annotations": {ALLOWED_NAMESPACES: "*"}}
     if labels:
         meta["labels"] = labels
     return {

@@ -129,6 +129,9 @@ def install_identities(cluster: Cluster, api: client.ApiClient) -> None:
             RELEASE_NAMESPACE,
             "--create-namespace",
             "--skip-crds",
+            # Not the values of the release there (another checkout's, on a shared cluster):
+            # with no values of its own, helm upgrade would reuse them.
+            "--reset-values",
             # Nor users' roles: aggregated into the built-in ones, they would change what every
             # view or edit user of the cluster may do for the whole session.
             values={**POLICIES_OFF.get(spec.name, {}), "userRoles": {"create": False}},

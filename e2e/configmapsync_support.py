@@ -27,6 +27,8 @@ OWNER_LABEL = "sync.opsuite.dev/owner-uid"
 OWNER_ANNOTATION = "sync.opsuite.dev/owner"
 SOURCE_ANNOTATION = "sync.opsuite.dev/source"
 FINALIZER = "sync.opsuite.dev/copies"
+ALLOWED = "sync.opsuite.dev/allowed-namespaces"
+"""The source's consent: where copies may go."""
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
@@ -39,7 +41,7 @@ def install_crd(cluster: Cluster) -> None:
 class Pool:
     """The namespaces of one test run: ``name("a")`` is ``cms-<run>-a``."""
 
-    SUFFIXES = ("src", "a", "b", "c", "sel-1", "sel-2", "sel-3", "late", "big", "quiet")
+    SUFFIXES = ("src", "a", "b", "c", "sel-1", "sel-2", "sel-3", "late", "big", "quiet", "gone")
     CREATED_UP_FRONT = ("src", "a", "b", "c", "sel-1", "sel-2", "big", "quiet")
 
     def __init__(self) -> None:
@@ -96,19 +98,29 @@ def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
 class Syncs:
     """ConfigMapSync and ConfigMap access; remembers the syncs it created for clean-up."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, cluster: Cluster | None = None) -> None:
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
+        self.cluster = cluster
+        """Given: the CRD is re-applied when the cluster's turns out older than this tree's."""
         self.created: list[tuple[str, str]] = []
 
     # --- ConfigMapSyncs ---------------------------------------------------------------------
 
     def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.custom.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, body
-        )
-        self.created.append((namespace, body["metadata"]["name"]))
-        return result
+        """Create a ConfigMapSync. On a shared cluster another checkout may have applied an
+        older CRD meanwhile, whose schema prunes this tree's newer fields: then apply ours
+        again, and create again."""
+        for _ in range(5):
+            result: dict[str, Any] = self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, body
+            )
+            self.created.append((namespace, body["metadata"]["name"]))
+            if self.cluster is None or result["spec"].keys() >= body["spec"].keys():
+                return result
+            self.delete(namespace, body["metadata"]["name"])
+            install_crd(self.cluster)
+        raise AssertionError(f"the cluster's CRD keeps pruning {body['spec']}")
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self.custom.get_namespaced_custom_object(
@@ -123,7 +135,7 @@ class Syncs:
         return result
 
     def delete(self, namespace: str, name: str, *, wait: bool = True) -> None:
-        """Delete a ConfigMapSync; with ``wait``, until the operator removed its finalizer."""
+        """Delete a ConfigMapSync; with ``wait``, until it is gone."""
         try:
             self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
         except ApiException as exc:
@@ -134,7 +146,7 @@ class Syncs:
                 lambda: self.exists(namespace, name),
                 lambda present: not present,
                 timeout=60,
-                what=f"ConfigMapSync {namespace}/{name} gone (finalizer removed)",
+                what=f"ConfigMapSync {namespace}/{name} gone",
             )
 
     def exists(self, namespace: str, name: str) -> bool:
@@ -211,6 +223,21 @@ class Syncs:
             if exc.status != 409:
                 raise
         return self.core.replace_namespaced_config_map(name, namespace, body)
+
+    def put_source(
+        self,
+        namespace: str,
+        name: str,
+        data: dict[str, str] | None = None,
+        *,
+        allowed: str = "*",
+        annotations: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> client.V1ConfigMap:
+        """A source ConfigMap that allows copies in the namespaces ``allowed`` names."""
+        return self.put_configmap(
+            namespace, name, data, annotations={ALLOWED: allowed, **(annotations or {})}, **kwargs
+        )
 
     def configmap(self, namespace: str, name: str) -> client.V1ConfigMap | None:
         try:

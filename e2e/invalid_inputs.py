@@ -405,6 +405,24 @@ PODSET: list[tuple[str, str, dict[str, Any], str]] = [
 
 CONFIGMAPSYNC: list[tuple[str, str, dict[str, Any], str]] = [
     (
+        "copyLabels entry with a space",
+        "label keys and * patterns only",
+        _ps(copyLabels=["team name"]),
+        "spec.copyLabels[0] in body should match",
+    ),
+    (
+        "copyAnnotations entry as a regular expression",
+        "* is the only wildcard: no regular expressions",
+        _ps(copyAnnotations=["example.com/(a|b)"]),
+        "spec.copyAnnotations[0] in body should match",
+    ),
+    (
+        "copyLabels duplicates",
+        "a set of keys",
+        _ps(copyLabels=["team", "team"]),
+        "Duplicate value",
+    ),
+    (
         "no configMapName",
         "the source must be named",
         _ps(configMapName=REMOVE),

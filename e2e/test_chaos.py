@@ -259,7 +259,11 @@ def fleet(
         what="the work namespace's default ServiceAccount",
     )
     core.create_namespaced_config_map(
-        fleet.source, {"metadata": {"name": "cfg"}, "data": {"value": "initial"}}
+        fleet.source,
+        {
+            "metadata": {"name": "cfg", "annotations": {configmapsync_support.ALLOWED: "*"}},
+            "data": {"value": "initial"},
+        },
     )
     podsets = podset_support.PodSets(api, fleet.work)
     podsets.create(podset_support.podset("web", 0))

@@ -22,6 +22,7 @@ from configmapsync_operator.manifests import admission_policy
 from configmapsync_operator.models import ConfigMapSyncSpec
 from e2e.cluster import Cluster, service_account_client, wait_until
 from e2e.configmapsync_support import (
+    ALLOWED,
     FINALIZER,
     GROUP,
     OWNER_ANNOTATION,
@@ -73,8 +74,11 @@ def operator(
 
 
 @pytest.fixture
-def syncs(api: client.ApiClient, operator: OperatorHandle) -> Iterator[Syncs]:
-    access = Syncs(api)
+def syncs(api: client.ApiClient, cluster: Cluster, operator: OperatorHandle) -> Iterator[Syncs]:
+    # On a shared cluster another checkout's run may have applied its own (older) CRD, which
+    # prunes newer fields even from stored objects: this tree's goes back before each test.
+    install_crd(cluster)
+    access = Syncs(api, cluster)
     yield access
     access.cleanup()
 
@@ -87,17 +91,29 @@ def uid_of(obj: dict[str, Any]) -> str:
 
 
 @pytest.mark.smoke
-def test_copies_data_labels_annotations_but_no_bookkeeping(
+def test_copies_data_and_the_allowlisted_labels_and_annotations_but_no_bookkeeping(
     cluster: Cluster, pool: Pool, syncs: Syncs, operator: OperatorHandle
 ) -> None:
+    """Data and binaryData always; labels and annotations only those copyLabels and
+    copyAnnotations name, so Helm's and Argo CD's ownership marks stay on the source (#16,
+    item 5); the consent annotation, kubectl's and the operator's own never."""
     src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
     source = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
             "name": "basic",
-            "labels": {"app": "basic", "tier": "config"},
-            "annotations": {"note": "hello"},
+            "labels": {
+                "app": "basic",
+                "tier": "config",
+                "app.kubernetes.io/managed-by": "Helm",
+                "app.kubernetes.io/instance": "platform",
+            },
+            "annotations": {
+                "note": "hello",
+                "meta.helm.sh/release-name": "platform",
+                ALLOWED: f"{a},{b}",
+            },
         },
         "data": {"settings.ini": "[main]\nkey = value\n", "empty": ""},
         "binaryData": {"blob.bin": "AAECAwQ="},
@@ -106,7 +122,16 @@ def test_copies_data_labels_annotations_but_no_bookkeeping(
     cluster.kubectl("apply", "-n", src, "-f", "-", stdin=json.dumps(source))
     before = syncs.configmap(src, "basic")
     assert before is not None
-    created = syncs.create(src, sync_manifest("basic", "basic", destinationNamespaces=[a, b]))
+    created = syncs.create(
+        src,
+        sync_manifest(
+            "basic",
+            "basic",
+            destinationNamespaces=[a, b],
+            copyLabels=["app", "tier"],
+            copyAnnotations=["note"],
+        ),
+    )
     uid = uid_of(created)
     cms = syncs.wait_ready(src, "basic", 2)
 
@@ -120,6 +145,7 @@ def test_copies_data_labels_annotations_but_no_bookkeeping(
             "note": "hello",
             OWNER_ANNOTATION: f"{src}/basic/{uid}",
             SOURCE_ANNOTATION: f"{src}/basic",
+            "sync.opsuite.dev/deletion-policy": "Delete",
         }
         assert not copy.metadata.owner_references
         assert not copy.immutable
@@ -130,7 +156,7 @@ def test_copies_data_labels_annotations_but_no_bookkeeping(
     assert status["lastSyncTime"]
     assert condition(cms, "Degraded")["status"] == "False"
     assert condition(cms, "Ready")["reason"] == "Synced"
-    assert FINALIZER in cms["metadata"]["finalizers"]
+    assert not cms["metadata"].get("finalizers")  # nothing to hang on once uninstalled
 
     table = cluster.kubectl("get", "cms", "basic", "-n", src).splitlines()
     assert table[0].split() == ["NAME", "SOURCE", "TARGETS", "SYNCED", "READY", "AGE"]
@@ -154,8 +180,11 @@ def test_source_changes_reach_every_copy_and_edited_or_deleted_copies_are_restor
 ) -> None:
     src = pool.name("src")
     targets = [pool.name(s) for s in ("a", "b", "c")]
-    syncs.put_configmap(src, "drift", {"k": "v1"})
-    syncs.create(src, sync_manifest("drift", "drift", destinationNamespaces=targets))
+    syncs.put_source(src, "drift", {"k": "v1"})
+    syncs.create(
+        src,
+        sync_manifest("drift", "drift", destinationNamespaces=targets, copyLabels=["v", "extra"]),
+    )
     syncs.wait_ready(src, "drift", 3)
     propagated = metric_value(operator.metrics(), "opsuite_configmapsync_propagation_seconds_count")
 
@@ -188,14 +217,13 @@ def test_source_changes_reach_every_copy_and_edited_or_deleted_copies_are_restor
     syncs.core.delete_namespaced_config_map("drift", b)
 
     def restored(cm: client.V1ConfigMap | None) -> bool:
-        return (
-            has_data({"k": "v2", "new": "x"})(cm)
-            and "extra" not in (cm.metadata.labels or {})
-            and "x" not in (cm.metadata.annotations or {})
-        )
+        return has_data({"k": "v2", "new": "x"})(cm) and "extra" not in (cm.metadata.labels or {})
 
     copies = syncs.wait_copies(targets, "drift", restored, "restored", 30)
     assert copies[b].metadata.uid != old_uid
+    # "extra" is a label the sync copies (copyLabels), so the operator owns it on the copies;
+    # the annotation "x" is someone else's: left alone.
+    assert copies[c].metadata.annotations["x"] == "y"
     # No polling: the 3 copies followed the source through the watches.
     assert seconds < 15
     assert syncs.configmap(src, "drift").metadata.resource_version == source_version
@@ -216,7 +244,7 @@ def test_namespace_selector_follows_namespaces_and_skips_the_source_namespace(
     selected = {pool.label: "selected"}
     for ns in (src, sel1):
         core.patch_namespace(ns, {"metadata": {"labels": selected}})
-    syncs.put_configmap(src, "selected", {"k": "v"})
+    syncs.put_source(src, "selected", {"k": "v"})
     cms = syncs.create(
         src, sync_manifest("selected", "selected", namespaceSelector={"matchLabels": selected})
     )
@@ -245,7 +273,7 @@ def test_missing_namespace_is_reported_then_filled_when_it_appears(
     api: client.ApiClient, pool: Pool, syncs: Syncs
 ) -> None:
     src, a, late = pool.name("src"), pool.name("a"), pool.name("late")
-    syncs.put_configmap(src, "later", {"k": "v"})
+    syncs.put_source(src, "later", {"k": "v"})
     syncs.create(src, sync_manifest("later", "later", destinationNamespaces=[a, late]))
     cms = syncs.wait(
         src,
@@ -268,7 +296,7 @@ def test_source_deleted_keeps_copies_and_syncing_resumes_when_it_returns(
     pool: Pool, syncs: Syncs
 ) -> None:
     src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
-    syncs.put_configmap(src, "phoenix", {"k": "v1"})
+    syncs.put_source(src, "phoenix", {"k": "v1"})
     syncs.create(src, sync_manifest("phoenix", "phoenix", destinationNamespaces=[a, b]))
     syncs.wait_ready(src, "phoenix", 2)
     syncs.core.delete_namespaced_config_map("phoenix", src)
@@ -281,7 +309,7 @@ def test_source_deleted_keeps_copies_and_syncing_resumes_when_it_returns(
     assert condition(cms, "Degraded")["reason"] == "SourceNotFound"
     time.sleep(2)
     syncs.wait_copies([a, b], "phoenix", has_data({"k": "v1"}), "copies kept", 5)
-    syncs.put_configmap(src, "phoenix", {"k": "v2"})
+    syncs.put_source(src, "phoenix", {"k": "v2"})
     syncs.wait_copies([a, b], "phoenix", has_data({"k": "v2"}), "copies of the new source", 30)
     syncs.wait_ready(src, "phoenix", 2)
 
@@ -290,7 +318,7 @@ def test_source_namespace_listed_as_destination_is_reported_and_left_alone(
     pool: Pool, syncs: Syncs
 ) -> None:
     src, a = pool.name("src"), pool.name("a")
-    syncs.put_configmap(src, "itself", {"k": "v"})
+    syncs.put_source(src, "itself", {"k": "v"})
     before = syncs.configmap(src, "itself").metadata.resource_version
     # The CRD rejects an explicit sourceNamespace among the destinations; the default (the
     # sync's own namespace) is caught by the operator (and by the admission policy).
@@ -314,7 +342,7 @@ def test_unmanaged_destination_is_skipped_as_conflict_then_taken_over_with_overw
     pool: Pool, syncs: Syncs
 ) -> None:
     src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
-    syncs.put_configmap(src, "theirs", {"k": "from-source"})
+    syncs.put_source(src, "theirs", {"k": "from-source"})
     theirs = syncs.put_configmap(a, "theirs", {"owner": "team-a"}, labels={"team": "a"})
     cms = syncs.create(src, sync_manifest("theirs", "theirs", destinationNamespaces=[a, b]))
     cms = syncs.wait(
@@ -346,10 +374,299 @@ def test_unmanaged_destination_is_skipped_as_conflict_then_taken_over_with_overw
     assert ("Normal", "Synced") in {(e.type, e.reason) for e in events}
 
 
+def test_the_source_consents_where_its_copies_go_even_without_admission_policy(
+    api: client.ApiClient, pool: Pool, syncs: Syncs
+) -> None:
+    """#17, item 1, with no admission policy in force: a namespace editor asks for copies of a
+    ConfigMap into their namespace, and with Overwrite over an unmanaged ConfigMap; only the
+    namespaces the source's annotation allows get anything written, the others are reported."""
+    src, a, b, c = (pool.name(s) for s in ("src", "a", "b", "c"))
+    rbac = client.RbacAuthorizationV1Api(api)
+    syncs.put_source(src, "consent", {"k": "v"}, allowed=f"{a}, cms-{pool.run}-sel-*")
+    secret = syncs.put_configmap(src, "no-consent", {"password": "hunter2"})
+    theirs = syncs.put_configmap(b, "consent", {"owner": "team-b"})
+    role = f"cms-e2e-{pool.run}-cms-editor"
+    rbac.create_cluster_role(
+        {
+            "metadata": {"name": role},
+            "rules": [
+                {
+                    "apiGroups": ["sync.opsuite.dev"],
+                    "resources": ["configmapsyncs"],
+                    "verbs": ["create", "get", "delete"],
+                }
+            ],
+        }
+    )
+    try:
+        editor = _token_client(api, b, "editor")
+        _bind(rbac, b, "editor", b, role)
+        as_editor = client.CustomObjectsApi(editor)
+
+        def create_as_editor(body: dict[str, Any]) -> None:
+            as_editor.create_namespaced_custom_object(GROUP, VERSION, b, PLURAL, body)
+            syncs.created.append((b, body["metadata"]["name"]))
+
+        body = sync_manifest("steal", "no-consent", sourceNamespace=src, destinationNamespaces=[b])
+        wait_until(
+            lambda: _created(lambda: create_as_editor(body)), bool, timeout=30, what="create"
+        )
+        overwrite = sync_manifest(
+            "overwrite",
+            "consent",
+            sourceNamespace=src,
+            destinationNamespaces=[a, b, c],
+            conflictPolicy="Overwrite",
+        )
+        create_as_editor(overwrite)
+        stolen = syncs.wait(
+            b,
+            "steal",
+            lambda o: condition(o, "Degraded").get("reason") == "NotAllowedBySource",
+            "NotAllowedBySource",
+        )
+        assert condition(stolen, "Ready")["status"] == "False"
+        assert (
+            f"ConfigMap {src}/no-consent does not allow copies"
+            in stolen["status"]["failedTargets"][0]["message"]
+        )
+        cms = syncs.wait(
+            b,
+            "overwrite",
+            lambda o: (
+                o["status"].get("syncedNamespaces") == 1
+                and condition(o, "Degraded").get("reason") == "NotAllowedBySource"
+            ),
+            "one copy, two destinations refused",
+        )
+        refused = {t["namespace"]: t for t in cms["status"]["failedTargets"]}
+        assert set(refused) == {b, c}
+        assert all(t["reason"] == "NotAllowedBySource" for t in refused.values())
+        assert f"does not allow copies in namespace {c}" in refused[c]["message"]
+        assert b in condition(cms, "Degraded")["message"]
+        time.sleep(2)
+        assert syncs.configmap(b, "no-consent") is None
+        assert syncs.configmap(c, "consent") is None
+        assert syncs.configmap(b, "consent").metadata.resource_version == (
+            theirs.metadata.resource_version
+        )
+        assert syncs.configmap(src, "no-consent").metadata.resource_version == (
+            secret.metadata.resource_version
+        )
+        uid = uid_of(cms)
+        assert owned_by(uid)(syncs.configmap(a, "consent"))
+
+        # Consent widened: the copies follow (and Overwrite now applies in b).
+        syncs.core.patch_namespaced_config_map(
+            "consent", src, {"metadata": {"annotations": {ALLOWED: "*"}}}
+        )
+        syncs.wait_copies([a, b, c], "consent", owned_by(uid), "copies everywhere", 30)
+        syncs.wait_ready(b, "overwrite", 3)
+        # Narrowed: the copy in a namespace no longer allowed goes.
+        syncs.core.patch_namespaced_config_map(
+            "consent", src, {"metadata": {"annotations": {ALLOWED: f"{a},{b}"}}}
+        )
+        syncs.wait_copies([c], "consent", lambda cm: cm is None, "copy withdrawn", 30)
+        # Removed altogether (a source from before the upgrade): the copies stay as they are.
+        syncs.core.patch_namespaced_config_map(
+            "consent", src, {"metadata": {"annotations": {ALLOWED: None}}, "data": {"k": "v2"}}
+        )
+        cms = syncs.wait(
+            b,
+            "overwrite",
+            lambda o: o["status"].get("failedNamespaces") == 3,
+            "all three refused",
+        )
+        assert "has no sync.opsuite.dev/allowed-namespaces annotation" in (
+            condition(cms, "Degraded")["message"] + cms["status"]["failedTargets"][0]["message"]
+        )
+        time.sleep(2)
+        for ns in (a, b):
+            kept = syncs.configmap(ns, "consent")
+            assert owned_by(uid)(kept)
+            assert kept.data == {"k": "v"}
+        editor.close()
+    finally:
+        rbac.delete_cluster_role(role)
+
+
+def _created(create: Any) -> bool:
+    """Run ``create``; False while the new RoleBinding is not yet in force (403)."""
+    try:
+        create()
+    except ApiException as exc:
+        if exc.status == 403:
+            return False
+        raise
+    return True
+
+
+@pytest.mark.local_operators("stops the operator to create a copy of a gone owner meanwhile")
+def test_a_copy_whose_owner_is_gone_is_taken_over(
+    pool: Pool, syncs: Syncs, operator: OperatorHandle
+) -> None:
+    """#16 minor: a copy left by a ConfigMapSync deleted while the operator was away carries
+    an owner uid that no ConfigMapSync has; a ConfigMapSync that wants the place (created
+    meanwhile) takes it over instead of reporting a Conflict forever."""
+    src, a = pool.name("src"), pool.name("a")
+    gone = "00000000-0000-4000-8000-000000000000"
+    syncs.put_source(src, "stale", {"k": "v"})
+    operator.stop()
+    try:
+        stale = syncs.put_configmap(
+            a,
+            "stale",
+            {"k": "old"},
+            labels={OWNER_LABEL: gone},
+            annotations={
+                OWNER_ANNOTATION: f"{src}/departed/{gone}",
+                SOURCE_ANNOTATION: f"{src}/stale",
+                "sync.opsuite.dev/deletion-policy": "Orphan",
+            },
+        )
+        cms = syncs.create(src, sync_manifest("stale", "stale", destinationNamespaces=[a]))
+    finally:
+        operator.restart()
+    syncs.wait_ready(src, "stale", 1)
+    copy = syncs.configmap(a, "stale")
+    assert owned_by(uid_of(cms))(copy)
+    assert copy.data == {"k": "v"}
+    assert copy.metadata.uid == stale.metadata.uid
+    assert copy.metadata.annotations[OWNER_ANNOTATION] == f"{src}/stale/{uid_of(cms)}"
+
+
+INJECTED = "policy.opsuite.dev/injected"
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def _operator_writes(operator: OperatorHandle) -> float:
+    text = operator.metrics()
+    return sum(metric_value(text, "rest_client_requests_total", {"method": m}) for m in WRITES)
+
+
+def test_a_mutating_admission_policy_labelling_copies_causes_no_write_loop(
+    api: client.ApiClient, pool: Pool, syncs: Syncs, operator: OperatorHandle
+) -> None:
+    """#16, item 3: a real MutatingAdmissionPolicy adds a label to every copy on each write
+    (as Kyverno or Gatekeeper do). The operator owns only its keys: it leaves the label alone,
+    and writes nothing at all over a quiet window (its own request counter)."""
+    src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
+    name = f"cms-e2e-{pool.run}-inject"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["configmaps"],
+                    }
+                ]
+            },
+            "matchConditions": [
+                {
+                    "name": "copies-only",
+                    "expression": "has(object.metadata.labels) && "
+                    f"'{OWNER_LABEL}' in object.metadata.labels",
+                }
+            ],
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "Never",
+            "mutations": [
+                {
+                    "patchType": "ApplyConfiguration",
+                    "applyConfiguration": {
+                        "expression": "Object{metadata: Object.metadata{labels: "
+                        f'{{"{INJECTED}": "yes"}}}}}}'
+                    },
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {
+            "policyName": name,
+            "matchResources": {
+                "namespaceSelector": {
+                    "matchExpressions": [
+                        {
+                            "key": "kubernetes.io/metadata.name",
+                            "operator": "In",
+                            "values": [a, b],
+                        }
+                    ]
+                }
+            },
+        },
+    }
+    custom = client.CustomObjectsApi(api)
+    adm = ("admissionregistration.k8s.io", "v1")
+    custom.create_cluster_custom_object(*adm, "mutatingadmissionpolicies", policy)
+    custom.create_cluster_custom_object(*adm, "mutatingadmissionpolicybindings", binding)
+    try:
+        # The policy is in force once a labelled ConfigMap comes back with the label.
+        def probe() -> bool:
+            cm = syncs.put_configmap(a, "probe", {"k": "v"}, labels={OWNER_LABEL: "probe"})
+            return (cm.metadata.labels or {}).get(INJECTED) == "yes"
+
+        wait_until(probe, bool, timeout=30, what="the MutatingAdmissionPolicy in force")
+        syncs.core.delete_namespaced_config_map("probe", a)
+
+        syncs.put_source(src, "cowritten", {"k": "v1"}, labels={"team": "x"})
+        syncs.create(
+            src,
+            sync_manifest(
+                "cowritten", "cowritten", destinationNamespaces=[a, b], copyLabels=["team"]
+            ),
+        )
+        syncs.wait_ready(src, "cowritten", 2)
+        copies = syncs.wait_copies(
+            [a, b],
+            "cowritten",
+            lambda cm: cm is not None and (cm.metadata.labels or {}).get(INJECTED) == "yes",
+            "labelled by the policy",
+            30,
+        )
+        time.sleep(2)  # let the passes the copies' own events trigger run
+        versions = {ns: cm.metadata.resource_version for ns, cm in copies.items()}
+        before = _operator_writes(operator)
+        time.sleep(QUIET_WINDOW)
+        writes = _operator_writes(operator) - before
+        after = {ns: syncs.configmap(ns, "cowritten").metadata.resource_version for ns in versions}
+        assert writes == 0, f"{writes} writes in {QUIET_WINDOW} s with a co-writer"
+        assert after == versions
+
+        # A source change still reaches the copies, in one write each, and keeps the label.
+        before = _operator_writes(operator)
+        syncs.put_source(src, "cowritten", {"k": "v2"}, labels={"team": "y"})
+        copies = syncs.wait_copies([a, b], "cowritten", has_data({"k": "v2"}), "v2", 30)
+        for cm in copies.values():
+            assert cm.metadata.labels[INJECTED] == "yes"
+            assert cm.metadata.labels["team"] == "y"
+        time.sleep(QUIET_WINDOW)
+        writes = _operator_writes(operator) - before
+        # 2 copies, the status and the Synced Event (the code before the fix made 7: each copy
+        # was written again to remove the policy's label, which the policy put back).
+        assert writes <= 4, f"{writes} writes for one source change"
+    finally:
+        custom.delete_cluster_custom_object(*adm, "mutatingadmissionpolicybindings", name)
+        custom.delete_cluster_custom_object(*adm, "mutatingadmissionpolicies", name)
+
+
+QUIET_WINDOW = 10
+
+
 def test_two_syncs_on_one_destination_the_first_owner_keeps_it(pool: Pool, syncs: Syncs) -> None:
     src, a, c = pool.name("src"), pool.name("a"), pool.name("c")
-    syncs.put_configmap(src, "contested", {"from": "src"})
-    syncs.put_configmap(c, "contested", {"from": "c"})
+    syncs.put_source(src, "contested", {"from": "src"})
+    syncs.put_source(c, "contested", {"from": "c"})
     first = syncs.create(src, sync_manifest("first", "contested", destinationNamespaces=[a]))
     syncs.wait_ready(src, "first", 1)
     second = syncs.create(
@@ -379,13 +696,13 @@ def test_immutable_source_is_copied_immutable_and_replaced_copies_are_recreated(
     pool: Pool, syncs: Syncs
 ) -> None:
     src, a = pool.name("src"), pool.name("a")
-    syncs.put_configmap(src, "frozen", {"v": "1"}, immutable=True)
+    syncs.put_source(src, "frozen", {"v": "1"}, immutable=True)
     syncs.create(src, sync_manifest("frozen", "frozen", destinationNamespaces=[a]))
     syncs.wait_ready(src, "frozen", 1)
     first = syncs.configmap(a, "frozen")
     assert first.immutable is True
     syncs.core.delete_namespaced_config_map("frozen", src)
-    syncs.put_configmap(src, "frozen", {"v": "2"}, immutable=True)
+    syncs.put_source(src, "frozen", {"v": "2"}, immutable=True)
     copies = syncs.wait_copies([a], "frozen", has_data({"v": "2"}), "replaced copy", 30)
     assert copies[a].immutable is True
     assert copies[a].metadata.uid != first.metadata.uid
@@ -399,7 +716,7 @@ def test_deleting_a_sync_removes_exactly_its_copies(
     not a copy someone saved under another name (`kubectl get -o yaml`, renamed, applied),
     which still carries the ownership label and annotations."""
     src, a, b, c = (pool.name(s) for s in ("src", "a", "b", "c"))
-    syncs.put_configmap(src, "doomed", {"k": "v"})
+    syncs.put_source(src, "doomed", {"k": "v"})
     syncs.put_configmap(c, "doomed", {"k": "not a copy"})
     syncs.put_configmap(b, "doomed-neighbour", {"k": "unrelated"})
     syncs.create(src, sync_manifest("doomed", "doomed", destinationNamespaces=[a, b, c]))
@@ -412,24 +729,114 @@ def test_deleting_a_sync_removes_exactly_its_copies(
     time.sleep(3)  # passes triggered by the new ConfigMap run in well under a second
     assert syncs.configmap(a, "doomed-saved") is not None
     syncs.delete(src, "doomed")
+    # No finalizer: the copies go right after the ConfigMapSync (as dependents after their
+    # owner in Kubernetes' garbage collection).
+    syncs.wait_copies([a, b], "doomed", lambda cm: cm is None, "copies deleted", 30)
+    time.sleep(2)
     assert syncs.configmap(a, "doomed-saved") is not None
-    assert syncs.configmap(a, "doomed") is None
-    assert syncs.configmap(b, "doomed") is None
     assert syncs.configmap(c, "doomed").data == {"k": "not a copy"}
     assert syncs.configmap(b, "doomed-neighbour") is not None
     assert syncs.configmap(src, "doomed") is not None
 
 
+@pytest.mark.local_operators("stops the operator, as an uninstall does, and starts it again")
+def test_with_the_operator_gone_a_namespace_of_syncs_is_deleted_and_copies_follow_later(
+    api: client.ApiClient, pool: Pool, syncs: Syncs, operator: OperatorHandle
+) -> None:
+    """#16 minor: ConfigMapSyncs carry no finalizer, so with the operator uninstalled (stopped
+    here; `helm uninstall` keeps the CRD and the ConfigMapSyncs) deleting a namespace holding
+    ConfigMapSyncs completes instead of hanging in Terminating. Back, the operator finds the
+    copies of the ConfigMapSyncs that went by their owner mark and ends them as their
+    deletionPolicy said: Delete removes, Orphan releases. The finalizer earlier versions put
+    on ConfigMapSyncs is removed."""
+    core = client.CoreV1Api(api)
+    gone, a, b = pool.name("gone"), pool.name("a"), pool.name("b")
+    core.create_namespace({"metadata": {"name": gone}})
+    syncs.put_source(gone, "leaving", {"k": "v"})
+    syncs.put_source(gone, "staying", {"k": "kept"})
+    legacy = sync_manifest("leaving", "leaving", destinationNamespaces=[a, b])
+    legacy["metadata"]["finalizers"] = [FINALIZER]  # as an earlier version left it
+    syncs.create(gone, legacy)
+    syncs.create(
+        gone,
+        sync_manifest("staying", "staying", destinationNamespaces=[a], deletionPolicy="Orphan"),
+    )
+    syncs.wait_ready(gone, "leaving", 2)
+    syncs.wait_ready(gone, "staying", 1)
+    leaving = syncs.wait(
+        gone, "leaving", lambda o: not o["metadata"].get("finalizers"), "unfinalized"
+    )
+    assert owned_by(uid_of(leaving))(syncs.configmap(a, "leaving"))
+
+    operator.stop()
+    try:
+        core.delete_namespace(gone)
+        wait_until(
+            lambda: [n.metadata.name for n in core.list_namespace().items],
+            lambda names: gone not in names,
+            timeout=60,
+            what=f"namespace {gone} deleted with the operator gone",
+        )
+        assert owned_by(uid_of(leaving))(syncs.configmap(a, "leaving"))  # nobody cleaned up
+    finally:
+        operator.restart()
+    syncs.wait_copies([a, b], "leaving", lambda cm: cm is None, "copies deleted", 30)
+    kept = syncs.wait_copies(
+        [a], "staying", lambda cm: cm is not None and not cm.metadata.labels, "released", 30
+    )[a]
+    assert kept.data == {"k": "kept"}
+    assert not kept.metadata.annotations
+
+
+@pytest.mark.local_operators("stops the operator while a ConfigMapSync is re-created")
+def test_a_sync_re_created_while_the_operator_was_away_takes_over_or_ends_the_old_copies(
+    pool: Pool, syncs: Syncs, operator: OperatorHandle
+) -> None:
+    """The old incarnation's copies carry the same owner key but a uid that is gone: the new
+    one takes over the copy it wants and the one it no longer wants is deleted (its policy)."""
+    src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
+    syncs.put_source(src, "reborn", {"k": "v1"})
+    old = syncs.create(src, sync_manifest("reborn", "reborn", destinationNamespaces=[a, b]))
+    syncs.wait_ready(src, "reborn", 2)
+    kept_uid = syncs.configmap(a, "reborn").metadata.uid
+    operator.stop()
+    try:
+        syncs.delete(src, "reborn")
+        syncs.put_source(src, "reborn", {"k": "v2"})
+        new = syncs.create(src, sync_manifest("reborn", "reborn", destinationNamespaces=[a]))
+    finally:
+        operator.restart()
+    assert uid_of(new) != uid_of(old)
+    syncs.wait_copies([b], "reborn", lambda cm: cm is None, "old copy deleted", 30)
+    copy = syncs.wait_copies([a], "reborn", owned_by(uid_of(new)), "taken over", 30)[a]
+    syncs.wait_ready(src, "reborn", 1)
+    copy = syncs.configmap(a, "reborn")
+    assert copy.metadata.uid == kept_uid
+    assert copy.data == {"k": "v2"}
+
+
 def test_orphan_policy_leaves_unmarked_copies(pool: Pool, syncs: Syncs) -> None:
     src, a = pool.name("src"), pool.name("a")
-    syncs.put_configmap(src, "orphaned", {"k": "v"}, labels={"app": "x"})
+    syncs.put_source(src, "orphaned", {"k": "v"}, labels={"app": "x"})
     syncs.create(
         src,
-        sync_manifest("orphaned", "orphaned", destinationNamespaces=[a], deletionPolicy="Orphan"),
+        sync_manifest(
+            "orphaned",
+            "orphaned",
+            destinationNamespaces=[a],
+            deletionPolicy="Orphan",
+            copyLabels=["app"],
+        ),
     )
     syncs.wait_ready(src, "orphaned", 1)
     syncs.delete(src, "orphaned")
-    kept = syncs.configmap(a, "orphaned")
+    kept = syncs.wait_copies(
+        [a],
+        "orphaned",
+        lambda cm: cm is not None and OWNER_LABEL not in cm.metadata.labels,
+        "released",
+        30,
+    )[a]
     assert kept is not None
     assert kept.data == {"k": "v"}
     assert kept.metadata.labels == {"app": "x"}
@@ -439,10 +846,10 @@ def test_orphan_policy_leaves_unmarked_copies(pool: Pool, syncs: Syncs) -> None:
 def test_configmap_near_the_size_limit_syncs(pool: Pool, syncs: Syncs) -> None:
     src, a, big = pool.name("src"), pool.name("a"), pool.name("big")
     size = 1024 * 1024 - 4096  # the API server's limit is 1 MiB of data
-    syncs.put_configmap(src, "large", {"blob": "x" * size})
+    syncs.put_source(src, "large", {"blob": "x" * size})
     syncs.create(src, sync_manifest("large", "large", destinationNamespaces=[a, big]))
     syncs.wait_ready(src, "large", 2, timeout=90)
-    syncs.put_configmap(src, "large", {"blob": "y" * size})
+    syncs.put_source(src, "large", {"blob": "y" * size})
     syncs.wait_copies(
         [a, big],
         "large",
@@ -575,7 +982,7 @@ def test_admission_policy_requires_the_rights_a_copy_by_hand_would_need(
     src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
     rbac = client.RbacAuthorizationV1Api(api)
     adm = client.AdmissionregistrationV1Api(api)
-    syncs.put_configmap(src, "guarded", {"secret-ish": "v"})
+    syncs.put_source(src, "guarded", {"secret-ish": "v"})
     policy, binding = admission_policy()
     name = f"cms-e2e-{pool.run}"
     policy["metadata"]["name"] = binding["metadata"]["name"] = binding["spec"]["policyName"] = name
@@ -675,7 +1082,7 @@ def test_steady_state_is_quiet_even_across_a_restart(
     quiet, a, b = pool.name("quiet"), pool.name("a"), pool.name("b")
     setup_started = time.time()
     for i in range(QUIET_SYNCS):
-        syncs.put_configmap(quiet, f"q-{i}", {"i": str(i)})
+        syncs.put_source(quiet, f"q-{i}", {"i": str(i)})
         syncs.create(quiet, sync_manifest(f"q-{i}", f"q-{i}", destinationNamespaces=[a, b]))
 
     def ready() -> list[str]:

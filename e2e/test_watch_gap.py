@@ -148,7 +148,7 @@ def test_configmapsync_restores_a_copy_and_reports_a_namespace_deleted_behind_it
     )
     syncs = Syncs(api)
     try:
-        syncs.put_configmap(src, "cfg", {"key": "value"})
+        syncs.put_source(src, "cfg", {"key": "value"})
         created = syncs.create(src, sync_manifest("gap", "cfg", destinationNamespaces=[a, b]))
         syncs.wait_ready(src, "gap", 2)
 

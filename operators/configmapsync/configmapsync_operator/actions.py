@@ -1,12 +1,15 @@
 """Carry out a ConfigMapSync :class:`~configmapsync_operator.reconcile.Plan` through the API.
 
-Order: add the finalizer (resourceVersion precondition) before the first copy exists; delete
-the immutable copies to be replaced; then create, update and delete copies, all in parallel
-(API futures gathered, no tasks); then write the status with the failures of this pass. While
-the ConfigMapSync is being deleted: delete or unmark its copies in parallel, then remove the
-finalizer.
+Order: remove the finalizer of earlier versions (resourceVersion precondition); delete the
+immutable copies to be replaced; then create, update and delete copies, all in parallel (API
+futures gathered, no tasks); then write the status with the failures of this pass. The copies
+of a ConfigMapSync that is gone (or, with that finalizer, going) are deleted or unmarked in
+parallel by :func:`release`.
 
-Every write to a copy carries preconditions (uid and resourceVersion of the cached record), so
+A copy the operator owns is updated with a strategic merge patch of the keys it owns (other
+labels and annotations, say a mutating webhook's, are left alone); a ConfigMap taken over is
+written whole (PUT). Every write to a copy carries preconditions (uid and resourceVersion of the
+cached record), so
 a ConfigMap someone replaced or re-marked meanwhile is never touched: the write fails with 409
 and the next pass decides again from the fresher cache. Successful writes go through to the
 ConfigMap cache at once, unless the watch delivered a newer state for that key meanwhile, so a
@@ -22,14 +25,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from configmapsync_operator.copies import key_of, slim
+from configmapsync_operator.copies import MARK_ANNOTATIONS, MARK_LABELS, key_of, slim
 from configmapsync_operator.models import (
     API_VERSION,
     FINALIZER,
-    OWNER_ANNOTATION,
-    OWNER_LABEL,
     PLURAL,
-    SOURCE_ANNOTATION,
 )
 from configmapsync_operator.reconcile import (
     CONFLICT,
@@ -102,8 +102,8 @@ def _unmark(kube: KubeApi, record: Mapping[str, Any]) -> asyncio.Future[JSON]:
         "metadata": {
             "uid": meta["uid"],
             "resourceVersion": meta["resourceVersion"],
-            "labels": {OWNER_LABEL: None},
-            "annotations": {OWNER_ANNOTATION: None, SOURCE_ANNOTATION: None},
+            "labels": dict.fromkeys(MARK_LABELS),
+            "annotations": dict.fromkeys(MARK_ANNOTATIONS),
         }
     }
     return kube.patch(_configmap_path(meta["namespace"], meta["name"]), patch)
@@ -124,7 +124,9 @@ async def _patch_finalizers(
     return None
 
 
-async def _cleanup(kube: KubeApi, cache: Store, sync: Mapping[str, Any], plan: Plan) -> Execution:
+async def release(kube: KubeApi, cache: Store, plan: Plan) -> Execution:
+    """Delete ``plan.deletes`` and unmark ``plan.unmarks`` in parallel (the copies of a
+    ConfigMapSync that is going or gone)."""
     records = [*plan.deletes, *plan.unmarks]
     futures = [_delete(kube, r) for r in plan.deletes] + [_unmark(kube, r) for r in plan.unmarks]
     results = await gather_results(futures)
@@ -145,6 +147,12 @@ async def _cleanup(kube: KubeApi, cache: Store, sync: Mapping[str, Any], plan: P
         _write_through(cache, key, record, result if unmarked else None)
         execution.deleted += not unmarked
         log.info("%s copy %s/%s", "released" if unmarked else "deleted", *key)
+    return execution
+
+
+async def _cleanup(kube: KubeApi, cache: Store, sync: Mapping[str, Any], plan: Plan) -> Execution:
+    """Release the copies, then remove the finalizer of earlier versions."""
+    execution = await release(kube, cache, plan)
     if execution.errors:
         return execution
     finalizers = [f for f in sync["metadata"].get("finalizers") or () if f != FINALIZER]
@@ -155,8 +163,11 @@ async def _cleanup(kube: KubeApi, cache: Store, sync: Mapping[str, Any], plan: P
 
 
 def _write_future(kube: KubeApi, write: Write) -> asyncio.Future[JSON]:
+    name = write.manifest["metadata"]["name"]
+    if write.patch is not None:
+        path = _configmap_path(write.namespace, name)
+        return kube.patch(path, write.patch, patch_type="strategic")
     if write.verb == "update":
-        name = write.manifest["metadata"]["name"]
         return kube.request("PUT", _configmap_path(write.namespace, name), body=write.manifest)
     return kube.create(_configmap_path(write.namespace), write.manifest)
 
@@ -182,8 +193,8 @@ async def execute(
     """Execute ``plan`` for ``sync``; writes through to the slim ConfigMap ``cache``."""
     if plan.remove_finalizer:
         return await _cleanup(kube, cache, sync, plan)
-    if plan.add_finalizer:
-        finalizers = [*(sync["metadata"].get("finalizers") or ()), FINALIZER]
+    if plan.strip_finalizer:
+        finalizers = [f for f in sync["metadata"].get("finalizers") or () if f != FINALIZER]
         conflict = await _patch_finalizers(kube, sync, finalizers)
         if conflict is not None:
             # 409: changed meanwhile (its event brings the new version); 404: deleted.

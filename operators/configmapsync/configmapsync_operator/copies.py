@@ -1,11 +1,16 @@
 """Copies as plain dicts (pure): rendering, the ownership mark, and the slim cache records.
 
 The operator caches every ConfigMap it can see, but only as a *slim record*: name, namespace,
-uid, resourceVersion, ``immutable`` and, for ConfigMaps carrying an ownership mark, the mark and
-two digests (content: data + binaryData; metadata: labels + annotations). A copy is current when
-its digests and ``immutable`` equal those of the copy the operator would render now, so the
-cache never holds a second full copy of any data; only the sources are cached in full
-(:mod:`configmapsync_operator.sources`).
+uid, resourceVersion, ``immutable`` and, for ConfigMaps carrying an ownership mark, the mark, a
+digest of the content (data + binaryData) and a digest of each label and annotation value. A
+copy is current when its content, ``immutable`` and the labels and annotations the operator owns
+equal those of the copy it would render now, so the cache never holds a second full copy of any
+data; only the sources are cached in full (:mod:`configmapsync_operator.sources`).
+
+The operator owns a copy's data and binaryData, its own marks (:data:`MARK_LABELS`,
+:data:`MARK_ANNOTATIONS`) and the keys the ConfigMapSync's allowlists name; every other label or
+annotation belongs to someone else (an admission webhook, a policy engine, a person) and is left
+alone: copies are updated with a patch of the owned keys only (:func:`update_patch`).
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from configmapsync_operator.consent import matches
 from configmapsync_operator.models import (
     BOOKKEEPING_PREFIX,
+    DELETION_POLICY_ANNOTATION,
     LAST_APPLIED,
     OWNER_ANNOTATION,
     OWNER_LABEL,
@@ -58,6 +66,21 @@ def is_exact_copy(obj: Mapping[str, Any]) -> bool:
     return isinstance(source, str) and source.rpartition("/")[2] == _meta(obj).get("name")
 
 
+def owner_key(obj: Mapping[str, Any]) -> ObjectKey | None:
+    """(namespace, name) of the owning ConfigMapSync, from the owner annotation."""
+    annotation = _strings(_meta(obj).get("annotations")).get(OWNER_ANNOTATION)
+    if not isinstance(annotation, str) or annotation.count("/") != 2:
+        return None
+    namespace, name, _ = annotation.split("/")
+    return namespace, name
+
+
+def deletion_policy(obj: Mapping[str, Any]) -> str | None:
+    """The deletion policy a copy records (None for copies of earlier versions)."""
+    value = _strings(_meta(obj).get("annotations")).get(DELETION_POLICY_ANNOTATION)
+    return value if value in ("Delete", "Orphan") else None
+
+
 def owner_description(obj: Mapping[str, Any]) -> str:
     """The owner annotation (namespace/name/uid), or the bare owner uid."""
     annotation = _strings(_meta(obj).get("annotations")).get(OWNER_ANNOTATION)
@@ -69,21 +92,47 @@ def is_bookkeeping(key: str) -> bool:
     return key.startswith(BOOKKEEPING_PREFIX) or key == LAST_APPLIED
 
 
-def copied(entries: object) -> dict[str, str]:
-    """Labels or annotations of the source that a copy carries."""
-    return {k: v for k, v in _strings(entries).items() if not is_bookkeeping(k)}
+MARK_LABELS = (OWNER_LABEL,)
+"""Labels the operator sets on every copy."""
+MARK_ANNOTATIONS = (OWNER_ANNOTATION, SOURCE_ANNOTATION, DELETION_POLICY_ANNOTATION)
+"""Annotations the operator sets on every copy."""
 
 
-def render_copy(sync: Mapping[str, Any], source: Mapping[str, Any], namespace: str) -> JSON:
+@dataclass(frozen=True)
+class Allowlist:
+    """The source's labels and annotations a copy carries (spec.copyLabels, copyAnnotations)."""
+
+    labels: tuple[str, ...] = ()
+    annotations: tuple[str, ...] = ()
+
+
+def _owns(key: str, marks: tuple[str, ...], patterns: tuple[str, ...]) -> bool:
+    return key in marks or (not is_bookkeeping(key) and matches(patterns, key))
+
+
+def copied(entries: object, patterns: tuple[str, ...]) -> dict[str, str]:
+    """Labels or annotations of the source that a copy carries: those ``patterns`` match."""
+    return {k: v for k, v in _strings(entries).items() if _owns(k, (), patterns)}
+
+
+def render_copy(
+    sync: Mapping[str, Any],
+    source: Mapping[str, Any],
+    namespace: str,
+    allow: Allowlist = Allowlist(),
+) -> JSON:
     """The copy of ``source`` that ``sync`` keeps in ``namespace`` (no resourceVersion)."""
     meta = _meta(sync)
     source_namespace, name = key_of(source)
     source_meta = _meta(source)
-    labels = copied(source_meta.get("labels"))
+    labels = copied(source_meta.get("labels"), allow.labels)
     labels[OWNER_LABEL] = str(meta["uid"])
-    annotations = copied(source_meta.get("annotations"))
+    annotations = copied(source_meta.get("annotations"), allow.annotations)
     annotations[OWNER_ANNOTATION] = f"{meta['namespace']}/{meta['name']}/{meta['uid']}"
     annotations[SOURCE_ANNOTATION] = f"{source_namespace}/{name}"
+    annotations[DELETION_POLICY_ANNOTATION] = str(
+        (sync.get("spec") or {}).get("deletionPolicy") or "Delete"
+    )
     copy: JSON = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -112,15 +161,13 @@ def content_digest(obj: Mapping[str, Any]) -> str:
     return _digest([_strings(obj.get("data")), _strings(obj.get("binaryData"))])
 
 
-def metadata_digest(obj: Mapping[str, Any]) -> str:
-    """Digest of labels and annotations."""
-    meta = _meta(obj)
-    return _digest([_strings(meta.get("labels")), _strings(meta.get("annotations"))])
+def _value_digest(value: str) -> str:
+    return _digest(value)[:16]
 
 
-KEPT_ANNOTATIONS = (OWNER_ANNOTATION, SOURCE_ANNOTATION)
-"""Annotations a copy's cache record keeps: its owner (for messages) and its source (to tell
-an exact copy, :func:`is_exact_copy`)."""
+_DIGESTS = {"labels": "labelDigests", "annotations": "annotationDigests"}
+"""Where a record keeps the digest of each label and annotation value."""
+_MARKS = {"labels": MARK_LABELS, "annotations": MARK_ANNOTATIONS}
 
 
 def slim(obj: Mapping[str, Any]) -> JSON:
@@ -136,21 +183,56 @@ def slim(obj: Mapping[str, Any]) -> JSON:
     if owner is not None:
         record_meta["labels"] = {OWNER_LABEL: owner}
         annotations = _strings(meta.get("annotations"))
-        kept = {k: annotations[k] for k in KEPT_ANNOTATIONS if k in annotations}
+        # the marks: owner (messages, finding a gone owner's copies), source (exact copies),
+        # deletion policy
+        kept = {k: annotations[k] for k in MARK_ANNOTATIONS if k in annotations}
         if kept:
             record_meta["annotations"] = kept
         record["contentDigest"] = content_digest(obj)
-        record["metadataDigest"] = metadata_digest(obj)
+        for field in ("labels", "annotations"):
+            entries = _strings(meta.get(field)).items()
+            record[_DIGESTS[field]] = {k: _value_digest(v) for k, v in entries}
     return record
 
 
-def is_current(record: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    """The cached copy ``record`` already equals the rendered ``desired`` copy."""
-    return (
-        record.get("contentDigest") == content_digest(desired)
-        and record.get("metadataDigest") == metadata_digest(desired)
-        and record.get("immutable") is (desired.get("immutable") is True)
-    )
+def _metadata_changes(
+    record: Mapping[str, Any], desired: Mapping[str, Any], allow: Allowlist
+) -> dict[str, dict[str, str | None]]:
+    """Per field (labels, annotations): the owned keys to set, and to remove (None)."""
+    changes: dict[str, dict[str, str | None]] = {}
+    for field, marks in _MARKS.items():
+        patterns: tuple[str, ...] = getattr(allow, field)
+        digests = _strings(record.get(_DIGESTS[field]))
+        wanted = _strings(_meta(desired).get(field))
+        change: dict[str, str | None] = {
+            k: v for k, v in wanted.items() if digests.get(k) != _value_digest(v)
+        }
+        change.update((k, None) for k in digests if k not in wanted and _owns(k, marks, patterns))
+        if change:
+            changes[field] = change
+    return changes
+
+
+def is_current(record: Mapping[str, Any], desired: Mapping[str, Any], allow: Allowlist) -> bool:
+    """The cached copy ``record`` already equals the rendered ``desired`` copy in everything
+    the operator owns (keys others added are not compared)."""
+    return content_is_current(record, desired) and not _metadata_changes(record, desired, allow)
+
+
+def update_patch(record: Mapping[str, Any], desired: Mapping[str, Any], allow: Allowlist) -> JSON:
+    """A strategic merge patch making the copy ``record`` current: the owned labels and
+    annotations that differ (removed ones as null), and data and binaryData replaced whole when
+    the content differs; uid and resourceVersion preconditions. Other keys are left alone."""
+    meta = record["metadata"]
+    patch_meta: JSON = {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
+    patch_meta.update(_metadata_changes(record, desired, allow))
+    patch: JSON = {"metadata": patch_meta}
+    if not content_is_current(record, desired):
+        for field in ("data", "binaryData"):
+            patch[field] = {"$patch": "replace", **_strings(desired.get(field))}
+        if desired.get("immutable") is True:
+            patch["immutable"] = True
+    return patch
 
 
 def content_is_current(record: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:

@@ -9,7 +9,10 @@
 Events map to ConfigMapSync keys through those indexes: a source change to the syncs reading
 it, a copy change to its owner, any ConfigMap appearing or vanishing to the syncs copying that
 name, a namespace appearing, vanishing or relabelled to the syncs listing it and to every
-selector-based sync. Nothing is polled. Handlers run only once every watch has listed (a kopf
+selector-based sync; a ConfigMapSync that is gone (deleted, or a copy marked with a uid no
+ConfigMapSync has) to its own key, whose pass ends its copies (:func:`~configmapsync_operator.
+reconcile.collect`), and to the syncs copying the same name (they may take a copy over). Nothing
+is polled. Handlers run only once every watch has listed (a kopf
 index handler on each resource holds them), so a pass never mistakes a cache still filling for
 missing copies or namespaces.
 
@@ -31,10 +34,10 @@ from typing import Any
 import kopf
 
 from configmapsync_operator import metrics
-from configmapsync_operator.actions import Execution, execute
-from configmapsync_operator.copies import is_terminating, key_of, owner_uid, slim
-from configmapsync_operator.models import GROUP, PLURAL, VERSION
-from configmapsync_operator.reconcile import plan
+from configmapsync_operator.actions import Execution, execute, release
+from configmapsync_operator.copies import is_terminating, key_of, owner_key, owner_uid, slim
+from configmapsync_operator.models import API_VERSION, GROUP, PLURAL, VERSION
+from configmapsync_operator.reconcile import collect, plan, wants
 from configmapsync_operator.sources import SourceCache
 from configmapsync_operator.spec import (
     config_map_name,
@@ -61,10 +64,25 @@ def _name_index(record: JSON) -> list[Hashable]:
     return [record["metadata"]["name"]]
 
 
+def _owner_key_index(record: JSON) -> list[Hashable]:
+    key = owner_key(record) if owner_uid(record) is not None else None
+    return [key] if key is not None else []
+
+
 def _slim_namespace(obj: JSON) -> JSON:
     meta = obj.get("metadata") or {}
     record = {k: meta[k] for k in ("name", "uid", "labels", "deletionTimestamp") if k in meta}
     return {"metadata": record}
+
+
+class _LiveOwners:
+    """The uids of the cached ConfigMapSyncs, as a container (``uid in live_owners``)."""
+
+    def __init__(self, syncs: Store) -> None:
+        self._syncs = syncs
+
+    def __contains__(self, uid: object) -> bool:
+        return bool(self._syncs.by_index("uid", uid)) if isinstance(uid, str) else False
 
 
 def _no_index(**_: Any) -> None:
@@ -84,20 +102,70 @@ def setup(manager: Manager) -> None:
             "selector": has_selector,
         },
     )
-    configmaps = Store("configmaps", {"owner": _owner_index, "name": _name_index}, transform=slim)
+    configmaps = Store(
+        "configmaps",
+        {"owner": _owner_index, "name": _name_index, "owner-key": _owner_key_index},
+        transform=slim,
+    )
     namespaces = Store("namespaces", transform=_slim_namespace)
     sources = SourceCache()
     pending: dict[ObjectKey, float] = {}
     """ConfigMapSyncs whose source changed: when the change was seen (monotonic seconds)."""
     served = frozenset(manager.options.namespaces)
     recorder = manager.event_recorder()
+    live_owners = _LiveOwners(syncs)
+    departed: dict[str, str] = {}
+    """uid -> deletionPolicy of the ConfigMapSyncs the watch saw go, until their copies went."""
+
+    async def collect_garbage(key: ObjectKey) -> Result | None:
+        """The ConfigMapSync ``key`` is gone: end its copies as its deletion policy says, once
+        a live read confirms that no ConfigMapSync of that uid is there (as the garbage
+        collector confirms an owner's absence before deleting dependents). A copy that another
+        ConfigMapSync wants is left for it to take over."""
+
+        def wanted(record: JSON) -> bool:
+            ns, name = key_of(record)
+            where = namespaces.get("", ns)
+            return where is not None and any(wants(s, where) for s in syncs.by_index("name", name))
+
+        orphans = [
+            r
+            for r in configmaps.by_index("owner-key", key)
+            if owner_uid(r) not in live_owners and not wanted(r)
+        ]
+        if not orphans:
+            return None
+        # A LIST of that one name (the operator may list, not get, ConfigMapSyncs).
+        found = await manager.kube.request(
+            "GET",
+            resource_path(API_VERSION, PLURAL, key[0]),
+            query={"fieldSelector": f"metadata.name={key[1]}"},
+        )
+        alive = {(item.get("metadata") or {}).get("uid") for item in found.get("items") or ()}
+        actions = collect([r for r in orphans if owner_uid(r) not in alive], departed)
+        if actions.is_empty:
+            return None
+        done = await release(manager.kube, configmaps, actions)
+        if done.requeue_after is not None:
+            return Result(requeue_after=done.requeue_after)
+        if done.failed:
+            return Result(requeue=True)
+        for uid in [u for u in departed if not configmaps.by_index("owner", u)]:
+            del departed[uid]
+        return None
 
     async def reconcile(key: ObjectKey) -> Result | None:
+        # Copies marked with this key by a ConfigMapSync that is gone (the one there now, if
+        # any, was re-created under the same name) and that no ConfigMapSync wants.
+        garbage = await collect_garbage(key)
         sync = syncs.get(*key)
         if sync is None:
             metrics.forget(key)
             pending.pop(key, None)
-            return None
+            return garbage
+        return await sync_pass(key, sync) or garbage
+
+    async def sync_pass(key: ObjectKey, sync: JSON) -> Result | None:
         src = source_key(sync)
         if src is not None and not sources.known(src) and (not served or src[0] in served):
             epoch = sources.epoch(src)
@@ -117,6 +185,7 @@ def setup(manager: Manager) -> None:
             datetime.now(UTC),
             served=served,
             sources_in_use=in_use,
+            live_owners=live_owners,
         )
         outcome = actions.outcome
         if actions.is_empty:
@@ -167,6 +236,13 @@ def setup(manager: Manager) -> None:
         if event_type == "MODIFIED" and status_only(old, obj):
             return  # our own status write: the cache now holds it, nothing to plan
         controller.enqueue(object_key(obj))
+        if event_type == "DELETED":
+            uid = obj["metadata"]["uid"]
+            if configmaps.by_index("owner", uid):
+                policy = (obj.get("spec") or {}).get("deletionPolicy")
+                departed[uid] = policy if isinstance(policy, str) else "Delete"
+            # Its copies are now free for the ConfigMapSyncs that want the same places.
+            enqueue_all(syncs.by_index("name", (source_key(obj) or ("", ""))[1]))
         previous = source_key(old)
         current = None if event_type == "DELETED" else source_key(obj)
         if previous is not None and previous != current and not syncs.by_index("source", previous):
@@ -186,6 +262,14 @@ def setup(manager: Manager) -> None:
         owners = {owner_uid(record), owner_uid(old)} - {None}
         for uid in owners:
             enqueue_all(syncs.by_index("uid", uid))
+        gone_owner = owner_key(record)
+        if (
+            event_type != "DELETED"
+            and gone_owner is not None
+            and owner_uid(record) not in live_owners
+            and (not served or gone_owner[0] in served)
+        ):
+            controller.enqueue(gone_owner)  # a copy whose ConfigMapSync is gone
         appeared_or_vanished = old is None or event_type == "DELETED"
         if (
             appeared_or_vanished

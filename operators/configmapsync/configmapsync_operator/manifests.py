@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from configmapsync_operator.models import (
+    ALLOWED_NAMESPACES_ANNOTATION,
     GROUP,
     KIND,
     PLURAL,
@@ -69,7 +70,11 @@ SAMPLES = [
     {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": "shared-settings", "labels": {"app.kubernetes.io/part-of": "demo"}},
+        "metadata": {
+            "name": "shared-settings",
+            "labels": {"app.kubernetes.io/part-of": "demo"},
+            "annotations": {ALLOWED_NAMESPACES_ANNOTATION: "team-*"},
+        },
         "data": {"log-level": "info", "features": "search,beta"},
     },
     _sync(
@@ -77,11 +82,14 @@ SAMPLES = [
         ConfigMapSyncSpec(
             config_map_name="shared-settings",
             namespace_selector=LabelSelector(match_labels={"opsuite.dev/shared-settings": "true"}),
+            copy_labels=["app.kubernetes.io/part-of"],
         ),
     ),
 ]
-"""A source ConfigMap and a ConfigMapSync copying it into every namespace labelled
-opsuite.dev/shared-settings=true (`kubectl label namespace NS opsuite.dev/shared-settings=true`)."""
+"""A source ConfigMap that allows copies in the namespaces named team-*, and a ConfigMapSync
+copying it (with its part-of label) into every namespace labelled
+opsuite.dev/shared-settings=true
+(`kubectl label namespace team-a opsuite.dev/shared-settings=true`)."""
 
 
 POLICY_NAME = "configmapsync-authorization.sync.opsuite.dev"
@@ -215,6 +223,9 @@ CHART_SPEC = ChartSpec(
     cluster_rules=(PolicyRule(("",), ("namespaces",), ("list", "watch")),),
     keywords=("configmap", "sync", "replication"),
     security_notes="""\
+- A ConfigMap is copied only into the namespaces its annotation
+  `sync.opsuite.dev/allowed-namespaces` allows (its owner's consent), checked by the operator on
+  every pass: this holds with or without the admission policy below.
 - The operator reads every ConfigMap and writes copies anywhere, so a ValidatingAdmissionPolicy
   (`admissionPolicy.enabled`, on by default) lets someone create or change a ConfigMapSync only
   if they could get the source and create and update ConfigMaps in every destination themselves.
@@ -236,10 +247,14 @@ or selected by label) and keeps the copies identical: edits and deletions of a c
 changes to the source are propagated, and removing a destination removes its copy.""",
     categories=("Developer Tools",),
     policies="""\
-The `configmapsync-authorization.sync.opsuite.dev` policy lets someone create or change a
+A ConfigMap is copied only into the namespaces its annotation
+`sync.opsuite.dev/allowed-namespaces` allows (its owner's consent); the operator checks it on
+every pass, so this holds under OLM too. As a second line, the
+`configmapsync-authorization.sync.opsuite.dev` policy lets someone create or change a
 ConfigMapSync only if they could get the source ConfigMap and create and update ConfigMaps in
 every destination namespace themselves: the operator's rights never let anyone copy more than
 they could by hand. Without it, anyone
-allowed to create ConfigMapSyncs can copy any ConfigMap the operator can read.""",
+allowed to create ConfigMapSyncs can copy any ConfigMap whose owner allowed copies into their
+namespace.""",
 )
 """What the OperatorHub listing (the OLM bundle's CSV) says beyond the chart."""

@@ -24,7 +24,9 @@ PLURAL = "configmapsyncs"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 FINALIZER = "sync.opsuite.dev/copies"
-"""On every ConfigMapSync the operator manages: its copies are cleaned up before it goes."""
+"""Put on every ConfigMapSync by earlier versions, which cleaned up the copies before letting
+it go. No longer used (with the operator uninstalled it kept ConfigMapSyncs, and so their
+namespaces, from ever being deleted): removed where found, after the clean-up it promised."""
 OWNER_LABEL = "sync.opsuite.dev/owner-uid"
 """On every copy: the uid of the ConfigMapSync that owns it. The operator only ever updates or
 deletes ConfigMaps carrying the uid of one of its ConfigMapSyncs here."""
@@ -32,10 +34,17 @@ OWNER_ANNOTATION = "sync.opsuite.dev/owner"
 """On every copy: ``<namespace>/<name>/<uid>`` of the owning ConfigMapSync (for people)."""
 SOURCE_ANNOTATION = "sync.opsuite.dev/source"
 """On every copy: ``<namespace>/<name>`` of the ConfigMap it copies."""
+DELETION_POLICY_ANNOTATION = "sync.opsuite.dev/deletion-policy"
+"""On every copy: the owner's deletionPolicy, so that a copy whose ConfigMapSync went while the
+operator was away is still deleted or released as its owner said."""
 BOOKKEEPING_PREFIX = "sync.opsuite.dev/"
 """Labels and annotations under this prefix are the operator's own and never copied."""
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 """kubectl's client-side apply record of the source: never copied (it names the source)."""
+ALLOWED_NAMESPACES_ANNOTATION = "sync.opsuite.dev/allowed-namespaces"
+"""On a source ConfigMap: its owner's consent, a comma-separated list of the namespaces copies
+may go to (names, or patterns where ``*`` matches any run of characters). A ConfigMap without
+it is copied nowhere; the operator checks it on every pass, whatever admission policies say."""
 
 MAX_DESTINATIONS = 256
 MAX_FAILED_TARGETS = 20
@@ -45,6 +54,12 @@ DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a
 
 NamespaceName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
 ConfigMapName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
+KeyPattern = Annotated[
+    str,
+    Field(min_length=1, max_length=317, pattern=r"^[A-Za-z0-9*]([-A-Za-z0-9_./*]*[A-Za-z0-9*])?$"),
+]
+"""A label or annotation key, or a pattern of keys where ``*`` matches any run of characters."""
+MAX_COPIED_KEYS = 64
 
 _HAS_TARGETS = cel(
     "(has(self.destinationNamespaces) && size(self.destinationNamespaces) > 0) "
@@ -89,6 +104,22 @@ class ConfigMapSyncSpec(KubeModel):
     """What to do with a ConfigMap of the same name in a destination that this ConfigMapSync
     does not own: Skip (default) leaves it untouched and reports a Conflict; Overwrite takes
     it over. A ConfigMap owned by another ConfigMapSync is never taken over."""
+    copy_labels: list[KeyPattern] | None = Field(
+        default=None,
+        max_length=MAX_COPIED_KEYS,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    """Labels of the source that the copies carry: keys, or patterns where * matches any run of
+    characters (["*"] copies all). Default: none; data and binaryData are always copied. The
+    operator's own sync.opsuite.dev/ keys are never copied."""
+    copy_annotations: list[KeyPattern] | None = Field(
+        default=None,
+        max_length=MAX_COPIED_KEYS,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    """Annotations of the source that the copies carry, as copyLabels. Default: none. The
+    operator's own sync.opsuite.dev/ keys and kubectl's last-applied-configuration are never
+    copied."""
     deletion_policy: DeletionPolicy = "Delete"
     """What happens to the copies when this ConfigMapSync is deleted: Delete (default) removes
     them; Orphan keeps them without the operator's ownership label and annotations."""
@@ -100,8 +131,8 @@ class FailedTarget(KubeModel):
     namespace: str = Field(max_length=63)
     """The destination namespace."""
     reason: str = Field(min_length=1, max_length=128, pattern=REASON_PATTERN)
-    """Why: Conflict, NamespaceMissing, WriteFailed, SourceNamespace, NamespaceNotWatched or
-    Terminating."""
+    """Why: NotAllowedBySource, Conflict, NamespaceMissing, WriteFailed, SourceNamespace,
+    NamespaceNotWatched or Terminating."""
     message: str = Field(max_length=1024)
     """Details for people."""
 

@@ -5,17 +5,24 @@ does not exist), the namespaces, and slim records (:mod:`configmapsync_operator.
 ConfigMaps named like the source (``occupants``, by namespace) and of the copies this
 ConfigMapSync owns anywhere (``owned``). Rules:
 
+* the source's consent comes first: a destination its ``sync.opsuite.dev/allowed-namespaces``
+  annotation does not allow gets nothing written (NotAllowedBySource), and the copy this
+  ConfigMapSync owns there is deleted; a source without the annotation is copied nowhere, but
+  existing copies are kept (frozen, like the copies of a deleted source);
 * the source and every ConfigMap not marked with this ConfigMapSync's uid are never updated or
-  deleted; the only exception is taking over an *unmarked* ConfigMap under
-  ``conflictPolicy: Overwrite`` (never one marked by another ConfigMapSync, never a ConfigMap
-  that some ConfigMapSync reads as its source);
+  deleted; the exceptions are taking over an *unmarked* ConfigMap under
+  ``conflictPolicy: Overwrite``, and a copy whose owner is gone (its uid is no ConfigMapSync's),
+  never a ConfigMap that some ConfigMapSync reads as its source;
 * the source namespace is never a destination;
-* a copy is updated with its cached resourceVersion as precondition, replaced (delete + create)
-  when it is immutable and its data must change, and deleted (uid + resourceVersion
-  preconditions) when its namespace is no longer a destination;
+* a copy is patched (only the keys the operator owns) with its cached uid and resourceVersion as
+  preconditions, replaced (delete + create) when it is immutable and its data must change, and
+  deleted (uid + resourceVersion preconditions) when its namespace is no longer a destination;
 * when the source is gone, nothing is created or updated and the copies are kept;
-* while the ConfigMapSync is being deleted, its copies are deleted (Delete) or unmarked
-  (Orphan), then its finalizer is removed.
+* a ConfigMapSync carries no finalizer (the one of earlier versions is removed where found):
+  once it is gone, :func:`collect` plans for its copies what their deletion policy says (delete,
+  or unmark for Orphan), as Kubernetes' garbage collector does for dependents whose owner is
+  gone. A deleting ConfigMapSync that still has the earlier finalizer is cleaned up first, then
+  the finalizer removed.
 
 Executing a Plan is :mod:`configmapsync_operator.actions`' job; :func:`status_patch` turns the
 outcome (after the writes, with their failures) into the status to write.
@@ -23,13 +30,16 @@ outcome (after the writes, with their failures) into the status to write.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from configmapsync_operator.consent import allowed_namespaces, matches
 from configmapsync_operator.copies import (
+    Allowlist,
     content_is_current,
+    deletion_policy,
     is_current,
     is_exact_copy,
     is_terminating,
@@ -37,8 +47,10 @@ from configmapsync_operator.copies import (
     owner_description,
     owner_uid,
     render_copy,
+    update_patch,
 )
 from configmapsync_operator.models import (
+    ALLOWED_NAMESPACES_ANNOTATION,
     FINALIZER,
     MAX_FAILED_TARGETS,
     ConfigMapSyncSpec,
@@ -66,8 +78,10 @@ SOURCE_NAMESPACE = "SourceNamespace"
 NAMESPACE_NOT_WATCHED = "NamespaceNotWatched"
 TERMINATING = "Terminating"
 NAMESPACE_MISSING = "NamespaceMissing"
+NOT_ALLOWED_BY_SOURCE = "NotAllowedBySource"
 
 SEVERITY = (
+    NOT_ALLOWED_BY_SOURCE,
     CONFLICT,
     WRITE_FAILED,
     SOURCE_NAMESPACE,
@@ -76,7 +90,9 @@ SEVERITY = (
     NAMESPACE_MISSING,
 )
 """Target issue reasons, worst first: the Ready condition names the worst present."""
-DEGRADING = frozenset({CONFLICT, WRITE_FAILED, SOURCE_NAMESPACE, NAMESPACE_NOT_WATCHED})
+DEGRADING = frozenset(
+    {NOT_ALLOWED_BY_SOURCE, CONFLICT, WRITE_FAILED, SOURCE_NAMESPACE, NAMESPACE_NOT_WATCHED}
+)
 """Issues that need a person (Degraded=True); the others resolve by themselves."""
 MAX_ISSUE_MESSAGE = 1024
 
@@ -96,12 +112,15 @@ class Write:
 
     namespace: str
     manifest: JSON
-    """The desired copy; for an update it carries the observed uid and resourceVersion."""
+    """The desired copy; for a take-over it carries the observed uid and resourceVersion."""
     observed: Mapping[str, Any] | None = None
     """The cached slim record the decision rests on (the cache's own object, so that the
     executor can tell whether the watch replaced it meanwhile); None when nothing is there."""
     replace: bool = False
     """Delete ``observed`` (immutable, data changed) first, then create ``manifest``."""
+    patch: JSON | None = None
+    """For an update of an own copy: the strategic merge patch of the owned keys (else the
+    update is a take-over that writes ``manifest`` whole)."""
 
     @property
     def verb(self) -> str:
@@ -144,9 +163,11 @@ class Plan:
     """Slim records of owned copies to delete."""
     unmarks: tuple[Mapping[str, Any], ...] = ()
     """Slim records of owned copies to release (deletionPolicy Orphan)."""
-    add_finalizer: bool = False
+    strip_finalizer: bool = False
+    """Remove the finalizer of earlier versions from a live ConfigMapSync, before the writes."""
     remove_finalizer: bool = False
-    """After the deletes/unmarks succeed (the ConfigMapSync is being deleted)."""
+    """After the deletes/unmarks succeed (a ConfigMapSync with that finalizer is being
+    deleted)."""
     status_patch: JSON | None = None
     """Status fields to write if every write succeeds; None when unchanged."""
 
@@ -157,7 +178,7 @@ class Plan:
             self.writes
             or self.deletes
             or self.unmarks
-            or self.add_finalizer
+            or self.strip_finalizer
             or self.remove_finalizer
             or self.status_patch is not None
         )
@@ -232,6 +253,46 @@ def _overwrite(namespace: str, desired: JSON, observed: Mapping[str, Any]) -> Wr
     return Write(namespace, manifest, observed)
 
 
+def _update(namespace: str, desired: JSON, observed: Mapping[str, Any], allow: Allowlist) -> Write:
+    """Patch the own copy ``observed`` to ``desired`` (owned keys only), or replace it when it
+    is immutable and its content must change."""
+    if observed.get("immutable") is True and not content_is_current(observed, desired):
+        return Write(namespace, desired, observed, replace=True)
+    return Write(namespace, desired, observed, patch=update_patch(observed, desired, allow))
+
+
+def _refused(
+    source: Mapping[str, Any], reference: str, writable: Sequence[str]
+) -> tuple[list[str], list[Issue]]:
+    """The destinations the source's consent annotation does not allow, with their issues."""
+    patterns = allowed_namespaces(source)
+    refused = [ns for ns in writable if patterns is None or not matches(patterns, ns)]
+    if patterns is None:
+        message = (
+            f"ConfigMap {reference} does not allow copies: it has no "
+            f"{ALLOWED_NAMESPACES_ANNOTATION} annotation; an existing copy is kept, not updated"
+        )
+        return refused, [Issue(ns, NOT_ALLOWED_BY_SOURCE, message) for ns in refused]
+    allowed = ",".join(patterns)
+    return refused, [
+        Issue(
+            ns,
+            NOT_ALLOWED_BY_SOURCE,
+            f"ConfigMap {reference} does not allow copies in namespace {ns} "
+            f"({ALLOWED_NAMESPACES_ANNOTATION}: {allowed[:200]}); no copy is kept there",
+        )
+        for ns in refused
+    ]
+
+
+def _owner_is_served(record: Mapping[str, Any], served: Collection[str]) -> bool:
+    """Whether the ConfigMapSync that marked ``record`` lived in a served namespace (so that
+    its absence from the cache means it is gone, not merely unwatched)."""
+    if not served:
+        return True
+    return owner_description(record).split("/")[0] in served
+
+
 def _cleanup(
     sync: Mapping[str, Any], owned: Sequence[Mapping[str, Any]], source: ObjectKey | None
 ) -> Plan:
@@ -259,13 +320,15 @@ def plan(
     *,
     served: Collection[str] = (),
     sources_in_use: Collection[ObjectKey] = (),
+    live_owners: Container[str] = (),
 ) -> Plan:
     """Plan one reconcile of ``sync``.
 
     ``occupants`` maps a namespace to the slim record of the ConfigMap there named like the
     source; ``owned`` are slim records of ConfigMaps marked with the sync's uid; ``served``
     are the namespaces the operator watches (empty: all); ``sources_in_use`` are the keys of
-    ConfigMaps some ConfigMapSync reads (never taken over).
+    ConfigMaps some ConfigMapSync reads (never taken over); ``live_owners`` holds the uids of
+    the existing ConfigMapSyncs (a copy marked with another uid has lost its owner).
     """
     now = _as_utc(now)
     meta = sync["metadata"]
@@ -276,15 +339,19 @@ def plan(
     ]
     if meta.get("deletionTimestamp"):
         return _cleanup(sync, live_owned, src_key)
+    strip_finalizer = FINALIZER in (meta.get("finalizers") or ())
     try:
         spec = parse_spec(sync)
     except InvalidSpecError as error:
         outcome = Outcome(blocked=(INVALID_SPEC, str(error)))
-        return Plan(outcome, status_patch=status_patch(sync, outcome, now, wrote=False))
+        return Plan(
+            outcome,
+            strip_finalizer=strip_finalizer,
+            status_patch=status_patch(sync, outcome, now, wrote=False),
+        )
     source_namespace = spec.source_namespace or meta["namespace"]
     name = spec.config_map_name
     reference = f"{source_namespace}/{name}"
-    add_finalizer = FINALIZER not in (meta.get("finalizers") or ())
     if served and source_namespace not in served:
         outcome = Outcome(
             source=reference,
@@ -294,11 +361,23 @@ def plan(
                 "follow the source",
             ),
         )
-        return Plan(outcome, status_patch=status_patch(sync, outcome, now, wrote=False))
+        return Plan(
+            outcome,
+            strip_finalizer=strip_finalizer,
+            status_patch=status_patch(sync, outcome, now, wrote=False),
+        )
     if source is not None and key_of(source) != (source_namespace, name):
         source = None
     by_name = {str((ns.get("metadata") or {}).get("name")): ns for ns in namespaces}
     writable, issues = _targets(spec, source_namespace, by_name, served)
+    kept: list[str] = []
+    if source is not None:
+        refused, not_allowed = _refused(source, reference, writable)
+        issues.extend(not_allowed)
+        writable = [ns for ns in writable if ns not in refused]
+        if allowed_namespaces(source) is None:
+            kept = refused  # no consent at all (say, before the upgrade): copies stay, frozen
+    allow = Allowlist(tuple(spec.copy_labels or ()), tuple(spec.copy_annotations or ()))
     writes: list[Write] = []
     synced: set[str] = set()
     for ns in writable:
@@ -307,7 +386,7 @@ def plan(
             occupant = None
         if occupant is None:
             if source is not None:
-                writes.append(Write(ns, render_copy(sync, source, ns)))
+                writes.append(Write(ns, render_copy(sync, source, ns, allow)))
             continue
         where = f"ConfigMap {ns}/{name}"
         owner = owner_uid(occupant)
@@ -317,11 +396,21 @@ def plan(
             if source is None:
                 synced.add(ns)  # the copy is kept while the source is gone
                 continue
-            desired = render_copy(sync, source, ns)
-            if is_current(occupant, desired):
+            desired = render_copy(sync, source, ns, allow)
+            if is_current(occupant, desired, allow):
                 synced.add(ns)
             else:
-                writes.append(_overwrite(ns, desired, occupant))
+                writes.append(_update(ns, desired, occupant, allow))
+        elif (
+            owner is not None
+            and owner not in live_owners
+            and _owner_is_served(occupant, served)
+            and is_exact_copy(occupant)
+            and (ns, name) not in sources_in_use
+        ):
+            # A copy whose ConfigMapSync is gone (deleted while the operator was away).
+            if source is not None:
+                writes.append(_overwrite(ns, render_copy(sync, source, ns, allow), occupant))
         elif owner is not None:
             issues.append(
                 Issue(
@@ -342,8 +431,8 @@ def plan(
                 Issue(ns, CONFLICT, f"{where} is the source of a ConfigMapSync; not overwritten")
             )
         elif source is not None:
-            writes.append(_overwrite(ns, render_copy(sync, source, ns), occupant))
-    wanted = {(ns, name) for ns in writable}
+            writes.append(_overwrite(ns, render_copy(sync, source, ns, allow), occupant))
+    wanted = {(ns, name) for ns in (*writable, *kept)}
     deletes = tuple(
         c
         for c in live_owned
@@ -364,9 +453,42 @@ def plan(
         outcome,
         writes=tuple(writes),
         deletes=deletes,
-        add_finalizer=add_finalizer,
+        strip_finalizer=strip_finalizer,
         status_patch=status_patch(sync, outcome, now, wrote=bool(writes)),
     )
+
+
+def wants(sync: Mapping[str, Any], namespace: Mapping[str, Any]) -> bool:
+    """Whether ``sync`` names ``namespace`` (a record) as a destination, listed or selected."""
+    try:
+        spec = parse_spec(sync)
+    except InvalidSpecError:
+        return False
+    name = str((namespace.get("metadata") or {}).get("name"))
+    if name == (spec.source_namespace or sync["metadata"]["namespace"]):
+        return False
+    selector = spec.namespace_selector
+    return name in (spec.destination_namespaces or ()) or (
+        selector is not None and selector.matches(_labels(namespace))
+    )
+
+
+def collect(
+    orphans: Iterable[Mapping[str, Any]], policies: Mapping[str, str] | None = None
+) -> Plan:
+    """Plan the end of the copies whose ConfigMapSync is gone (slim records marked with a uid
+    no ConfigMapSync has): exact copies only, deleted or unmarked as the owner's deletion
+    policy says: from ``policies`` (by owner uid: the final state the watch delivered), else as
+    the copy records it, else Delete (copies of earlier versions, whose default it was)."""
+    deletes: list[Mapping[str, Any]] = []
+    unmarks: list[Mapping[str, Any]] = []
+    for record in orphans:
+        if not is_exact_copy(record) or is_terminating(record):
+            continue
+        owner = owner_uid(record) or ""
+        policy = (policies or {}).get(owner) or deletion_policy(record) or "Delete"
+        (unmarks if policy == "Orphan" else deletes).append(record)
+    return Plan(Outcome(), deletes=tuple(deletes), unmarks=tuple(unmarks))
 
 
 _Condition = tuple[str, ConditionStatus, str, str]

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from configmapsync_operator.copies import key_of, owner_uid, slim
+from configmapsync_operator.copies import MARK_ANNOTATIONS, MARK_LABELS, key_of, owner_uid, slim
 from configmapsync_operator.models import (
+    ALLOWED_NAMESPACES_ANNOTATION,
     FINALIZER,
     OWNER_ANNOTATION,
     OWNER_LABEL,
@@ -25,6 +26,8 @@ from configmapsync_operator.reconcile import Plan, plan
 T0 = datetime(2025, 1, 1, 12, tzinfo=UTC)
 UID = "uid-mine"
 OTHER_UID = "uid-other"
+GONE_UID = "uid-gone"
+"""The uid of a ConfigMapSync deleted while the operator was away: no ConfigMapSync has it."""
 NAME = "cfg"
 
 JSON = dict[str, Any]
@@ -41,8 +44,9 @@ def configmap(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     binary: dict[str, str] | None = None,
+    allowed: str | None = None,
 ) -> JSON:
-    """A ConfigMap as the API server returns it."""
+    """A ConfigMap as the API server returns it; ``allowed``: its consent annotation."""
     meta: JSON = {
         "name": name,
         "namespace": namespace,
@@ -51,6 +55,8 @@ def configmap(
         "labels": dict(labels or {}),
         "annotations": dict(annotations or {}),
     }
+    if allowed is not None:
+        meta["annotations"][ALLOWED_NAMESPACES_ANNOTATION] = allowed
     if owner is not None:
         meta["labels"][OWNER_LABEL] = owner
         meta["annotations"][OWNER_ANNOTATION] = f"src/other/{owner}"
@@ -72,7 +78,8 @@ def namespace(name: str, labels: dict[str, str] | None = None, terminating: bool
     return {"metadata": meta}
 
 
-def sync_object(spec: JSON, *, finalizer: bool = True, deleting: bool = False) -> JSON:
+def sync_object(spec: JSON, *, finalizer: bool = False, deleting: bool = False) -> JSON:
+    """The ConfigMapSync under test; ``finalizer``: with the finalizer of earlier versions."""
     meta: JSON = {
         "name": "sync",
         "namespace": "src",
@@ -86,6 +93,30 @@ def sync_object(spec: JSON, *, finalizer: bool = True, deleting: bool = False) -
     return {"metadata": meta, "spec": spec}
 
 
+def strategic_merge(obj: JSON, patch: JSON) -> JSON:
+    """What the API server makes of a copy's strategic merge patch (the subset the planner
+    sends: metadata maps merged, null deleting, ``$patch: replace`` maps, scalars set)."""
+    result = copy.deepcopy(obj)
+    for field_, value in patch.items():
+        if field_ == "metadata":
+            meta = result["metadata"]
+            for key, entries in value.items():
+                if isinstance(entries, dict):
+                    merged = {**(meta.get(key) or {}), **entries}
+                    meta[key] = {k: v for k, v in merged.items() if v is not None}
+                else:
+                    meta[key] = entries
+        elif isinstance(value, dict) and value.get("$patch") == "replace":
+            entries = {k: v for k, v in value.items() if k != "$patch"}
+            if entries:
+                result[field_] = entries
+            else:
+                result.pop(field_, None)
+        else:
+            result[field_] = value
+    return result
+
+
 @dataclass
 class World:
     """Namespaces by name and ConfigMaps by key; ``sync`` is the ConfigMapSync under test."""
@@ -95,6 +126,7 @@ class World:
     configmaps: dict[tuple[str, str], JSON] = field(default_factory=dict)
     served: tuple[str, ...] = ()
     sources_in_use: frozenset[tuple[str, str]] = frozenset()
+    live_owners: frozenset[str] = frozenset({UID, OTHER_UID})
 
     def add(self, obj: JSON) -> JSON:
         self.configmaps[key_of(obj)] = obj
@@ -120,17 +152,21 @@ class World:
             now,
             served=self.served,
             sources_in_use=self.sources_in_use,
+            live_owners=self.live_owners,
         )
 
     def apply(self, actions: Plan) -> None:
         """What the API server would do with the plan's writes (all succeeding)."""
         meta = self.sync["metadata"]
-        if actions.add_finalizer:
-            meta["finalizers"] = [*meta.get("finalizers", []), FINALIZER]
+        if actions.strip_finalizer:
+            meta["finalizers"] = [f for f in meta.get("finalizers", []) if f != FINALIZER]
         for write in actions.writes:
             obj = copy.deepcopy(write.manifest)
             key = key_of(obj)
             existing = self.configmaps.get(key)
+            if write.patch is not None:
+                assert existing is not None
+                obj = strategic_merge(existing, write.patch)
             if write.verb == "update":
                 assert existing is not None
                 assert obj["metadata"]["resourceVersion"] == existing["metadata"]["resourceVersion"]
@@ -154,9 +190,10 @@ class World:
             del self.configmaps[key_of(record)]
         for record in actions.unmarks:
             obj = self.configmaps[key_of(record)]
-            obj["metadata"]["labels"].pop(OWNER_LABEL, None)
-            obj["metadata"]["annotations"].pop(OWNER_ANNOTATION, None)
-            obj["metadata"]["annotations"].pop(SOURCE_ANNOTATION, None)
+            for mark in MARK_LABELS:
+                obj["metadata"]["labels"].pop(mark, None)
+            for mark in MARK_ANNOTATIONS:
+                obj["metadata"]["annotations"].pop(mark, None)
         if actions.remove_finalizer:
             meta["finalizers"] = [f for f in meta.get("finalizers", []) if f != FINALIZER]
         if actions.status_patch is not None:

@@ -11,7 +11,14 @@ from configmapsync_operator.actions import Execution, execute
 from configmapsync_operator.copies import owner_uid, slim
 from configmapsync_operator.models import FINALIZER
 from configmapsync_operator.reconcile import Plan, plan
-from configmapsync_operator.simulation import NAME, World, configmap, namespace, sync_object
+from configmapsync_operator.simulation import (
+    NAME,
+    World,
+    configmap,
+    namespace,
+    strategic_merge,
+    sync_object,
+)
 from configmapsync_operator.sources import SourceCache
 from opsuite_common.kube import ApiException
 from opsuite_common.store import Store
@@ -25,6 +32,7 @@ class FakeKube:
     def __init__(self, failures: Mapping[tuple[str, str], int] | None = None) -> None:
         self.calls: list[tuple[str, str, Any]] = []
         self.failures = dict(failures or {})
+        self.patch_types: list[str] = []
 
     def request(self, method: str, path: str, *, body: object = None, **_: Any) -> Any:
         self.calls.append((method, path, body))
@@ -32,6 +40,12 @@ class FakeKube:
         status = self.failures.get((method, path))
         if status is not None:
             future.set_exception(ApiException(status=status, reason="Injected"))
+        elif method == "PATCH" and "/configmaps/" in path and isinstance(body, dict):
+            parts = path.split("/")  # /api/v1/namespaces/<ns>/configmaps/<name>
+            empty = {"metadata": {"name": parts[6], "namespace": parts[4], "labels": {}}}
+            answer = strategic_merge(empty, body)
+            answer["metadata"]["resourceVersion"] = "999"
+            future.set_result(answer)
         elif isinstance(body, dict) and body.get("kind") == "ConfigMap":
             answer = {**body, "metadata": {**body["metadata"], "resourceVersion": "999"}}
             answer["metadata"].setdefault("uid", "new-uid")
@@ -43,7 +57,8 @@ class FakeKube:
     def create(self, path: str, body: Mapping[str, Any]) -> Any:
         return self.request("POST", path, body=dict(body))
 
-    def patch(self, path: str, patch: object, **_: Any) -> Any:
+    def patch(self, path: str, patch: object, *, patch_type: str = "merge") -> Any:
+        self.patch_types.append(patch_type)
         return self.request("PATCH", path, body=patch)
 
     def delete(self, path: str, **kwargs: Any) -> Any:
@@ -61,7 +76,7 @@ def world_with(*dest: str, **spec: Any) -> World:
     world = World(sync_object({"configMapName": NAME, "destinationNamespaces": list(dest), **spec}))
     for ns in ("src", *dest):
         world.namespaces[ns] = namespace(ns)
-    world.add(configmap("src", data={"k": "v"}))
+    world.add(configmap("src", allowed="*", data={"k": "v"}))
     return world
 
 
@@ -79,9 +94,9 @@ async def run(world: World, kube: FakeKube, cache: Store) -> tuple[Plan, Executi
     return actions, await execute(kube, cache, world.sync, actions)  # type: ignore[arg-type]
 
 
-async def test_creates_in_parallel_write_through_and_status() -> None:
+async def test_strips_the_old_finalizer_creates_in_parallel_write_through_and_status() -> None:
     world = world_with("a", "b")
-    world.sync["metadata"]["finalizers"] = []
+    world.sync["metadata"]["finalizers"] = ["example.com/theirs", FINALIZER]
     kube, cache = FakeKube(), cache_of(world)
     _, done = await run(world, kube, cache)
     verbs = [(m, p) for m, p, _ in kube.calls]
@@ -89,7 +104,7 @@ async def test_creates_in_parallel_write_through_and_status() -> None:
         "PATCH",
         "/apis/sync.opsuite.dev/v1alpha1/namespaces/src/configmapsyncs/sync",
     )
-    assert kube.calls[0][2]["metadata"]["finalizers"] == [FINALIZER]
+    assert kube.calls[0][2]["metadata"]["finalizers"] == ["example.com/theirs"]
     assert kube.calls[0][2]["metadata"]["resourceVersion"] == "1"
     assert ("POST", "/api/v1/namespaces/a/configmaps") in verbs
     assert ("POST", "/api/v1/namespaces/b/configmaps") in verbs
@@ -97,7 +112,7 @@ async def test_creates_in_parallel_write_through_and_status() -> None:
     assert done.written == 2
     # The copies are in the cache at once: the next plan creates nothing.
     assert owner_uid(cache.get("a", NAME)) == world.sync["metadata"]["uid"]
-    world.sync["metadata"]["finalizers"] = [FINALIZER]
+    world.sync["metadata"]["finalizers"] = ["example.com/theirs"]
     world.sync["status"] = kube.calls[-1][2]["status"]
     again, _ = await run(world, FakeKube(), cache)
     assert again.is_empty
@@ -124,7 +139,7 @@ async def test_failed_write_is_reported_in_the_status() -> None:
 
 async def test_replace_deletes_with_preconditions_then_creates() -> None:
     world = world_with("a")
-    world.add(configmap("src", data={"k": "v2"}, immutable=True))
+    world.add(configmap("src", allowed="*", data={"k": "v2"}, immutable=True))
     old = world.add(
         configmap("a", data={"k": "v1"}, owner=world.sync["metadata"]["uid"], immutable=True)
     )
@@ -140,8 +155,23 @@ async def test_replace_deletes_with_preconditions_then_creates() -> None:
     assert done.written == 1
 
 
-async def test_cleanup_removes_the_finalizer_only_after_the_copies() -> None:
+async def test_an_own_copy_is_updated_by_a_strategic_patch_of_the_owned_keys() -> None:
     world = world_with("a")
+    uid = world.sync["metadata"]["uid"]
+    world.add(configmap("a", data={"k": "old"}, owner=uid, labels={"injected": "by-a-webhook"}))
+    kube = FakeKube()
+    _, done = await run(world, kube, cache_of(world))
+    assert done.written == 1
+    ((method, path, body), _status) = kube.calls
+    assert (method, path) == ("PATCH", "/api/v1/namespaces/a/configmaps/cfg")
+    assert kube.patch_types[0] == "strategic"
+    assert body["data"] == {"$patch": "replace", "k": "v"}
+    assert "injected" not in body["metadata"].get("labels", {})
+
+
+async def test_cleanup_removes_the_old_finalizer_only_after_the_copies() -> None:
+    world = world_with("a")
+    world.sync["metadata"]["finalizers"] = [FINALIZER]
     world.add(configmap("a", data={"k": "v"}, owner=world.sync["metadata"]["uid"]))
     world.sync["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
     kube = FakeKube({("DELETE", "/api/v1/namespaces/a/configmaps/cfg"): 500})
@@ -158,9 +188,9 @@ def test_source_cache_prefers_the_watch_over_a_racing_get() -> None:
     sources = SourceCache()
     key = ("src", NAME)
     epoch = sources.epoch(key)
-    newer = configmap("src", data={"k": "watch"})
+    newer = configmap("src", allowed="*", data={"k": "watch"})
     assert sources.observe("MODIFIED", newer)
-    sources.fill(key, configmap("src", data={"k": "get"}), epoch)
+    sources.fill(key, configmap("src", allowed="*", data={"k": "get"}), epoch)
     assert sources.get(key) == newer
     sources.forget(key)
     assert not sources.known(key)
@@ -168,7 +198,7 @@ def test_source_cache_prefers_the_watch_over_a_racing_get() -> None:
     assert sources.known(key)
     assert sources.get(key) is None
     assert not sources.observe("DELETED", newer)  # absent before and after: nothing changed
-    managed = configmap("src", data={"k": "v"})
+    managed = configmap("src", allowed="*", data={"k": "v"})
     managed["metadata"]["managedFields"] = [{"manager": "kubectl"}]
     sources.observe("ADDED", managed)
     assert "managedFields" not in (sources.get(key) or {})["metadata"]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from configmapsync_operator.handlers import setup
-from configmapsync_operator.models import GROUP, OWNER_LABEL, PLURAL
+from configmapsync_operator.models import GROUP, OWNER_ANNOTATION, OWNER_LABEL, PLURAL
 from opsuite_common.store import JSON, ObjectKey
 from opsuite_common.testing import WiredOperator, offline_manager
 
@@ -92,3 +92,30 @@ def test_the_cached_copy_record_is_the_slim_one(wired: WiredOperator) -> None:
     assert "data" not in record
     assert record["metadata"]["labels"] == {OWNER_LABEL: "sync-uid"}
     assert "contentDigest" in record
+
+
+def test_a_copy_of_a_gone_sync_enqueues_the_gone_key_and_a_deleted_sync_its_peers(
+    wired: WiredOperator,
+) -> None:
+    """No finalizer: the copies of a ConfigMapSync that went while the operator was away reach
+    the controller under their owner's key (its pass ends them), and a deletion seen by the
+    watch re-runs the ConfigMapSyncs copying the same name (they may take a copy over)."""
+    stale = _configmap("b", "old", owner="gone-uid")
+    stale["metadata"]["annotations"] = {OWNER_ANNOTATION: "src/departed/gone-uid"}
+    wired.event("", "configmaps", None, stale)
+    assert ("src", "departed") in wired.enqueued
+    unwatched = _configmap("b", "other", owner="gone-too")
+    unwatched["metadata"]["annotations"] = {OWNER_ANNOTATION: "elsewhere/x/gone-too"}
+    wired.enqueued.clear()
+    wired.event("", "configmaps", None, unwatched)  # its owner's namespace is not served
+    assert wired.enqueued == []
+    peer = {
+        "metadata": {"namespace": "a", "name": "s2", "uid": "peer-uid", "generation": 1},
+        "spec": {"configMapName": "cfg", "destinationNamespaces": ["b"]},
+    }
+    wired.event(GROUP, PLURAL, None, peer)
+    wired.enqueued.clear()
+    sync = wired.cached(PLURAL, *SYNC)
+    assert sync is not None
+    wired.event(GROUP, PLURAL, "DELETED", sync)
+    assert {SYNC, ("a", "s2")} <= set(wired.enqueued)

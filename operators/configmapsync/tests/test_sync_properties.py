@@ -7,10 +7,11 @@ import json
 import re
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from configmapsync_operator.copies import key_of, owner_uid, render_copy
+from configmapsync_operator.consent import allowed_namespaces, matches
+from configmapsync_operator.copies import Allowlist, key_of, owner_uid, render_copy
 from configmapsync_operator.models import (
     FINALIZER,
     OWNER_LABEL,
@@ -19,6 +20,7 @@ from configmapsync_operator.models import (
 )
 from configmapsync_operator.reconcile import Plan
 from configmapsync_operator.simulation import (
+    GONE_UID,
     NAME,
     OTHER_UID,
     UID,
@@ -45,6 +47,8 @@ FAST = settings(max_examples=100, deadline=None)
 
 datas = st.dictionaries(st.sampled_from("kxy"), st.sampled_from(["1", "2"]), max_size=2)
 labels = st.dictionaries(st.sampled_from(["team", "app"]), st.sampled_from(["x", "y"]), max_size=2)
+consents = st.sampled_from([None, None, "*", "a,b", "c*, d", "", "b,nope"])
+"""The source's sync.opsuite.dev/allowed-namespaces annotation (None: absent)."""
 
 
 @st.composite
@@ -65,7 +69,21 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
     spec["deletionPolicy"] = draw(st.sampled_from(["Delete", "Orphan"]))
     if draw(st.booleans()):
         spec["sourceNamespace"] = "src"
+    copied = draw(st.sampled_from([None, ["team"], ["*"], ["te*", "nothing"]]))
+    if copied is not None:
+        spec["copyLabels"] = copied
     return spec
+
+
+def allowlist(world: World) -> Allowlist:
+    spec = world.sync["spec"]
+    return Allowlist(tuple(spec.get("copyLabels") or ()), tuple(spec.get("copyAnnotations") or ()))
+
+
+def allows(world: World, namespace: str) -> bool:
+    """Whether the source (present) allows copies in ``namespace``."""
+    patterns = allowed_namespaces(world.configmaps[world.source_key])
+    return patterns is not None and matches(patterns, namespace)
 
 
 @st.composite
@@ -80,7 +98,9 @@ def worlds(draw: st.DrawFn, deleting: bool = False) -> World:
     source = world.source_key
     for ns in NAMESPACES:
         for name in NAMES:
-            kind = draw(st.sampled_from(["none", "none", "unowned", "mine", "mine", "other"]))
+            kind = draw(
+                st.sampled_from(["none", "none", "unowned", "mine", "mine", "other", "gone"])
+            )
             if (ns, name) == source:
                 kind = draw(st.sampled_from(["none", "unowned", "unowned", "other"]))
             if kind == "none":
@@ -90,9 +110,12 @@ def worlds(draw: st.DrawFn, deleting: bool = False) -> World:
                     ns,
                     name,
                     data=draw(datas),
-                    owner={"unowned": None, "mine": UID, "other": OTHER_UID}[kind],
+                    owner={"unowned": None, "mine": UID, "other": OTHER_UID, "gone": GONE_UID}[
+                        kind
+                    ],
                     immutable=draw(st.integers(0, 3)) == 0,
                     labels=draw(labels),
+                    allowed=draw(consents),
                 )
             )
     if draw(st.booleans()):
@@ -121,10 +144,11 @@ def test_only_own_copies_are_changed_and_unmanaged_ones_only_under_overwrite(wor
             assert write.verb == "create"
             continue
         owner = owner_uid(existing)
-        assert owner in (UID, None), f"wrote over a copy of another sync at {key}"
-        if owner is None:
-            assert policy == "Overwrite", f"Skip but took over {key}"
+        assert owner in (UID, None, GONE_UID), f"wrote over a copy of another sync at {key}"
+        if owner != UID:
+            assert policy == "Overwrite" or owner == GONE_UID, f"Skip but took over {key}"
             assert key not in world.sources_in_use
+            assert write.patch is None, "a take-over writes the whole copy"
         assert write.observed is not None
         assert (
             write.observed["metadata"]["resourceVersion"]
@@ -136,13 +160,60 @@ def test_only_own_copies_are_changed_and_unmanaged_ones_only_under_overwrite(wor
 
 @FAST
 @given(world=worlds())
+def test_nothing_is_written_where_the_source_does_not_allow_and_consent_is_checked(
+    world: World,
+) -> None:
+    """Consent: every write goes to a namespace the source's annotation allows; a target it
+    does not allow is reported; copies are deleted for a narrowed consent, never for a missing
+    one (copies written before the upgrade stay)."""
+    actions = world.plan()
+    for write in actions.writes:
+        assert allows(world, write.namespace), write
+    if world.source_key not in world.configmaps or actions.outcome.blocked is not None:
+        return
+    refused = {i.namespace for i in actions.outcome.issues if i.reason == "NotAllowedBySource"}
+    assert not any(allows(world, ns) for ns in refused)
+    assert all(allows(world, ns) for ns in actions.outcome.synced)
+    assert not any(ns in actions.outcome.synced for ns in refused)
+    if allowed_namespaces(world.configmaps[world.source_key]) is None:
+        deleted = {key_of(r)[0] for r in actions.deletes if key_of(r)[1] == NAME}
+        assert not deleted & refused
+
+
+@FAST
+@given(world=worlds(), foreign=st.sampled_from(["policy.example/injected", "app"]))
+def test_keys_added_by_a_co_writer_cause_no_write_and_stay(world: World, foreign: str) -> None:
+    """A mutating webhook labelling every copy causes no write (no write loop), and later
+    updates of the copies leave its label in place (#16, item 3)."""
+    world.apply(world.plan())
+    assume(not matches(allowlist(world).labels, foreign))
+    mine = [k for k, o in world.configmaps.items() if owner_uid(o) == UID]
+    for key in mine:
+        world.configmaps[key]["metadata"]["labels"][foreign] = "injected"
+    assert world.plan().is_empty
+    source = world.configmaps.get(world.source_key)
+    if source is None:
+        return
+    source["data"] = {"changed": "yes"}
+    again = world.plan()
+    for write in again.writes:
+        assert write.patch is None or foreign not in write.patch["metadata"].get("labels", {})
+    world.apply(again)
+    for write in again.writes:
+        if write.patch is not None:
+            obj = world.configmaps[(write.namespace, NAME)]
+            assert obj["metadata"]["labels"][foreign] == "injected"
+
+
+@FAST
+@given(world=worlds())
 def test_never_targets_the_source(world: World) -> None:
     actions = world.plan()
     assert world.source_key not in touched_keys(actions)
     assert world.source_key[0] not in {w.namespace for w in actions.writes}
     if world.sync["spec"]["conflictPolicy"] == "Skip":
         for write in actions.writes:
-            assert write.observed is None or owner_uid(write.observed) == UID
+            assert write.observed is None or owner_uid(write.observed) in (UID, GONE_UID)
 
 
 @FAST
@@ -152,7 +223,7 @@ def test_applying_the_plan_then_replanning_gives_an_empty_plan(world: World) -> 
     again = world.plan()
     assert not again.writes, again.writes
     assert not again.deletes
-    assert not again.add_finalizer
+    assert not again.strip_finalizer
     assert again.status_patch is None, again.status_patch
     assert again.is_empty
 
@@ -166,7 +237,7 @@ def test_converged_copies_equal_the_source_in_every_writable_target(world: World
     outcome = actions.outcome
     if source is None or outcome.blocked is not None:
         return
-    assert FINALIZER in world.sync["metadata"]["finalizers"]
+    assert FINALIZER not in world.sync["metadata"]["finalizers"]
     failing = {i.namespace for i in outcome.issues}
     for ns in outcome.targets:
         if ns in failing:
@@ -174,9 +245,13 @@ def test_converged_copies_equal_the_source_in_every_writable_target(world: World
         assert ns in outcome.synced
         copy_ = world.configmaps[(ns, NAME)]
         assert copy_["metadata"]["labels"][OWNER_LABEL] == UID
-        expected = render_copy(world.sync, source, ns)
-        assert copy_.get("data") == expected.get("data")
-        assert copy_["metadata"]["labels"] == expected["metadata"]["labels"]
+        allow = allowlist(world)
+        expected = render_copy(world.sync, source, ns, allow)
+        assert (copy_.get("data") or {}) == (expected.get("data") or {})
+        labels_ = copy_["metadata"]["labels"]
+        assert labels_.items() >= expected["metadata"]["labels"].items()
+        foreign = labels_.keys() - expected["metadata"]["labels"].keys()
+        assert not any(matches(allow.labels, k) for k in foreign), foreign
         assert copy_.get("immutable") == expected.get("immutable")
     status = world.sync["status"]
     assert status["syncedNamespaces"] + status["failedNamespaces"] == status["targetNamespaces"]
@@ -231,6 +306,7 @@ def schema_worlds(draw: st.DrawFn) -> World:
                 labels=draw(LABELS),
                 annotations=draw(LABELS),
                 immutable=draw(st.booleans()),
+                allowed=draw(st.none() | st.just("*")),
             )
         )
     return world
@@ -254,7 +330,7 @@ def test_any_admitted_spec_plans_only_valid_requests(world: World) -> None:
         assert all(is_qualified_name(k) and isinstance(v, str) for k, v in annotations.items())
         assert len(json.dumps(annotations)) <= MAX_ANNOTATIONS_BYTES
         assert all(CONFIG_KEY.fullmatch(k) for k in copy_.get("data", {}))
-        assert write.verb == "create" or meta.get("resourceVersion")
+        assert write.verb == "create" or (write.patch or copy_)["metadata"].get("resourceVersion")
     if actions.status_patch is not None:
         status = {**world.sync.get("status", {}), **actions.status_patch}
         assert not schema_errors(status, STATUS_SCHEMA, ".status"), status
