@@ -12,9 +12,12 @@ name, a namespace appearing, vanishing or relabelled to the syncs listing it and
 selector-based sync; a ConfigMapSync that is gone (deleted, or a copy marked with a uid no
 ConfigMapSync has) to its own key, whose pass ends its copies (:func:`~configmapsync_operator.
 reconcile.collect`), and to the syncs copying the same name (they may take a copy over). Nothing
-is polled. Handlers run only once every watch has listed (a kopf
-index handler on each resource holds them), so a pass never mistakes a cache still filling for
-missing copies or namespaces.
+is polled. Event handlers run as events arrive, also during the first listings (kopf hands the
+manager's watches their events directly, holding none back); passes start only once every
+watch has listed and its listing is in the cache (the manager's cache-sync gate, as
+controller-runtime's WaitForCacheSync), so a pass never mistakes a cache still filling for
+missing copies or namespaces, and a gone ConfigMapSync is confirmed by a live LIST before its
+copies are ended.
 
 The three caches are :class:`~opsuite_common.store.Store` objects given to ``manager.watch``
 (ConfigMaps and namespaces with a ``transform`` that makes their slim record), so the manager
@@ -29,9 +32,6 @@ from __future__ import annotations
 import time
 from collections.abc import Hashable
 from datetime import UTC, datetime
-from typing import Any
-
-import kopf
 
 from configmapsync_operator import metrics
 from configmapsync_operator.actions import Execution, execute, release
@@ -84,10 +84,6 @@ class _LiveOwners:
     def __contains__(self, uid: object) -> bool:
         return bool(self._syncs.by_index("uid", uid)) if isinstance(uid, str) else False
 
-
-def _no_index(**_: Any) -> None:
-    """Indexes nothing: its presence makes kopf hold event handlers until every watch listed."""
-    return
 
 
 def setup(manager: Manager) -> None:
@@ -286,14 +282,6 @@ def setup(manager: Manager) -> None:
         enqueue_all(syncs.by_index("listed", name))
         enqueue_all(syncs.by_index("selector", True))
 
-    for group, version, plural in (
-        (GROUP, VERSION, PLURAL),
-        ("", "v1", "configmaps"),
-        ("", "v1", "namespaces"),
-    ):
-        kopf.on.index(group, version, plural, registry=manager.registry, id=f"listed-{plural}")(
-            _no_index
-        )
     manager.watch(GROUP, VERSION, PLURAL, store=syncs, on_event=on_sync)
     manager.watch("", "v1", "configmaps", store=configmaps, on_event=on_configmap)
     manager.watch("", "v1", "namespaces", store=namespaces, on_event=on_namespace)

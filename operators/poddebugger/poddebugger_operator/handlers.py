@@ -16,8 +16,11 @@ with ``slim_pod`` as ``transform``), so the manager prunes them after every
 (re)listing: a pod deleted while the watch was down (no DELETED event, a relist after "410
 Gone") is handed to the handler as a DELETED event, as client-go's reflector does, and stops
 counting in ``matchedPods`` and taking a ``maxPods`` slot.
-Handlers run only once every watch has listed (a kopf index handler on each resource holds
-them), so a pass never mistakes a cache still filling for a pod without its debug container.
+Event handlers run as events arrive, also during the first listings (kopf hands the manager's
+watches their events directly, holding none back); passes start only once every watch has
+listed and its listing is in the cache (the manager's cache-sync gate, as controller-runtime's
+WaitForCacheSync), so a pass never mistakes a cache still filling for a pod without its debug
+container.
 """
 
 from __future__ import annotations
@@ -26,9 +29,6 @@ import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
-
-import kopf
 
 from opsuite_common.controller import Result
 from opsuite_common.manager import Manager
@@ -68,10 +68,6 @@ class Settings:
     admission_policy_name: str = POLICY_NAME
     """The authorization policy's name."""
 
-
-def _no_index(**_: Any) -> None:
-    """Indexes nothing: its presence makes kopf hold event handlers until every watch listed."""
-    return
 
 
 def _namespace_index(obj: JSON) -> list[Hashable]:
@@ -221,13 +217,6 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
         if settings.admission_policy_name in names:
             enqueue_all()
 
-    watched = [(GROUP, VERSION, PLURAL), ("", "v1", "pods")]
-    if not settings.allow_without_admission_policy:
-        watched += [(ADMISSION_GROUP, ADMISSION_VERSION, p) for p in (POLICIES, BINDINGS)]
-    for group, version, plural in watched:
-        kopf.on.index(group, version, plural, registry=manager.registry, id=f"listed-{plural}")(
-            _no_index
-        )
     manager.watch(GROUP, VERSION, PLURAL, store=debuggers, on_event=on_debugger)
     manager.watch("", "v1", "pods", store=pods, on_event=on_pod)
     if not settings.allow_without_admission_policy:
