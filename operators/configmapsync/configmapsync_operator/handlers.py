@@ -85,7 +85,6 @@ class _LiveOwners:
         return bool(self._syncs.by_index("uid", uid)) if isinstance(uid, str) else False
 
 
-
 def setup(manager: Manager) -> None:
     """Register the watches and the ConfigMapSync controller on ``manager``."""
     syncs = Store(

@@ -69,7 +69,6 @@ class Settings:
     """The authorization policy's name."""
 
 
-
 def _namespace_index(obj: JSON) -> list[Hashable]:
     return list(by_namespace(obj))
 
