@@ -33,6 +33,7 @@ type PodDebuggerSpec struct {
 // FailedPod is a pod whose injection the API server refused.
 type FailedPod struct {
 	Pod       string `json:"pod"`
+	UID       string `json:"uid"`
 	Container string `json:"container"`
 	Reason    string `json:"reason"`
 	Message   string `json:"message"`

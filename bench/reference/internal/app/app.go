@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -140,4 +141,19 @@ func Parallel(tasks []func() error) []error {
 	}
 	wg.Wait()
 	return errs
+}
+
+// MaxMessage is the CRDs' maxLength of a failure message in a status.
+const MaxMessage = 1024
+
+// Truncate cuts s to at most limit bytes, on a character boundary.
+func Truncate(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }

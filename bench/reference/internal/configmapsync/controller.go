@@ -172,7 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	errs := app.Parallel(tasks)
 	for i, err := range errs[:len(written)] {
 		if err != nil {
-			failures = append(failures, failure{Namespace: written[i], Reason: WriteFailed, Message: err.Error()})
+			failures = append(failures, failure{Namespace: written[i], Reason: WriteFailed, Message: app.Truncate(err.Error(), app.MaxMessage)})
 		} else {
 			synced++
 		}
@@ -245,7 +245,7 @@ func (r *Reconciler) targets(ctx context.Context, sync *api.ConfigMapSync, sourc
 	if sync.Spec.NamespaceSelector != nil {
 		selector, err := metav1.LabelSelectorAsSelector(sync.Spec.NamespaceSelector)
 		if err != nil {
-			return nil, []failure{{Reason: "InvalidSpec", Message: err.Error()}}, nil
+			return nil, []failure{{Reason: "InvalidSpec", Message: app.Truncate(err.Error(), app.MaxMessage)}}, nil
 		}
 		for _, ns := range namespaces.Items {
 			if selector.Matches(labels.Set(ns.Labels)) {

@@ -89,8 +89,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		retry = fmt.Errorf("injecting into %s: %w", pod.Name, err)
 		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-			failed = append(failed, api.FailedPod{Pod: pod.Name, Container: container.Name,
-				Reason: "Rejected", Message: err.Error()})
+			failed = append(failed, api.FailedPod{Pod: pod.Name, UID: string(pod.UID), Container: container.Name,
+				Reason: "Rejected", Message: app.Truncate(err.Error(), app.MaxMessage)})
 		}
 	}
 	sort.Slice(failed, func(i, j int) bool { return failed[i].Pod < failed[j].Pod })

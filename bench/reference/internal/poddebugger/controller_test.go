@@ -2,11 +2,13 @@ package poddebugger
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -151,5 +153,37 @@ func TestPodEventsMapToTheMatchingDebuggers(t *testing.T) {
 	}
 	if got := r.debuggersForPod(context.Background(), pod("y", 0, corev1.PodRunning, map[string]string{"app": "db"})); len(got) != 0 {
 		t.Errorf("got %v", got)
+	}
+}
+
+func TestARefusalIsReportedAndRetried(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	debugger := &api.PodDebugger{
+		ObjectMeta: metav1.ObjectMeta{Name: "shell", Namespace: "ns"},
+		Spec:       api.PodDebuggerSpec{Selector: metav1.LabelSelector{MatchLabels: web}, Image: "busybox"},
+	}
+	c := fake.NewClientBuilder().WithScheme(app.NewScheme(api.AddPodDebugger)).
+		WithStatusSubresource(&api.PodDebugger{}).
+		WithObjects(debugger, pod("a", time.Hour, corev1.PodRunning, web)).
+		WithInterceptorFuncs(interceptor.Funcs{
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				if sub == "ephemeralcontainers" {
+					return apierrors.NewForbidden(corev1.Resource("pods"), obj.GetName(), errors.New("violates PodSecurity"))
+				}
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			},
+		}).Build()
+	r := &Reconciler{Client: c}
+	_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "shell"}})
+	if err == nil {
+		t.Error("a refusal returns an error, so that the work queue retries with its backoff")
+	}
+	var d api.PodDebugger
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "shell"}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Status.FailedPods) != 1 || d.Status.FailedPods[0].Pod != "a" || d.Status.FailedPods[0].UID != "uid-a" ||
+		d.Status.FailedPods[0].Reason != "Rejected" || d.Status.DebuggedCount != 0 || d.Status.MatchedPods != 1 {
+		t.Errorf("status %+v", d.Status)
 	}
 }
