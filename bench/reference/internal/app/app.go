@@ -38,6 +38,7 @@ type Options struct {
 	MetricsAddr          string
 	ProbeAddr            string
 	LeaderElect          bool
+	LeaderElectionNS     string
 	Namespace            string
 	ZapOptions           zap.Options
 	LeaderElectionPrefix string
@@ -52,6 +53,8 @@ func ParseFlags(name string) Options {
 		`The address the probe endpoint binds to; "0" disables it.`)
 	flag.BoolVar(&opts.LeaderElect, "leader-elect", false,
 		"Enable leader election for the controller manager.")
+	flag.StringVar(&opts.LeaderElectionNS, "leader-election-namespace", "",
+		"Namespace of the leader election Lease (default: the pod's; required out of cluster).")
 	flag.StringVar(&opts.Namespace, "namespace", "",
 		"Watch only this namespace (default: all namespaces).")
 	opts.ZapOptions.BindFlags(flag.CommandLine)
@@ -78,12 +81,13 @@ func NewManager(opts Options, scheme *runtime.Scheme, watched ...client.Object) 
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  cacheOpts,
-		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress: opts.ProbeAddr,
-		LeaderElection:         opts.LeaderElect,
-		LeaderElectionID:       opts.LeaderElectionPrefix + ".reference.opsuite.dev",
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.ProbeAddr,
+		LeaderElection:          opts.LeaderElect,
+		LeaderElectionID:        opts.LeaderElectionPrefix + ".reference.opsuite.dev",
+		LeaderElectionNamespace: opts.LeaderElectionNS,
 	})
 	if err != nil {
 		return nil, err

@@ -2,10 +2,19 @@ package app
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 )
 
 func TestTruncateKeepsWholeCharacters(t *testing.T) {
@@ -48,5 +57,22 @@ func TestParallelBoundsInFlightAndKeepsErrorsInOrder(t *testing.T) {
 	}
 	if peak.Load() > MaxParallelRequests {
 		t.Errorf("%d in flight, at most %d allowed", peak.Load(), MaxParallelRequests)
+	}
+}
+
+func TestReadyOnlyOnceTheWatchedCachesSynced(t *testing.T) {
+	informers := &informertest.FakeInformers{Scheme: clientgoscheme.Scheme}
+	check := CacheSynced(informers, &corev1.Pod{}, &corev1.ConfigMap{})
+	request := httptest.NewRequest(http.MethodGet, "/readyz", nil)
+	pods := controllertest.NewFakeInformer()
+	informers.InformersByGVK = map[schema.GroupVersionKind]toolscache.SharedIndexInformer{
+		corev1.SchemeGroupVersion.WithKind("Pod"): pods,
+	}
+	if err := check(request); err == nil {
+		t.Error("ready while the pod cache has not synced")
+	}
+	pods.Synced()
+	if err := check(request); err != nil {
+		t.Errorf("not ready once every cache synced: %v", err)
 	}
 }

@@ -293,7 +293,7 @@ func freePort(t *testing.T) int {
 // on /readyz once their caches have synced.
 func TestBinariesStartAndBecomeReady(t *testing.T) {
 	for _, name := range []string{"podset", "configmapsync", "poddebugger"} {
-		for _, args := range [][]string{nil, {"--namespace", "ps"}} {
+		for _, args := range [][]string{nil, {"--namespace", "ps"}, {"--leader-elect", "--leader-election-namespace", "default"}} {
 			t.Run(fmt.Sprintf("%s%v", name, args), func(t *testing.T) {
 				binary := filepath.Join(binDir, name)
 				if _, err := os.Stat(binary); err != nil {
