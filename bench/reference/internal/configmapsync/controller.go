@@ -36,6 +36,7 @@ const (
 	WriteFailed        = "WriteFailed"
 	NamespaceMissing   = "NamespaceMissing"
 	Terminating        = "Terminating"
+	SourceNamespace    = "SourceNamespace"
 	NotWatched         = "NamespaceNotWatched"
 )
 
@@ -88,6 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	destinations := len(targets) + len(failures) // listed or selected: opsuite's targetNamespaces
 	live, err := r.liveOwners(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -184,7 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			break
 		}
 	}
-	if err := r.writeStatus(ctx, sync, len(targets), synced, failures, len(written) > 0); err != nil {
+	if err := r.writeStatus(ctx, sync, destinations, synced, failures, len(written) > 0); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, retry
@@ -230,8 +232,9 @@ func notAllowed(source *corev1.ConfigMap, ns string, consent bool) failure {
 		" does not allow copies in namespace " + ns + "; no copy is kept there"}
 }
 
-// targets are the destination namespaces that exist and are served, sorted; the others are
-// returned as failures.
+// targets are the writable destinations, sorted, and failures for the listed ones that are not
+// writable, as opsuite's _targets: the source namespace, one outside --namespace, one missing or
+// being deleted. Selected namespaces are only ever writable ones.
 func (r *Reconciler) targets(ctx context.Context, sync *api.ConfigMapSync, sourceNamespace string) ([]string, []failure, error) {
 	var namespaces corev1.NamespaceList
 	if err := r.List(ctx, &namespaces); err != nil {
@@ -241,38 +244,40 @@ func (r *Reconciler) targets(ctx context.Context, sync *api.ConfigMapSync, sourc
 	for i := range namespaces.Items {
 		byName[namespaces.Items[i].Name] = &namespaces.Items[i]
 	}
-	wanted := sets.New(sync.Spec.DestinationNamespaces...)
+	writable := sets.New[string]()
+	var failures []failure
+	for _, name := range sets.List(sets.New(sync.Spec.DestinationNamespaces...)) {
+		ns, ok := byName[name]
+		switch {
+		case name == sourceNamespace:
+			failures = append(failures, failure{Namespace: name, Reason: SourceNamespace,
+				Message: "the source namespace is never a destination"})
+		case r.Namespace != "" && name != r.Namespace:
+			failures = append(failures, failure{Namespace: name, Reason: NotWatched,
+				Message: "the operator does not watch this namespace"})
+		case !ok:
+			failures = append(failures, failure{Namespace: name, Reason: NamespaceMissing,
+				Message: "the namespace does not exist; the copy is made when it appears"})
+		case ns.DeletionTimestamp != nil:
+			failures = append(failures, failure{Namespace: name, Reason: NamespaceMissing,
+				Message: "the namespace is being deleted"})
+		default:
+			writable.Insert(name)
+		}
+	}
 	if sync.Spec.NamespaceSelector != nil {
 		selector, err := metav1.LabelSelectorAsSelector(sync.Spec.NamespaceSelector)
 		if err != nil {
-			return nil, []failure{{Reason: "InvalidSpec", Message: app.Truncate(err.Error(), app.MaxMessage)}}, nil
+			return nil, append(failures, failure{Reason: "InvalidSpec", Message: app.Truncate(err.Error(), app.MaxMessage)}), nil
 		}
 		for _, ns := range namespaces.Items {
-			if selector.Matches(labels.Set(ns.Labels)) {
-				wanted.Insert(ns.Name)
+			if ns.Name != sourceNamespace && ns.DeletionTimestamp == nil && (r.Namespace == "" || ns.Name == r.Namespace) &&
+				selector.Matches(labels.Set(ns.Labels)) {
+				writable.Insert(ns.Name)
 			}
 		}
 	}
-	wanted.Delete(sourceNamespace)
-	var targets []string
-	var failures []failure
-	for _, name := range sets.List(wanted) {
-		ns, ok := byName[name]
-		switch {
-		case r.Namespace != "" && name != r.Namespace:
-			failures = append(failures, failure{Namespace: name, Reason: NotWatched,
-				Message: "the operator does not watch namespace " + name})
-		case !ok:
-			failures = append(failures, failure{Namespace: name, Reason: NamespaceMissing,
-				Message: "namespace " + name + " does not exist"})
-		case ns.DeletionTimestamp != nil:
-			failures = append(failures, failure{Namespace: name, Reason: Terminating,
-				Message: "namespace " + name + " is being deleted"})
-		default:
-			targets = append(targets, name)
-		}
-	}
-	return targets, failures, nil
+	return sets.List(writable), failures, nil
 }
 
 // liveOwners are the UIDs of the existing ConfigMapSyncs.

@@ -111,8 +111,9 @@ func TestCopiesIntoListedAndSelectedNamespacesNeverTheSource(t *testing.T) {
 		t.Error("copied into an unselected namespace")
 	}
 	st := syncStatus(t, c)
-	if st.Source != "platform/bundle" || st.TargetNamespaces != 2 || st.SyncedNamespaces != 2 || st.FailedNamespaces != 1 ||
-		len(st.FailedTargets) != 1 || st.FailedTargets[0].Reason != NamespaceMissing || st.LastSyncTime == nil ||
+	if st.Source != "platform/bundle" || st.TargetNamespaces != 4 || st.SyncedNamespaces != 2 || st.FailedNamespaces != 2 ||
+		len(st.FailedTargets) != 2 || st.FailedTargets[0].Reason != NamespaceMissing ||
+		st.FailedTargets[1].Namespace != "platform" || st.FailedTargets[1].Reason != SourceNamespace || st.LastSyncTime == nil ||
 		st.ObservedGeneration != 1 {
 		t.Errorf("status %+v", st)
 	}
@@ -214,7 +215,7 @@ func TestConflictsSkipOrOverwriteButNeverAnotherSyncsCopy(t *testing.T) {
 	if cm := get(t, c, "team-b"); cm.Labels[OwnerUIDLabel] != "other-uid" {
 		t.Error("took over another sync's copy")
 	}
-	if st := syncStatus(t, c); st.FailedNamespaces != 3 || st.SyncedNamespaces != 0 {
+	if st := syncStatus(t, c); st.FailedNamespaces != 4 || st.SyncedNamespaces != 0 {
 		t.Errorf("status %+v", st)
 	}
 
