@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,6 +47,19 @@ const (
 	configMapNameIndex = "spec.configMapName"
 	sourceIndex        = "source"
 )
+
+// OwnerIndex indexes the ConfigMap cache by the owner-uid label, so that a sync's copies are
+// found without a scan of every ConfigMap (the kubebuilder book indexes owned Jobs the same
+// way).
+const OwnerIndex = "ownerUID"
+
+// OwnerOf is OwnerIndex's extractor.
+func OwnerOf(obj client.Object) []string {
+	if uid, ok := obj.GetLabels()[OwnerUIDLabel]; ok {
+		return []string{uid}
+	}
+	return nil
+}
 
 // Reconciler reconciles ConfigMapSyncs.
 type Reconciler struct {
@@ -236,18 +248,14 @@ func notAllowed(source *corev1.ConfigMap, ns string, consent bool) failure {
 // writable, as opsuite's _targets: the source namespace, one outside --namespace, one missing or
 // being deleted. Selected namespaces are only ever writable ones.
 func (r *Reconciler) targets(ctx context.Context, sync *api.ConfigMapSync, sourceNamespace string) ([]string, []failure, error) {
-	var namespaces corev1.NamespaceList
-	if err := r.List(ctx, &namespaces); err != nil {
-		return nil, nil, err
-	}
-	byName := map[string]*corev1.Namespace{}
-	for i := range namespaces.Items {
-		byName[namespaces.Items[i].Name] = &namespaces.Items[i]
-	}
 	writable := sets.New[string]()
 	var failures []failure
 	for _, name := range sets.List(sets.New(sync.Spec.DestinationNamespaces...)) {
-		ns, ok := byName[name]
+		ns := &corev1.Namespace{}
+		err := r.Get(ctx, types.NamespacedName{Name: name}, ns)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, nil, err
+		}
 		switch {
 		case name == sourceNamespace:
 			failures = append(failures, failure{Namespace: name, Reason: SourceNamespace,
@@ -255,7 +263,7 @@ func (r *Reconciler) targets(ctx context.Context, sync *api.ConfigMapSync, sourc
 		case r.Namespace != "" && name != r.Namespace:
 			failures = append(failures, failure{Namespace: name, Reason: NotWatched,
 				Message: "the operator does not watch this namespace"})
-		case !ok:
+		case err != nil:
 			failures = append(failures, failure{Namespace: name, Reason: NamespaceMissing,
 				Message: "the namespace does not exist; the copy is made when it appears"})
 		case ns.DeletionTimestamp != nil:
@@ -270,9 +278,12 @@ func (r *Reconciler) targets(ctx context.Context, sync *api.ConfigMapSync, sourc
 		if err != nil {
 			return nil, append(failures, failure{Reason: "InvalidSpec", Message: app.Truncate(err.Error(), app.MaxMessage)}), nil
 		}
-		for _, ns := range namespaces.Items {
-			if ns.Name != sourceNamespace && ns.DeletionTimestamp == nil && (r.Namespace == "" || ns.Name == r.Namespace) &&
-				selector.Matches(labels.Set(ns.Labels)) {
+		var selected corev1.NamespaceList
+		if err := r.List(ctx, &selected, client.MatchingLabelsSelector{Selector: selector}); err != nil {
+			return nil, nil, err
+		}
+		for _, ns := range selected.Items {
+			if ns.Name != sourceNamespace && ns.DeletionTimestamp == nil && (r.Namespace == "" || ns.Name == r.Namespace) {
 				writable.Insert(ns.Name)
 			}
 		}
@@ -303,7 +314,7 @@ func (r *Reconciler) isSource(ctx context.Context, cm *corev1.ConfigMap) bool {
 // staleCopies are the sync's copies of this source in namespaces it no longer wants.
 func (r *Reconciler) staleCopies(ctx context.Context, sync *api.ConfigMapSync, name string, wanted sets.Set[string]) ([]*corev1.ConfigMap, error) {
 	var copies corev1.ConfigMapList
-	if err := r.List(ctx, &copies, client.MatchingLabels{OwnerUIDLabel: string(sync.UID)}); err != nil {
+	if err := r.List(ctx, &copies, client.MatchingFields{OwnerIndex: string(sync.UID)}); err != nil {
 		return nil, err
 	}
 	var stale []*corev1.ConfigMap
@@ -468,6 +479,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &api.ConfigMapSync{}, name, extract); err != nil {
 			return err
 		}
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.ConfigMap{}, OwnerIndex, OwnerOf); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&api.ConfigMapSync{}).

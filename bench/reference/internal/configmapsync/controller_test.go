@@ -60,6 +60,7 @@ func setup(t *testing.T, sync *api.ConfigMapSync, objs ...client.Object) (*Recon
 	for name, extract := range Indexes {
 		builder = builder.WithIndex(&api.ConfigMapSync{}, name, extract)
 	}
+	builder = builder.WithIndex(&corev1.ConfigMap{}, OwnerIndex, OwnerOf)
 	c := builder.Build()
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	return &Reconciler{Client: c, Now: func() time.Time { return now }}, c
