@@ -14,7 +14,7 @@ PY_SOURCES := shared operators e2e hack bench
 
 .PHONY: help
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 ##@ Set-up
 .PHONY: deps tools images
@@ -37,7 +37,7 @@ cluster-down: ## Stop the local control plane and remove its data
 	python3 hack/localplane.py down
 
 ##@ Development
-.PHONY: run manifests bundle verify lint typecheck unit e2e e2e-in-cluster e2e-olm chaos test bench bench-probes
+.PHONY: run manifests bundle verify lint typecheck unit e2e e2e-in-cluster e2e-olm chaos test bench bench-reference bench-probes
 run: deps ## Bring up the plane (unless KUBECONFIG is set), run all operators with samples
 	$(PY) hack/run.py
 
@@ -105,8 +105,11 @@ chaos: deps ## Chaos tests (API server and etcd faults, operator SIGKILLs) on th
 test: lint typecheck unit verify e2e ## Everything CI checks (the e2e suite with local operators, then in-cluster: smoke and the Deployments' own checks)
 	E2E_MARKERS="smoke or in_cluster" $(MAKE) --no-print-directory e2e-in-cluster
 
-bench: deps ## Benchmarks (bench/) against references run alongside, then bench/README.md's report
+bench: deps bench-reference ## Benchmarks (bench/) against references run alongside, then bench/README.md's report
 	$(PY) -m bench all
+
+bench-reference: ## Build the Go reference operators (bench/reference) into .local/bench-reference/bin
+	bench/reference/build.sh
 
 bench-probes: deps ## /healthz and /readyz latency under a PodSet 0->500->0 load (KUBECONFIG=... for another cluster)
 	$(PY) -m bench probes --rounds 2 $(if $(KUBECONFIG),--kubeconfig $(KUBECONFIG))

@@ -163,6 +163,29 @@ def test_builder_copies_every_package_and_dockerignore_lets_it_through() -> None
         ), f".dockerignore keeps {path} out of the build context"
 
 
+def test_build_context_and_images_leave_out_the_go_references() -> None:
+    """bench/reference (the Go operators benchmarks compare against) is never shipped: no file
+    of it passes .dockerignore into the build context, and no COPY names bench/."""
+    allowed = [
+        line[1:]
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    ]
+    files = [
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "bench" / "reference").rglob("*")
+        if p.is_file()
+    ]
+    assert "bench/reference/go.mod" in files
+    for path in files:
+        assert not any(
+            fnmatch.fnmatch(path, pattern) or path.startswith(f"{pattern}/") for pattern in allowed
+        ), f".dockerignore lets {path} into the build context"
+    for stage in STAGES.values():
+        for args in stage.args("COPY"):
+            assert "bench" not in args, f"stage {stage.name} copies {args}"
+
+
 def test_builder_uses_the_poetry_of_install_deps() -> None:
     def poetry_version(script: str) -> str:
         found = re.search(r'^poetry_version="([^"]+)"', (ROOT / script).read_text(), re.M)
