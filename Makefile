@@ -90,7 +90,7 @@ e2e-in-cluster: deps images ## The charts with the real images on the local plan
 e2e-olm: deps images ## OLM on the local plane's real node: images in its registry, OLM, a Subscription per operator, the smoke subset
 	@echo "============= e2e tests, operators from OLM ========"
 	@if [[ -z "$${KUBECONFIG:-}" ]]; then $(MAKE) --no-print-directory cluster; fi
-	hack/build-tools.sh opm olm
+	hack/build-tools.sh opm olm grpc-health-probe
 	hack/e2e-olm.sh publish
 	hack/e2e-olm.sh install
 	hack/e2e-olm.sh subscribe
@@ -102,8 +102,9 @@ chaos: deps ## Chaos tests (API server and etcd faults, operator SIGKILLs) on th
 	hack/build-tools.sh helm
 	$(PYTEST) e2e -m chaos
 
-test: lint typecheck unit verify e2e ## Everything CI checks (the e2e suite with local operators, then in-cluster: smoke and the Deployments' own checks)
+test: lint typecheck unit verify e2e ## Everything CI checks (the e2e suite with local operators, then in-cluster: smoke and the Deployments' own checks, then the OLM route)
 	E2E_MARKERS="smoke or in_cluster" $(MAKE) --no-print-directory e2e-in-cluster
+	$(MAKE) --no-print-directory e2e-olm
 
 bench: deps bench-reference ## Benchmarks (bench/) against references run alongside, then bench/README.md's report
 	$(PY) -m bench all

@@ -29,9 +29,10 @@ tool_packages() {
     helm) echo "helm.sh/helm/v3/cmd/helm" ;;
     actionlint) echo "github.com/rhysd/actionlint/cmd/actionlint" ;;
     opm) echo "github.com/operator-framework/operator-registry/cmd/opm" ;;
-    olm) echo "github.com/operator-framework/operator-lifecycle-manager/cmd/olm github.com/operator-framework/operator-lifecycle-manager/cmd/catalog github.com/operator-framework/operator-lifecycle-manager/cmd/copy-content github.com/operator-framework/operator-lifecycle-manager/cmd/package-server" ;;
+    olm) echo "github.com/operator-framework/operator-lifecycle-manager/cmd/olm github.com/operator-framework/operator-lifecycle-manager/cmd/catalog github.com/operator-framework/operator-lifecycle-manager/util/cpb github.com/operator-framework/operator-lifecycle-manager/cmd/package-server" ;;
     registry) echo "github.com/distribution/distribution/v3/cmd/registry" ;;
     coredns) echo "github.com/coredns/coredns" ;;
+    grpc-health-probe) echo "github.com/grpc-ecosystem/grpc-health-probe" ;;
     bundle-validate) echo "opsuite.dev/hack/tools/bundle-validate" ;;
     *) echo "unknown tool $1" >&2; return 1 ;;
   esac
@@ -122,5 +123,5 @@ build_tool() {
 
 command -v go >/dev/null || { echo "go is required (hack/install-deps.sh installs it)" >&2; exit 1; }
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes containerd runc buildkit helm actionlint opm bundle-validate olm registry coredns)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes containerd runc buildkit helm actionlint opm bundle-validate olm registry coredns grpc-health-probe)
 for t in "${tools[@]}"; do build_tool "$t"; done

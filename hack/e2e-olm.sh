@@ -8,9 +8,10 @@
 #   hack/e2e-olm.sh install    OLM from the pinned operator-lifecycle-manager module's quickstart
 #                              manifests (CRDs, olm-operator, catalog-operator, packageserver),
 #                              with OLM_IMAGE standing in for upstream's images when set
-#   hack/e2e-olm.sh subscribe  a CatalogSource serving CATALOG_IMAGE and a Subscription per
-#                              operator in E2E_NAMESPACE (hack/olm-subscribe.sh); prints the time
-#                              from the Subscriptions to Ready operator pods
+#   hack/e2e-olm.sh subscribe  the PodDebugger's admission policies from its chart (the admin's
+#                              step its docs give), then a CatalogSource serving CATALOG_IMAGE and
+#                              a Subscription per operator in E2E_NAMESPACE (hack/olm-subscribe.sh);
+#                              prints the time from the Subscriptions to Ready operator pods
 #   hack/e2e-olm.sh test       the smoke subset against the operators OLM runs
 #   hack/e2e-olm.sh uninstall  Subscriptions, CSVs, the operators' CRDs, the CatalogSource, OLM
 #
@@ -30,7 +31,9 @@ published_image() {
   python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$published" "$1"
 }
 
-# OLM's namespaces, created first so their pods go to the real node when there is one.
+# OLM's namespaces, created first so their pods go to the real node when there is one (a field
+# manager of their own: applying olm.yaml, which names the namespaces bare, as the same manager
+# would take the annotations away again).
 namespaces() {
   local annotations=""
   if [[ -n "$(kubectl get nodes -l opsuite.dev/real-node=true -o name)" ]]; then
@@ -42,19 +45,24 @@ namespaces() {
   fi
   for ns in olm operators; do
     printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s%s\n---\n' "$ns" "$annotations"
-  done | kubectl apply --server-side -f -
+  done | kubectl apply --server-side --field-manager=opsuite-olm-placement -f -
+}
+
+debugger_policies() {
+  "${HELM:-helm}" template pod-debugger-operator charts/pod-debugger-operator --namespace "$namespace" \
+    --show-only templates/admission-policy.yaml --show-only templates/privileged-policy.yaml
 }
 
 step="${1:-}"
 case "$step" in
   publish)
     registry="$(python3 hack/localplane.py registry)"
-    python3 hack/olm_images.py "$registry" >"$published.tmp"
-    mv "$published.tmp" "$published"
+    python3 hack/olm_images.py "$registry" "$published"
     ;;
   install)
     olm_dir="$(hack/module-dir.sh hack/tools/olm "$olm_module")/deploy/upstream/quickstart"
-    image="${OLM_IMAGE:-$( [[ -f "$published" ]] && published_image tools || true)}"
+    image="${OLM_IMAGE:-}"
+    if [[ -z "$image" && -f "$published" ]]; then image="$(published_image tools)"; fi
     kubectl apply --server-side -f "$olm_dir/crds.yaml"
     kubectl wait --for=condition=Established --timeout=120s crd --all
     namespaces
@@ -66,6 +74,10 @@ case "$step" in
     ;;
   subscribe)
     catalog="${CATALOG_IMAGE:-$(published_image catalog)}"
+    # What docs/poddebugger.md asks an OLM user's cluster admin to do (a bundle cannot carry
+    # admission policies, and the PodDebugger operator injects nothing without them): apply the
+    # chart's policies, before anyone creates a PodDebugger.
+    debugger_policies | kubectl apply --server-side -f -
     start=$SECONDS
     hack/olm-subscribe.sh "$catalog" "$namespace"
     echo ">> Subscriptions to Ready operator pods (catalog pod included): $((SECONDS - start)) s"
@@ -75,14 +87,24 @@ case "$step" in
       .venv/bin/pytest e2e -m smoke -p no:kind
     ;;
   uninstall)
+    # While OLM still runs: it removes its finalizers from the CSVs (and the packageserver's
+    # APIService with its CSV; a stale one would stop the namespace controller, whose discovery
+    # then fails, from deleting any namespace).
     kubectl delete subscriptions.operators.coreos.com --all -n "$namespace" --ignore-not-found
-    kubectl delete csv --all -n "$namespace" --ignore-not-found --wait
-    kubectl delete crd podsets.apps.opsuite.dev configmapsyncs.sync.opsuite.dev \
-      poddebuggers.debug.opsuite.dev --ignore-not-found
-    kubectl delete catalogsource --all -n olm --ignore-not-found
+    kubectl delete csv --all -n "$namespace" --ignore-not-found --wait --timeout=120s
+    kubectl delete catalogsource --all -n olm --ignore-not-found --wait --timeout=120s
+    debugger_policies | kubectl delete --ignore-not-found -f -
+    kubectl delete csv packageserver -n olm --ignore-not-found --wait --timeout=120s
+    kubectl delete apiservice v1.packages.operators.coreos.com --ignore-not-found
     olm_dir="$(hack/module-dir.sh hack/tools/olm "$olm_module")/deploy/upstream/quickstart"
     .venv/bin/python hack/olm_manifest.py "$olm_dir/olm.yaml" |
-      kubectl delete --ignore-not-found --wait -f -
+      kubectl delete --ignore-not-found --wait --timeout=180s -f -
+    kubectl delete crd podsets.apps.opsuite.dev configmapsyncs.sync.opsuite.dev \
+      poddebuggers.debug.opsuite.dev debugimagepolicies.debug.opsuite.dev --ignore-not-found
+    # What OLM leaves of the bundles once their CSVs are gone: the cluster-scoped extras (the
+    # metrics-reader ClusterRoles), which would block a later helm install of the same names.
+    kubectl delete clusterrole,clusterrolebinding --ignore-not-found \
+      -l app.kubernetes.io/part-of=opsuite,app.kubernetes.io/managed-by=olm
     ;;
   *)
     echo "usage: $0 publish|install|subscribe|test|uninstall" >&2

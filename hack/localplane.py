@@ -113,12 +113,14 @@ def run(cmd: list[str], **kw: object) -> None:
 # ---------------------------------------------------------------- certificates
 
 
-def make_ca() -> None:
-    """Create the cluster CA (also used to sign kubelet-style serving certs for kwok)."""
-    if (PKI / "ca.crt").exists():
+def make_ca(name: str = "ca", subject: str = "/CN=opsuite-local-ca") -> None:
+    """Create a CA: the cluster's (``ca``, also signing kwok's serving certificate), or the
+    front proxy's, which the API server's aggregation layer authenticates to aggregated API
+    servers with."""
+    if (PKI / f"{name}.crt").exists():
         return
     PKI.mkdir(parents=True, exist_ok=True)
-    run(["openssl", "genrsa", "-out", str(PKI / "ca.key"), "2048"])
+    run(["openssl", "genrsa", "-out", str(PKI / f"{name}.key"), "2048"])
     run(
         [
             "openssl",
@@ -127,20 +129,22 @@ def make_ca() -> None:
             "-new",
             "-nodes",
             "-key",
-            str(PKI / "ca.key"),
+            str(PKI / f"{name}.key"),
             "-sha256",
             "-days",
             "3650",
             "-subj",
-            "/CN=opsuite-local-ca",
+            subject,
             "-out",
-            str(PKI / "ca.crt"),
+            str(PKI / f"{name}.crt"),
         ]
     )
 
 
-def make_cert(name: str, subject: str, *, server_sans: list[str] | None = None) -> None:
-    """Issue a client (or, with SANs, serving) certificate signed by the cluster CA."""
+def make_cert(
+    name: str, subject: str, *, server_sans: list[str] | None = None, ca: str = "ca"
+) -> None:
+    """Issue a client (or, with SANs, serving) certificate signed by the CA ``ca``."""
     crt, key, csr, ext = (PKI / f"{name}.{s}" for s in ("crt", "key", "csr", "ext"))
     if crt.exists():
         return
@@ -161,9 +165,9 @@ def make_cert(name: str, subject: str, *, server_sans: list[str] | None = None) 
             "-in",
             str(csr),
             "-CA",
-            str(PKI / "ca.crt"),
+            str(PKI / f"{ca}.crt"),
             "-CAkey",
-            str(PKI / "ca.key"),
+            str(PKI / f"{ca}.key"),
             "-CAcreateserial",
             "-days",
             "3650",
@@ -203,6 +207,10 @@ def make_pki() -> None:
     # CoreDNS reads Services, EndpointSlices, namespaces and pods cluster-wide (kubeadm's
     # system:coredns role); bound below.
     make_cert("coredns", "/CN=system:coredns")
+    # The aggregation layer (APIServices such as OLM's packageserver): the API server proxies
+    # to them as front-proxy-client, certified by a CA of its own, as kubeadm sets it up.
+    make_ca("front-proxy-ca", "/CN=opsuite-front-proxy-ca")
+    make_cert("front-proxy-client", "/CN=front-proxy-client", ca="front-proxy-ca")
     make_cert("kwok-serving", "/CN=kwok-serving", server_sans=["IP:127.0.0.1", "DNS:localhost"])
     if not (PKI / "sa.key").exists():
         run(["openssl", "genrsa", "-out", str(PKI / "sa.key"), "2048"])
@@ -424,6 +432,13 @@ def up() -> None:
                 f"--tls-cert-file={PKI / 'apiserver.crt'}",
                 f"--tls-private-key-file={PKI / 'apiserver.key'}",
                 f"--client-ca-file={PKI / 'ca.crt'}",
+                f"--requestheader-client-ca-file={PKI / 'front-proxy-ca.crt'}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={PKI / 'front-proxy-client.crt'}",
+                f"--proxy-client-key-file={PKI / 'front-proxy-client.key'}",
                 f"--kubelet-client-certificate={PKI / 'admin.crt'}",
                 f"--kubelet-client-key={PKI / 'admin.key'}",
                 f"--service-account-key-file={PKI / 'sa.pub'}",

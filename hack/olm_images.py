@@ -7,12 +7,14 @@ real node's containerd takes from that registry):
 * ``opsuite-catalog:v<version>``: ``catalog/`` served by ``opm serve``, as the image
   ``opm generate dockerfile`` describes (its cache built at image build time);
 * ``olm-tools:<hash>``: what upstream's OLM and opm images hold, built from the pinned modules:
-  ``olm``, ``catalog``, ``package-server``, ``cpb``, ``opm``, and busybox for ``cp`` (the bundle
+  ``olm``, ``catalog``, ``package-server``, ``cpb``, ``opm``, ``grpc_health_probe``, and busybox
+  for ``cp`` (the bundle
   unpack Job copies ``cpb`` with it, runs it in the bundle image, then ``opm alpha bundle
   extract``); hack/olm_manifest.py puts it in OLM's quickstart manifest;
 * each operator image (``hack/images.py``'s archive) as ``<target>:<version>``, the CSVs' name.
 
-Usage: python3 hack/olm_images.py REGISTRY (host:port); prints the catalog and tools images.
+Usage: python3 hack/olm_images.py REGISTRY OUTPUT: REGISTRY is host:port; OUTPUT gets the names
+pushed, by role (catalog, tools, bundle/<package>, operator/<target>), as JSON.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 import tomllib
 from collections.abc import Sequence
@@ -73,7 +74,7 @@ def build_bundle(package: str, tag: str) -> tuple[Path, str]:
 
 
 TOOLS = {"olm": "olm", "catalog": "catalog", "package-server": "package-server"}
-TOOLS |= {"copy-content": "cpb", "opm": "opm"}
+TOOLS |= {"cpb": "cpb", "opm": "opm", "grpc-health-probe": "grpc_health_probe"}
 """Binaries of .local/bin and their names in the tools image's /bin."""
 
 
@@ -104,6 +105,9 @@ def build_catalog(tag: str) -> tuple[Path, str]:
         rootfs = Path(tmp) / "rootfs"
         images.busybox_rootfs(rootfs)
         shutil.copy2((BIN / "opm").resolve(), rootfs / "bin" / "opm")
+        # OLM probes the catalog pod with it, as upstream's opm image ships it.
+        probe = (BIN / "grpc-health-probe").resolve()
+        shutil.copy2(probe, rootfs / "bin" / "grpc_health_probe")
         shutil.copytree(ROOT / "catalog", rootfs / "configs")
         # What the generated catalog.Dockerfile's RUN does: opm checks this cache at start.
         opm = [str(BIN / "opm"), "serve", str(rootfs / "configs"), "--cache-only"]
@@ -141,9 +145,9 @@ def publish(registry: str) -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("registry", help="host:port of the registry that stands in for ghcr.io")
+    parser.add_argument("output", type=Path, help="where to write the published names (JSON)")
     args = parser.parse_args(argv)
-    json.dump(publish(args.registry), sys.stdout, indent=2)
-    print()
+    args.output.write_text(json.dumps(publish(args.registry), indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -32,20 +32,29 @@ def _replace(value: str, image: str) -> str:
     return image if value.strip().startswith(UPSTREAM_IMAGES) else value
 
 
+def _long_flag(arg: str) -> str:
+    """``-name`` as ``--name``: the quickstart writes catalog-operator's flags with one dash,
+    which its pflag command line (v0.46) takes for shorthands ("unknown shorthand flag: 'n' in
+    -namespace"); Go's flag package takes both forms."""
+    return f"-{arg}" if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2 else arg
+
+
 def rewrite(documents: Sequence[dict[str, Any] | None], image: str | None) -> list[dict[str, Any]]:
-    """The quickstart's objects, without the operatorhub.io catalog, images replaced."""
+    """The quickstart's objects, without the operatorhub.io catalog, flags with two dashes,
+    images replaced."""
     out = []
     for obj in documents:
         if not obj or obj.get("kind") == "CatalogSource":
             continue
-        if image:
-            for container in _containers(obj):
+        for container in _containers(obj):
+            args = [_long_flag(str(a).strip()) for a in container.get("args", [])]
+            if image:
                 container["image"] = image
-                args = [_replace(str(a), image) for a in container.get("args", [])]
+                args = [_replace(a, image) for a in args]
                 if container["name"] == "catalog-operator":
-                    args.append(f"-opmImage={image}")
-                if "args" in container:
-                    container["args"] = args
+                    args.append(f"--opmImage={image}")
+            if "args" in container:
+                container["args"] = args
         out.append(obj)
     return out
 

@@ -167,12 +167,12 @@ def test_quickstart_rewrite_replaces_olm_and_opm_images_and_drops_the_internet_c
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "local/olm-tools:1"
     assert container["args"] == [
-        "-namespace",
+        "--namespace",
         "olm",
-        "-util-image",
+        "--util-image",
         "local/olm-tools:1",
-        "-configmapServerImage=quay.io/operator-framework/configmap-operator-registry:latest",
-        "-opmImage=local/olm-tools:1",
+        "--configmapServerImage=quay.io/operator-framework/configmap-operator-registry:latest",
+        "--opmImage=local/olm-tools:1",
     ]
     (server,) = csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"][
         "containers"
