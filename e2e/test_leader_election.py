@@ -182,6 +182,18 @@ class Leases:
         return result
 
 
+def start_burst(podsets: PodSets) -> None:
+    """Scale PodSet web to BURST and return once 20 of its pods exist: creates are in flight."""
+    podsets.patch("web", {"spec": {"replicas": BURST}})
+    wait_until(
+        lambda: len(podsets.pods("app=web")),
+        lambda n: n >= 20,
+        timeout=30,
+        interval=0.05,
+        what="the burst under way",
+    )
+
+
 def wait_holder(leases: Leases, wanted: set[str], timeout: float) -> tuple[str, float]:
     """Poll the Lease every 0.1 s until its holder is one of ``wanted``: (holder, wall time)."""
     holder = wait_until(
@@ -445,14 +457,7 @@ def test_one_leader_reconciles_and_fails_over(
     assert leases.holder() == second
     # Stopped in the middle of a burst of creates: the writes in flight must be answered
     # before the Lease is released, and none may leave after (checked in the audit log below).
-    podsets.patch("web", {"spec": {"replicas": BURST}})
-    wait_until(
-        lambda: len(podsets.pods("app=web")),
-        lambda n: n >= 20,
-        timeout=30,
-        interval=0.05,
-        what="the burst under way",
-    )
+    start_burst(podsets)
     termed_at = time.time()
     procs[second].signal(signal.SIGTERM)
     seen = watch_handover(leases, procs[second], second, "c", timeout=30)
@@ -533,14 +538,7 @@ def test_leader_exits_when_its_lease_is_taken(
     podsets.wait_running("app=web", 2)
     podsets.wait_status("web", replicas=2, readyReplicas=2)
     # The lease is taken in the middle of a burst of creates.
-    podsets.patch("web", {"spec": {"replicas": BURST}})
-    wait_until(
-        lambda: len(podsets.pods("app=web")),
-        lambda n: n >= 20,
-        timeout=30,
-        interval=0.05,
-        what="the burst under way",
-    )
+    start_burst(podsets)
 
     # Take the lease with the current resourceVersion, under a User-Agent of our own.
     with cluster.api_client() as thief_api:
