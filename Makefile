@@ -78,12 +78,13 @@ else
 	$(PYTEST) e2e -m "not chaos"
 endif
 
-e2e-in-cluster: deps images ## The charts with the real images on the local plane's real node, then e2e (E2E_MARKERS)
+e2e-in-cluster: deps images ## The charts with the real images on the local plane's real node: the previous release, the Helm upgrade under load, then e2e (E2E_MARKERS)
 	@echo "============= e2e tests, operators in-cluster ======"
 	@if [[ -z "$${KUBECONFIG:-}" ]]; then $(MAKE) --no-print-directory cluster; fi
 	hack/build-tools.sh helm
 	hack/e2e-in-cluster.sh load
-	hack/e2e-in-cluster.sh install
+	hack/e2e-in-cluster.sh install-previous
+	hack/e2e-in-cluster.sh upgrade
 	hack/e2e-in-cluster.sh test
 	hack/e2e-in-cluster.sh uninstall
 

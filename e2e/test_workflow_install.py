@@ -31,12 +31,7 @@ def _steps(job: str) -> list[dict[str, Any]]:
     return steps
 
 
-def _install_step() -> dict[str, Any]:
-    (step,) = [s for s in _steps("e2e") if INSTALL_SCRIPT in s.get("run", "")]
-    return step
-
-
-STEPS = ["load", "install", "test"]
+STEPS = ["load", "install-previous", "upgrade", "test"]
 
 
 def _script_steps(text: str) -> list[str]:
@@ -48,8 +43,8 @@ def _script_steps(text: str) -> list[str]:
 
 
 def test_the_workflow_builds_then_runs_the_scripts_steps_in_order() -> None:
-    """Each chart's image is built under the name the script loads; then load, install and
-    test, each by the script, each once, in that order."""
+    """Each chart's image is built under the name the script loads; then load, the previous
+    release's install, the upgrade and test, each by the script, each once, in that order."""
     steps = _steps("e2e")
     image = "${{ env.IMAGE_PREFIX }}/%s:${{ env.IMAGE_TAG }}"
     builds = {

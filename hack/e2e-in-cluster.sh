@@ -5,10 +5,18 @@
 #   hack/e2e-in-cluster.sh load      put the operator images <prefix>/<chart>:<tag> on the nodes:
 #                                    `kind load docker-image` when KIND_CLUSTER is set, else the
 #                                    OCI archives of `make images` into the real node's containerd
-#   hack/e2e-in-cluster.sh install   helm install of the three charts with those images
-#                                    (hack/e2e-install.sh)
+#   hack/e2e-in-cluster.sh install-previous
+#                                    a first install of the previous release of the three charts
+#                                    (e2e/previous_release.py: an older version and older CRDs)
+#                                    with those images; the operators' CRDs an earlier e2e phase
+#                                    left are removed first (once no custom resource is left), so
+#                                    that Helm creates them as on a user's first install
+#   hack/e2e-in-cluster.sh upgrade   the Helm upgrade to this tree's charts under load, the CRDs
+#                                    first, as the charts' READMEs say (e2e/test_helm_upgrade.py)
+#   hack/e2e-in-cluster.sh install   helm install (or upgrade) of this tree's three charts with
+#                                    those images (hack/e2e-install.sh)
 #   hack/e2e-in-cluster.sh test      the e2e suite against the operators the charts run
-#                                    (E2E_MARKERS, default "not chaos")
+#                                    (E2E_MARKERS, default "not chaos and not helm_upgrade")
 #   hack/e2e-in-cluster.sh uninstall the three releases (make e2e-in-cluster, after a pass, so a
 #                                    later run with local operators has the cluster to itself)
 #
@@ -20,6 +28,8 @@ cd "$root"
 export PATH="$root/.local/bin:$PATH"
 export KUBECONFIG="${KUBECONFIG:-$root/.local/kubeconfig}"
 charts=(podset-operator configmapsync-operator pod-debugger-operator)
+crds=(podsets.apps.opsuite.dev configmapsyncs.sync.opsuite.dev poddebuggers.debug.opsuite.dev
+  debugimagepolicies.debug.opsuite.dev)
 built="$root/.local/images/images.json"
 
 # The operator images hack/images.py built, as "<prefix> <tag>" (IMAGE_PREFIX/IMAGE_TAG win).
@@ -54,13 +64,37 @@ print("\n".join(i["archive"] for i in json.load(open(sys.argv[1]))))' "$built" |
         sort -u | xargs python3 hack/localplane.py load
     fi
     ;;
+  install-previous)
+    for crd in "${crds[@]}"; do
+      kubectl get crd "$crd" >/dev/null 2>&1 || continue
+      # The namespaces of the e2e tests go in the background, their custom resources with them.
+      for _ in $(seq 60); do
+        [[ -z "$(kubectl get "$crd" -A -o name 2>/dev/null)" ]] && break
+        sleep 2
+      done
+      if [[ -n "$(kubectl get "$crd" -A -o name)" ]]; then
+        echo "$crd still has custom resources; a first install needs none:" >&2
+        kubectl get "$crd" -A >&2
+        exit 1
+      fi
+      kubectl delete crd "$crd" --wait --timeout=120s
+    done
+    previous="$root/.local/previous-release/charts"
+    .venv/bin/python -m e2e.previous_release charts "$previous" >/dev/null
+    read -r prefix tag < <(image_ref)
+    CHARTS_DIR="$previous" hack/e2e-install.sh "$prefix" "$tag"
+    ;;
+  upgrade)
+    E2E_OPERATORS=in-cluster E2E_KUBECONFIG="$KUBECONFIG" \
+      .venv/bin/pytest e2e -m helm_upgrade -p no:kind -s
+    ;;
   install)
     read -r prefix tag < <(image_ref)
     hack/e2e-install.sh "$prefix" "$tag"
     ;;
   test)
     E2E_OPERATORS=in-cluster E2E_KUBECONFIG="$KUBECONFIG" \
-      .venv/bin/pytest e2e -m "${E2E_MARKERS:-not chaos}" -p no:kind
+      .venv/bin/pytest e2e -m "${E2E_MARKERS:-not chaos and not helm_upgrade}" -p no:kind
     ;;
   uninstall)
     for chart in "${charts[@]}"; do
@@ -69,7 +103,7 @@ print("\n".join(i["archive"] for i in json.load(open(sys.argv[1]))))' "$built" |
     done
     ;;
   *)
-    echo "usage: $0 load|install|test|uninstall" >&2
+    echo "usage: $0 load|install-previous|upgrade|install|test|uninstall" >&2
     exit 2
     ;;
 esac

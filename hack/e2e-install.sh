@@ -13,7 +13,9 @@
 #
 # Usage: hack/e2e-install.sh <image-prefix> <tag>
 # Environment: HELM (default helm), E2E_NAMESPACE (default opsuite-system), E2E_RELEASE_PREFIX
-# (default none: each release is named like its chart, as the suite's in-cluster handles expect).
+# (default none: each release is named like its chart, as the suite's in-cluster handles expect),
+# CHARTS_DIR (default charts/: the charts of this tree; the upgrade test installs the previous
+# release's from e2e/previous_release.py first).
 # .github/workflows/e2e.yaml runs this script; e2e/test_workflow_install.py runs it on the local
 # plane.
 set -euo pipefail
@@ -48,7 +50,7 @@ for chart in podset-operator configmapsync-operator pod-debugger-operator; do
       values=(--set admissionPolicy.enabled=false --set imageAllowlist.enabled=false
         --set 'imageAllowlist.prefixes={busybox}' --set allowWithoutAdmissionPolicy=true) ;;
   esac
-  "$helm" upgrade --install "${E2E_RELEASE_PREFIX:-}$chart" "$root/charts/$chart" \
+  "$helm" upgrade --install "${E2E_RELEASE_PREFIX:-}$chart" "${CHARTS_DIR:-$root/charts}/$chart" \
     --namespace "$namespace" "${placement[@]}" \
     --set image.repository="$prefix/$chart" --set image.tag="$tag" --set image.pullPolicy=Never \
     --set logLevel=debug --set logFormat=text --set metrics.secure=false \

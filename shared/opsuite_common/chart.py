@@ -350,7 +350,24 @@ helm install {spec.name} charts/{spec.name} --namespace opsuite-system --create-
 The CRD (`{spec.crd_name}`) is in `crds/`: Helm installs it with the chart, never upgrades or
 deletes it. `helm uninstall` removes everything else, cluster-scoped objects included, and leaves
 the CRD and your custom resources; `kubectl delete crd {spec.crd_name}` removes them too.
-Upgrade the CRD with `kubectl apply --server-side -f crds/` before `helm upgrade`.
+
+## Upgrade
+
+The CRD first, from the chart version you upgrade to, then the release:
+
+```sh
+helm show crds {CHART_REPOSITORY}/{spec.name} --version <version> \
+  | kubectl apply --server-side --force-conflicts --field-manager=opsuite-crds -f -
+helm upgrade {spec.name} {CHART_REPOSITORY}/{spec.name} --version <version> \
+  --namespace opsuite-system --reuse-values
+```
+
+`--force-conflicts` is needed: Helm created the CRD, so its field manager owns the CRD's
+`versions`, and a plain server-side apply is refused with a conflict. It takes the CRD over for
+`opsuite-crds`, and the next upgrade is the same command. From a clone, `helm show crds
+charts/{spec.name}`. The e2e suite runs exactly this from the previous release while the
+operator works (`e2e/test_helm_upgrade.py`): the Deployment rolls, the new pod takes the Lease
+over, and no change made meanwhile is lost or applied twice.
 
 ## Security
 
