@@ -39,7 +39,8 @@ from e2e.poddebugger_support import (
     install_crd,
     pool_operator,
 )
-from poddebugger_operator.manifests import admission_policy, image_allowlist_policy
+from poddebugger_operator.manifests import image_allowlist_policy
+from poddebugger_operator.policy import admission_policy
 
 
 @pytest.fixture(scope="module")

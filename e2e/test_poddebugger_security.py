@@ -53,12 +53,11 @@ from poddebugger_operator import images
 from poddebugger_operator.gate import LOAD_GRACE, NAME_LABEL
 from poddebugger_operator.manifests import (
     CHART_SPEC,
-    POLICY_NAME,
     PRIVILEGED_POLICY_NAME,
-    admission_policy,
     image_allowlist_policy,
     privileged_policy,
 )
+from poddebugger_operator.policy import POLICY_NAME, admission_policy
 
 pytestmark = pytest.mark.local_operators("runs operators with flags of their own")
 

@@ -25,7 +25,7 @@ from opsuite_common.manager import run_operator
 from opsuite_common.options import _bool as parse_bool
 from opsuite_common.options import _env_name as env_name
 from poddebugger_operator.handlers import Settings, setup
-from poddebugger_operator.manifests import POLICY_NAME
+from poddebugger_operator.policy import POLICY_NAME
 
 ENV_PREFIXES = "OPSUITE_ALLOWED_IMAGE_PREFIXES"
 _SWITCHES = ("--allow-without-admission-policy", "--allow-sysadmin-profile")

@@ -2,7 +2,7 @@
 
 The operator may add ephemeral containers to every pod it serves, so a PodDebugger is acted
 upon only when the ValidatingAdmissionPolicy that lets only those who could run ``kubectl
-debug`` declare one (:func:`~poddebugger_operator.manifests.admission_policy`) was in force
+debug`` declare one (:func:`~poddebugger_operator.policy.admission_policy`) was in force
 when it was created. :func:`admission_problem` reads the policies and bindings the operator
 watches (read-only) and says what is missing, or None:
 

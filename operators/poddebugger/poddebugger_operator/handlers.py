@@ -39,8 +39,8 @@ from poddebugger_operator import metrics
 from poddebugger_operator.actions import InjectionResult, Injector, slim_pod, write_status
 from poddebugger_operator.gate import admission_problem
 from poddebugger_operator.injected import Injected
-from poddebugger_operator.manifests import POLICY_NAME, admission_policy
 from poddebugger_operator.models import GROUP, KIND, PLURAL, VERSION
+from poddebugger_operator.policy import POLICY_NAME, admission_policy
 from poddebugger_operator.reconcile import (
     InvalidSpecError,
     injection_may_be_due,

@@ -22,7 +22,7 @@ from poddebugger_operator.gate import (
     surely_selects,
 )
 from poddebugger_operator.handlers import BINDINGS, POLICIES, setup
-from poddebugger_operator.manifests import POLICY_NAME, admission_policy
+from poddebugger_operator.policy import POLICY_NAME, admission_policy
 from poddebugger_operator.reconcile import (
     POLICY_MISSING,
     PROFILE_NOT_ALLOWED,

@@ -1,0 +1,33 @@
+"""The authorization admission policy of PodDebuggers, as the chart installs it and as the
+operator's gate (:mod:`poddebugger_operator.gate`) expects to find it in force: only someone who
+could run ``kubectl debug`` on a namespace's pods may declare a PodDebugger there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opsuite_common.admission import custom_resource_policy, policy_binding
+from poddebugger_operator.models import GROUP, PLURAL
+
+POLICY_NAME = "poddebugger-authorization.debug.opsuite.dev"
+
+
+def admission_policy() -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy and its binding (see the module docstring)."""
+    policy = custom_resource_policy(
+        POLICY_NAME,
+        GROUP,
+        PLURAL,
+        validations=[
+            {
+                "expression": "authorizer.group('').resource('pods')"
+                ".subresource('ephemeralcontainers').namespace(request.namespace)"
+                ".check('patch').allowed()",
+                "messageExpression": "'you may not patch pods/ephemeralcontainers in "
+                "namespace ' + request.namespace + ': a PodDebugger may only add debug "
+                "containers where its author could run kubectl debug'",
+                "reason": "Forbidden",
+            }
+        ],
+    )
+    return [policy, policy_binding(POLICY_NAME)]
