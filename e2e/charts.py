@@ -23,11 +23,11 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from configmapsync_operator.manifests import CHART_SPEC as CONFIGMAPSYNC_CHART
+from configmapsync_manifests import CHART_SPEC as CONFIGMAPSYNC_CHART
 from e2e.cluster import ROOT, Cluster, audit_events
-from opsuite_common.chart import LEADER_ELECTION_RULES, LEASE_PLACEHOLDER, ChartSpec, PolicyRule
-from poddebugger_operator.manifests import CHART_SPEC as PODDEBUGGER_CHART
-from podset_operator.manifests import CHART_SPEC as PODSET_CHART
+from opsuite_packaging.chart import LEADER_ELECTION_RULES, LEASE_PLACEHOLDER, ChartSpec, PolicyRule
+from poddebugger_manifests import CHART_SPEC as PODDEBUGGER_CHART
+from podset_manifests import CHART_SPEC as PODSET_CHART
 
 RELEASE_NAMESPACE = "opsuite-system"
 CHARTS: dict[str, ChartSpec] = {

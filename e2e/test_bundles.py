@@ -27,7 +27,7 @@ from e2e.charts import token_kubeconfig
 from e2e.cluster import ROOT, Cluster, wait_until
 from e2e.operators import OperatorProcess
 from e2e.poddebugger_support import Debuggers, condition, debugger_manifest, ephemeral
-from opsuite_common.bundle import TARGET_NAMESPACES_ENV
+from opsuite_packaging.bundle import TARGET_NAMESPACES_ENV
 
 PACKAGES = ("podset-operator", "configmapsync-operator", "pod-debugger-operator")
 BIN = ROOT / ".local" / "bin"

@@ -31,7 +31,7 @@ from e2e.cluster import Cluster, wait_until
 from e2e.operators import OperatorProcess, operator_env
 from e2e.podset_support import PodSets, condition, install_crd, podset
 from e2e.third_party import SERVICE_MONITOR_CRD, module_file
-from opsuite_common.chart import METRICS_AUTH_RULES, ChartSpec
+from opsuite_packaging.chart import METRICS_AUTH_RULES, ChartSpec
 
 SPECS = list(CHARTS.values())
 CHART_IDS = [s.name for s in SPECS]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from configmapsync_operator.manifests import admission_policy
+from configmapsync_manifests import admission_policy
 from configmapsync_operator.models import ConfigMapSyncSpec
 from e2e.cluster import Cluster, service_account_client, wait_until
 from e2e.configmapsync_support import (
@@ -44,7 +44,7 @@ from e2e.configmapsync_support import (
 )
 from e2e.operators import OperatorHandle
 from opsuite_common.kube_model import LabelSelector, LabelSelectorRequirement
-from opsuite_common.testing import DNS_SUBDOMAIN
+from opsuite_testkit import DNS_SUBDOMAIN
 
 
 @pytest.fixture(scope="module")

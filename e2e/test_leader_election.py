@@ -32,7 +32,7 @@ from e2e.operators import OperatorProcess, operator_env, wait_exit
 from e2e.podset_support import PodSets, install_crd, podset
 from opsuite_common.kopf_settings import watch_dead_after
 from opsuite_common.manager import WATCHDOG_PERIOD
-from podset_operator.manifests import CHART_SPEC as PODSET_CHART
+from podset_manifests import CHART_SPEC as PODSET_CHART
 
 pytestmark = pytest.mark.local_operators("runs several operator processes and kills them")
 

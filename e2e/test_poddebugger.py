@@ -39,7 +39,7 @@ from e2e.poddebugger_support import (
     install_crd,
     pool_operator,
 )
-from poddebugger_operator.manifests import image_allowlist_policy
+from poddebugger_manifests import image_allowlist_policy
 from poddebugger_operator.policy import admission_policy
 
 

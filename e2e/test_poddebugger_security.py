@@ -49,14 +49,14 @@ from e2e.poddebugger_support import (
     ephemeral,
     install_crd,
 )
-from poddebugger_operator import images
-from poddebugger_operator.gate import LOAD_GRACE, NAME_LABEL
-from poddebugger_operator.manifests import (
+from poddebugger_manifests import (
     CHART_SPEC,
     PRIVILEGED_POLICY_NAME,
     image_allowlist_policy,
     privileged_policy,
 )
+from poddebugger_operator import images
+from poddebugger_operator.gate import LOAD_GRACE, NAME_LABEL
 from poddebugger_operator.policy import POLICY_NAME, admission_policy
 
 pytestmark = pytest.mark.local_operators("runs operators with flags of their own")

@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 from configmapsync_operator import manifests as configmapsync
 from e2e.charts import CHARTS, KUBE_VERSION, PODDEBUGGER_CHART, chart_dir, helm, token_kubeconfig
 from e2e.cluster import Cluster, wait_until
-from opsuite_common.chart import ChartSpec
+from opsuite_packaging.chart import ChartSpec
 from poddebugger_operator import manifests as poddebugger
 from podset_operator import manifests as podset
 

@@ -23,7 +23,7 @@ from types import ModuleType
 
 import yaml
 
-from opsuite_common.bundle import (
+from opsuite_packaging.bundle import (
     BUNDLE_IMAGE_TEMPLATE,
     JSON,
     SUGGESTED_NAMESPACE,
@@ -33,10 +33,10 @@ from opsuite_common.bundle import (
     find,
     rendered_objects,
 )
-from opsuite_common.chart import chart_yaml
-from opsuite_common.chart_values import CHART_REPOSITORY, IMAGE_REGISTRY
-from opsuite_common.crd import build_crd
-from opsuite_common.generated import run
+from opsuite_packaging.chart import chart_yaml
+from opsuite_packaging.chart_values import CHART_REPOSITORY, IMAGE_REGISTRY
+from opsuite_packaging.crd import build_crd
+from opsuite_packaging.generated import run
 
 ROOT = Path(__file__).resolve().parent.parent
 ICON = ROOT / "docs" / "assets" / "opsuite-icon.svg"
@@ -47,9 +47,9 @@ KUBE_VERSION = "1.30.0"
 """The Kubernetes version charts are rendered for (the CSV's minKubeVersion)."""
 
 OPERATORS = (
-    "podset_operator.manifests",
-    "configmapsync_operator.manifests",
-    "poddebugger_operator.manifests",
+    "podset_manifests",
+    "configmapsync_manifests",
+    "poddebugger_manifests",
 )
 """Each operator's manifests module: CRD, SAMPLES, CHART_SPEC and BUNDLE_TEXT."""
 

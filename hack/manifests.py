@@ -22,15 +22,15 @@ from typing import Any
 
 import yaml
 
-from opsuite_common.chart import chart_files
-from opsuite_common.crd import build_crd, crd_yaml
-from opsuite_common.generated import run
+from opsuite_packaging.chart import chart_files
+from opsuite_packaging.crd import build_crd, crd_yaml
+from opsuite_packaging.generated import run
 
 ROOT = Path(__file__).resolve().parent.parent
 OPERATORS = {
-    "podset": "podset_operator.manifests",
-    "configmapsync": "configmapsync_operator.manifests",
-    "poddebugger": "poddebugger_operator.manifests",
+    "podset": "podset_manifests",
+    "configmapsync": "configmapsync_manifests",
+    "poddebugger": "poddebugger_manifests",
 }
 SHARED_TEMPLATES = ROOT / "shared" / "helm" / "templates"
 DASHBOARD = ROOT / "shared" / "dashboards" / "opsuite-operators.json"

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
-from configmapsync_operator.manifests import CHART_SPEC as CONFIGMAPSYNC_CHART
-from opsuite_common.bundle import CHANNEL, find, rendered_objects
-from opsuite_common.chart import ChartSpec
-from poddebugger_operator.manifests import CHART_SPEC as PODDEBUGGER_CHART
-from podset_operator.manifests import CHART_SPEC as PODSET_CHART
+from configmapsync_manifests import CHART_SPEC as CONFIGMAPSYNC_CHART
+from opsuite_packaging.bundle import CHANNEL, find, rendered_objects
+from opsuite_packaging.chart import ChartSpec
+from poddebugger_manifests import CHART_SPEC as PODDEBUGGER_CHART
+from podset_manifests import CHART_SPEC as PODSET_CHART
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".local" / "bin"

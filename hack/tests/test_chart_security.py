@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from configmapsync_operator.manifests import CHART_SPEC as CONFIGMAPSYNC_CHART
-from opsuite_common.bundle import find, rendered_objects
-from opsuite_common.chart import METRICS_AUTH_RULES, ChartSpec
-from poddebugger_operator.manifests import CHART_SPEC as PODDEBUGGER_CHART
-from podset_operator.manifests import CHART_SPEC as PODSET_CHART
+from configmapsync_manifests import CHART_SPEC as CONFIGMAPSYNC_CHART
+from opsuite_packaging.bundle import find, rendered_objects
+from opsuite_packaging.chart import METRICS_AUTH_RULES, ChartSpec
+from poddebugger_manifests import CHART_SPEC as PODDEBUGGER_CHART
+from podset_manifests import CHART_SPEC as PODSET_CHART
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = (PODSET_CHART, CONFIGMAPSYNC_CHART, PODDEBUGGER_CHART)

@@ -110,3 +110,56 @@ def test_console_script_starts_and_writes_nothing(venv: Path, script: str, tmp_p
     assert result.stdout.startswith(f"usage: {script} "), result.stdout
     assert files(venv) == before, "bytecode was not all compiled at install time"
     assert not list(tmp_path.iterdir())
+
+
+RUNTIME_PACKAGES = {
+    "opsuite_common",
+    "podset_operator",
+    "configmapsync_operator",
+    "poddebugger_operator",
+}
+BUILD_TIME = {
+    "opsuite_packaging",
+    "opsuite_testkit",
+    "podset_manifests",
+    "configmapsync_manifests",
+    "poddebugger_manifests",
+    "hypothesis",
+    "pytest",
+    "matplotlib",
+}
+
+
+def test_only_runtime_code_and_every_module_imports(venv: Path) -> None:
+    """The image's virtualenv holds the runtime packages and none of the generators, packaging
+    specs, test kit or dev-only libraries; every module of the runtime packages imports there,
+    so none of them needs what is left out."""
+    code = (
+        "import importlib, json, pkgutil, sys\n"
+        "top = sorted({m.name for m in pkgutil.iter_modules()})\n"
+        f"runtime = {sorted(RUNTIME_PACKAGES)!r}\n"
+        "imported = []\n"
+        "for name in runtime:\n"
+        "    package = importlib.import_module(name)\n"
+        "    for m in pkgutil.iter_modules(package.__path__, name + '.'):\n"
+        "        if not m.name.endswith('__main__'):\n"
+        "            importlib.import_module(m.name)\n"
+        "            imported.append(m.name)\n"
+        "print(json.dumps({'top': top, 'imported': imported}))\n"
+    )
+    out = subprocess.run(
+        [venv / "bin/python", "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        cwd=venv,
+    ).stdout
+    found = json.loads(out)
+    assert set(found["top"]) >= RUNTIME_PACKAGES
+    assert not set(found["top"]) & BUILD_TIME, sorted(set(found["top"]) & BUILD_TIME)
+    generators = {f"opsuite_common.{m}" for m in ("crd", "chart", "bundle", "testing")}
+    specs = {f"{package}.manifests" for package in RUNTIME_PACKAGES}
+    assert not set(found["imported"]) & (generators | specs)
+    assert "podset_operator.handlers" in found["imported"]
+    assert "opsuite_common.manager" in found["imported"]

@@ -13,7 +13,7 @@ CEL rules (``x-kubernetes-validations``) are declared in exactly one way, with
 
 Rules that iterate over a list or map (``all``, ``exists``, ``map``...) should bound it and the
 strings compared with ``max_length``: the API server rejects rules whose estimated cost is too
-high. :mod:`opsuite_common.crd` keeps ``dict[str, Any]`` and ``Any`` fields opaque
+high. :mod:`opsuite_packaging.crd` keeps ``dict[str, Any]`` and ``Any`` fields opaque
 (``x-kubernetes-preserve-unknown-fields``).
 """
 

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
-from opsuite_common.bundle import (
+from opsuite_common.options import parse_options
+from opsuite_packaging.bundle import (
     TARGET_NAMESPACES_ENV,
     bundle_annotations,
     bundle_dockerfile,
@@ -17,9 +18,8 @@ from opsuite_common.bundle import (
     olm_object,
     strategy_permissions,
 )
-from opsuite_common.chart import METRICS_AUTH_RULES, ChartSpec, PolicyRule
-from opsuite_common.chart_values import ChartValues, ImageValues
-from opsuite_common.options import parse_options
+from opsuite_packaging.chart import METRICS_AUTH_RULES, ChartSpec, PolicyRule
+from opsuite_packaging.chart_values import ChartValues, ImageValues
 
 LABELS = {
     "helm.sh/chart": "x-operator-0.1.0",

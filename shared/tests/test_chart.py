@@ -8,7 +8,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from opsuite_common.chart import (
+from opsuite_packaging.chart import (
     LEASE_PLACEHOLDER,
     ChartSpec,
     PolicyRule,
@@ -19,7 +19,7 @@ from opsuite_common.chart import (
     values_table,
     values_yaml,
 )
-from opsuite_common.chart_values import ChartValues, ImageValues
+from opsuite_packaging.chart_values import ChartValues, ImageValues
 
 VALUES = ChartValues(image=ImageValues(repository="example.com/op"))
 SPEC = ChartSpec(

@@ -1,4 +1,4 @@
-"""Tests for opsuite_common.crd: structural schemas, instance validity, CRD rendering."""
+"""Tests for opsuite_packaging.crd: structural schemas, instance validity, CRD rendering."""
 
 from __future__ import annotations
 
@@ -14,14 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import AnyUrl, ConfigDict, Field
 
-from opsuite_common.crd import (
-    CrdDescriptor,
-    PrinterColumn,
-    ScaleSubresource,
-    build_crd,
-    crd_yaml,
-    structural_schema,
-)
 from opsuite_common.kube_model import (
     Condition,
     ConditionList,
@@ -33,6 +25,14 @@ from opsuite_common.kube_model import (
     cel,
     list_map,
     validations,
+)
+from opsuite_packaging.crd import (
+    CrdDescriptor,
+    PrinterColumn,
+    ScaleSubresource,
+    build_crd,
+    crd_yaml,
+    structural_schema,
 )
 
 # --------------------------------------------------------------------------------------------

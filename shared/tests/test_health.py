@@ -18,7 +18,7 @@ from opsuite_common.health import (
     parse_bind_address,
     run_check,
 )
-from opsuite_common.testing import FakeClock
+from opsuite_testkit import FakeClock
 
 
 @pytest.mark.parametrize(

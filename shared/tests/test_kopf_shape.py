@@ -20,7 +20,7 @@ from opsuite_common.kopf_settings import (
     track_watch_activity,
     watched_stream,
 )
-from opsuite_common.testing import FakeClock
+from opsuite_testkit import FakeClock
 
 
 def test_the_installed_kopf_has_the_shape_the_patches_expect() -> None:

@@ -17,7 +17,7 @@ from opsuite_common.health import HealthServer
 from opsuite_common.kopf_settings import watch_dead_after
 from opsuite_common.manager import WatchDead, _serve
 from opsuite_common.store import JSON, Store
-from opsuite_common.testing import FakeClock, offline_manager
+from opsuite_testkit import FakeClock, offline_manager
 
 
 async def test_kopf_gets_the_identity_so_no_passwd_entry_is_needed(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from opsuite_common.status_pacer import StatusPacer
-from opsuite_common.testing import FakeClock
+from opsuite_testkit import FakeClock
 
 
 def test_a_write_waits_for_the_interval_since_the_last_one_of_the_same_object() -> None:

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from configmapsync_operator.models import ConfigMapSyncSpec
-from opsuite_common.crd import structural_schema
-from opsuite_common.testing import from_schema, is_qualified_name, label_errors, schema_errors
+from opsuite_packaging.crd import structural_schema
+from opsuite_testkit import from_schema, is_qualified_name, label_errors, schema_errors
 from poddebugger_operator.models import PodDebuggerSpec, PodDebuggerStatus
 from podset_operator.models import PodSetSpec
 

@@ -15,7 +15,7 @@ import pytest
 from configmapsync_operator.handlers import setup
 from configmapsync_operator.models import GROUP, OWNER_ANNOTATION, OWNER_LABEL, PLURAL
 from opsuite_common.store import JSON, ObjectKey
-from opsuite_common.testing import WiredOperator, offline_manager
+from opsuite_testkit import WiredOperator, offline_manager
 
 SERVED = ("src", "a", "b")
 SYNC: ObjectKey = ("src", "s1")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from configmapsync_operator.manifests import (
+from configmapsync_manifests import (
     CRD,
     MAX_CHECKED_DESTINATIONS,
     SAMPLES,
     admission_policy,
 )
 from configmapsync_operator.spec import parse_spec
-from opsuite_common.crd import build_crd
+from opsuite_packaging.crd import build_crd
 
 
 def test_admission_policy_pairs_a_policy_with_its_binding() -> None:

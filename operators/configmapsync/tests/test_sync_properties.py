@@ -29,8 +29,8 @@ from configmapsync_operator.simulation import (
     namespace,
     sync_object,
 )
-from opsuite_common.crd import structural_schema
-from opsuite_common.testing import (
+from opsuite_packaging.crd import structural_schema
+from opsuite_testkit import (
     LABELS,
     from_schema,
     is_dns_label,

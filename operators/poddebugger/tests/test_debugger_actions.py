@@ -11,7 +11,7 @@ from opsuite_common.fence import WriteFenced
 from opsuite_common.kube import ApiException
 from opsuite_common.status_pacer import StatusPacer
 from opsuite_common.store import ObjectKey, Store
-from opsuite_common.testing import FakeClock
+from opsuite_testkit import FakeClock
 from poddebugger_operator.actions import InjectionResult, Injector, slim_pod, write_status
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.reconcile import plan

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from opsuite_common.kube_model import LabelSelector
-from opsuite_common.testing import offline_manager
+from opsuite_testkit import offline_manager
 from poddebugger_operator import images
 from poddebugger_operator.__main__ import split_args
 from poddebugger_operator.gate import (
@@ -219,7 +219,7 @@ def test_the_switches_are_off_unless_given_as_flags_or_environment() -> None:
 def test_a_change_to_the_policy_or_its_binding_wakes_every_debugger(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from opsuite_common.testing import WiredOperator
+    from opsuite_testkit import WiredOperator
 
     manager = offline_manager("pod-debugger-operator", ("ns",), tmp_path, monkeypatch)
     setup(manager)

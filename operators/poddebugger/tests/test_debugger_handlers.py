@@ -13,7 +13,7 @@ import pytest
 
 from opsuite_common.manager import Manager
 from opsuite_common.store import JSON, ObjectKey
-from opsuite_common.testing import WiredOperator, offline_manager
+from opsuite_testkit import WiredOperator, offline_manager
 from poddebugger_operator.actions import Injector
 from poddebugger_operator.handlers import setup
 from poddebugger_operator.models import GROUP, PLURAL

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from opsuite_common.crd import build_crd
-from opsuite_common.testing import is_dns_label
-from poddebugger_operator.manifests import CRD
+from opsuite_packaging.crd import build_crd
+from opsuite_testkit import is_dns_label
+from poddebugger_manifests import CRD
 from poddebugger_operator.models import MAX_PODS_LIMIT, PodDebuggerStatus
 from poddebugger_operator.reconcile import (
     DEBUGGED,

@@ -13,8 +13,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opsuite_common.crd import structural_schema
-from opsuite_common.testing import LABELS, from_schema, is_dns_subdomain, schema_errors
+from opsuite_packaging.crd import structural_schema
+from opsuite_testkit import LABELS, from_schema, is_dns_subdomain, schema_errors
 from poddebugger_operator.actions import slim_pod
 from poddebugger_operator.models import PodDebuggerSpec, PodDebuggerStatus
 from poddebugger_operator.reconcile import (

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from opsuite_common.crd import build_crd
+from opsuite_packaging.crd import build_crd
+from poddebugger_manifests import CRD, SAMPLES, image_allowlist_policy
 from poddebugger_operator.__main__ import ENV_PREFIXES, split_args
-from poddebugger_operator.manifests import CRD, SAMPLES, image_allowlist_policy
 from poddebugger_operator.models import MAX_PODS_LIMIT, MAX_STATE_MESSAGE
 from poddebugger_operator.policy import admission_policy
 from poddebugger_operator.reconcile import (

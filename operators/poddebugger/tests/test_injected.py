@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opsuite_common.testing import FakeClock
+from opsuite_testkit import FakeClock
 from poddebugger_operator.injected import Injected
 
 JSON = dict[str, Any]

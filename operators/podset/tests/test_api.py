@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from opsuite_common.crd import build_crd
-from podset_operator.manifests import CRD
+from opsuite_packaging.crd import build_crd
+from podset_manifests import CRD
 from podset_operator.models import PodSetSpec
 from podset_operator.spec import InvalidSpecError, parse_spec
 

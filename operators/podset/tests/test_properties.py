@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opsuite_common.crd import structural_schema
-from opsuite_common.testing import (
+from opsuite_packaging.crd import structural_schema
+from opsuite_testkit import (
     DNS_SUBDOMAIN,
     LABELS,
     from_schema,

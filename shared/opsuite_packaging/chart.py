@@ -1,7 +1,7 @@
 """Generate an operator's Helm chart from Python: its values, RBAC rules and operator specifics.
 
 Each operator describes its chart with a :class:`ChartSpec`: the console script, the default
-values (a :class:`~opsuite_common.chart_values.ChartValues` model), the RBAC rules its code
+values (a :class:`~opsuite_packaging.chart_values.ChartValues` model), the RBAC rules its code
 needs and any templates of its own (e.g. admission policies). :func:`chart_files` turns that
 into ``Chart.yaml``, ``values.yaml``, ``values.schema.json``, the README and
 ``templates/_operator.tpl``; the templates every chart shares come from ``shared/helm/`` with
@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from opsuite_common.chart_values import CHART_REPOSITORY, ChartValues
+from opsuite_packaging.chart_values import CHART_REPOSITORY, ChartValues
 
 JSON = dict[str, Any]
 TEMPLATE_PREFIX = "opsuite."

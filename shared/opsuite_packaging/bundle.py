@@ -2,7 +2,7 @@
 
 A bundle is made of the operator's CRD (from its pydantic models), its Helm chart rendered with
 the default values (the Deployment and the metrics Service, so the chart and the CSV can never
-differ), its :class:`~opsuite_common.chart.ChartSpec` (RBAC rules, keywords) and a little text
+differ), its :class:`~opsuite_packaging.chart.ChartSpec` (RBAC rules, keywords) and a little text
 of its own (:class:`BundleText`). The functions here are pure; ``hack/bundle.py`` runs helm and
 opm and writes the files.
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from opsuite_common.chart import (
+from opsuite_packaging.chart import (
     LEADER_ELECTION_RULES,
     LEASE_PLACEHOLDER,
     METRICS_AUTH_RULES,

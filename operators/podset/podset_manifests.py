@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from opsuite_common.bundle import BundleText
-from opsuite_common.chart import ChartSpec, PolicyRule
-from opsuite_common.chart_values import IMAGE_REGISTRY, ChartValues, ImageValues
-from opsuite_common.crd import CrdDescriptor, PrinterColumn, ScaleSubresource
 from opsuite_common.kube_model import TemplateMetadata
+from opsuite_packaging.bundle import BundleText
+from opsuite_packaging.chart import ChartSpec, PolicyRule
+from opsuite_packaging.chart_values import IMAGE_REGISTRY, ChartValues, ImageValues
+from opsuite_packaging.crd import CrdDescriptor, PrinterColumn, ScaleSubresource
 from podset_operator.models import (
     GROUP,
     KIND,

@@ -2,7 +2,7 @@
 
 The model is the single source of the chart's ``values.yaml`` (defaults and comments),
 ``values.schema.json`` (unknown keys rejected) and the values table of the chart's README; see
-:mod:`opsuite_common.chart`. An operator with more settings subclasses :class:`ChartValues`.
+:mod:`opsuite_packaging.chart`. An operator with more settings subclasses :class:`ChartValues`.
 """
 
 from __future__ import annotations
