@@ -146,6 +146,31 @@ def wait_until(
         time.sleep(interval)
 
 
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    """The condition of ``type_`` in ``obj.status.conditions`` ({} when absent)."""
+    for c in obj.get("status", {}).get("conditions", []):
+        if c["type"] == type_:
+            return dict(c)
+    return {}
+
+
+def wait_observed(
+    read: Callable[[], dict[str, Any]],
+    done: Callable[[dict[str, Any]], bool],
+    *,
+    what: str,
+    timeout: float = 60,
+) -> dict[str, Any]:
+    """Wait until the custom resource ``read`` returns satisfies ``done`` with a status of its
+    current generation (status.observedGeneration == metadata.generation)."""
+
+    def current(obj: dict[str, Any]) -> bool:
+        observed = obj.get("status", {}).get("observedGeneration")
+        return observed == obj["metadata"]["generation"] and done(obj)
+
+    return wait_until(read, current, timeout=timeout, what=what)
+
+
 def audit_events(path: Path, needle: str | None = None) -> Iterator[dict[str, Any]]:
     """Parsed audit-log events (JSON lines), rotated files included; with ``needle``, only
     the lines containing it are parsed (a cheap filter for a large log)."""

@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.cluster import ROOT, Cluster, audit_events, wait_until
+from e2e.cluster import ROOT, Cluster, audit_events, condition, wait_observed, wait_until
 from e2e.operators import OperatorHandle, OperatorProcess, operator_env, operator_handle
 
 GROUP, VERSION, PLURAL = "sync.opsuite.dev", "v1alpha1", "configmapsyncs"
@@ -85,14 +85,6 @@ def sync_manifest(name: str, config_map: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"configMapName": config_map, **spec},
     }
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    """The condition of ``type_`` in ``obj.status.conditions`` ({} when absent)."""
-    for c in obj.get("status", {}).get("conditions", []):
-        if c["type"] == type_:
-            return dict(c)
-    return {}
 
 
 class Syncs:
@@ -167,13 +159,8 @@ class Syncs:
         timeout: float = 60,
     ) -> dict[str, Any]:
         """Wait until the sync satisfies ``done`` with a status of its current generation."""
-
-        def current(obj: dict[str, Any]) -> bool:
-            status = obj.get("status", {})
-            return status.get("observedGeneration") == obj["metadata"]["generation"] and done(obj)
-
-        return wait_until(
-            lambda: self.get(namespace, name), current, timeout=timeout, what=f"{name}: {what}"
+        return wait_observed(
+            lambda: self.get(namespace, name), done, what=f"{name}: {what}", timeout=timeout
         )
 
     def wait_ready(self, namespace: str, name: str, synced: int, timeout: float = 60) -> Any:

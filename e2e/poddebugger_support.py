@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from e2e.cluster import ROOT, Cluster, wait_until
+from e2e.cluster import ROOT, Cluster, condition, wait_observed, wait_until
 from e2e.operators import OperatorHandle, OperatorProcess, operator_env, operator_handle
 from e2e.placement import real_pod_spec
 
@@ -119,14 +119,6 @@ def debugger_manifest(name: str, labels: dict[str, str], **spec: Any) -> dict[st
     }
 
 
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    """The condition of ``type_`` in ``obj.status.conditions`` ({} when absent)."""
-    for c in obj.get("status", {}).get("conditions", []):
-        if c["type"] == type_:
-            return dict(c)
-    return {}
-
-
 def ephemeral(pod: client.V1Pod) -> list[str]:
     """Names of the pod's ephemeral containers."""
     return [c.name for c in pod.spec.ephemeral_containers or []]
@@ -175,13 +167,8 @@ class Debuggers:
         timeout: float = 60,
     ) -> dict[str, Any]:
         """Wait until the debugger satisfies ``done`` with a status of its current generation."""
-
-        def current(obj: dict[str, Any]) -> bool:
-            status = obj.get("status", {})
-            return status.get("observedGeneration") == obj["metadata"]["generation"] and done(obj)
-
-        return wait_until(
-            lambda: self.get(namespace, name), current, timeout=timeout, what=f"{name}: {what}"
+        return wait_observed(
+            lambda: self.get(namespace, name), done, what=f"{name}: {what}", timeout=timeout
         )
 
     def wait_debugged(self, namespace: str, name: str, count: int, timeout: float = 60) -> Any:

@@ -11,7 +11,7 @@ from typing import Any, Self
 
 from kubernetes import client, watch
 
-from e2e.cluster import ROOT, Cluster, wait_until
+from e2e.cluster import ROOT, Cluster, condition, wait_until
 from e2e.operators import OperatorHandle, OperatorProcess, operator_env, operator_handle
 
 GROUP, VERSION, PLURAL = "apps.opsuite.dev", "v1alpha1", "podsets"
@@ -138,14 +138,6 @@ class PodSets:
             return current and all(status.get(k) == v for k, v in expected.items())
 
         return wait_until(lambda: self.get(name), done, timeout=timeout, what=f"status {expected}")
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    """The condition of ``type_`` in ``obj.status.conditions`` ({} when absent)."""
-    for c in obj.get("status", {}).get("conditions", []):
-        if c["type"] == type_:
-            return dict(c)
-    return {}
 
 
 def is_active(pod: client.V1Pod) -> bool:

@@ -14,12 +14,12 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from configmapsync_operator import manifests as configmapsync
+import configmapsync_manifests as configmapsync
+import poddebugger_manifests as poddebugger
+import podset_manifests as podset
 from e2e.charts import CHARTS, KUBE_VERSION, PODDEBUGGER_CHART, chart_dir, helm, token_kubeconfig
 from e2e.cluster import Cluster, wait_until
 from opsuite_packaging.chart import ChartSpec
-from poddebugger_operator import manifests as poddebugger
-from podset_operator import manifests as podset
 
 SPECS = list(CHARTS.values())
 SAMPLES = {
