@@ -1,0 +1,225 @@
+"""The operators' write path against an asyncio-only one, measured side by side (#21, item 3).
+
+    python -m bench.http_stack [--writes 500] [--rounds 3] [--concurrency 64]
+
+Two ways to send the same writes from one asyncio operator process:
+
+- ``threads``: what the operators do, :class:`opsuite_common.kube.KubeApi`: the blocking
+  ``kubernetes`` client (urllib3) in a pool of ``--concurrency`` threads;
+- ``aiohttp``: one ``aiohttp`` session on the event loop (the library kopf's watches already
+  use), at most ``--concurrency`` requests in flight. Written here for the measurement only.
+
+The workload is a PodSet-like burst: ``--writes`` pod creates at once, then as many deletes, in a
+fresh namespace of the local plane (kwok nodes take the pods; nothing runs). Each stack runs in
+a fresh process per round, alternating which goes first. Per stack, medians over the rounds:
+CPU seconds per 1,000 writes (the process's user + system time during the writes), RSS after the
+writes and its peak (MiB), and write latency p50 / p99 / max (ms, from the request being made to
+its response, queueing included). Printed, and written to
+.local/measurements/bench-http-stack.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import ssl
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from kubernetes import client, config
+
+from bench import plane
+from opsuite_common.fence import WriteFence
+from opsuite_common.kube import KubeApi, load_api_client, resource_path
+
+STACKS = ("threads", "aiohttp")
+OUTPUT = plane.LOCAL / "measurements" / "bench-http-stack.json"
+USER_AGENT = "opsuite-bench-http-stack"
+JSON = dict[str, Any]
+
+
+def _pod(name: str) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "http-stack"}},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox:1.37"}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+
+
+class AiohttpWriter:
+    """The same requests as :class:`KubeApi` through one aiohttp session."""
+
+    def __init__(self, kubeconfig: Path, concurrency: int) -> None:
+        self.configuration = client.Configuration()
+        config.load_kube_config(str(kubeconfig), client_configuration=self.configuration)  # type: ignore[no-untyped-call]
+        context = ssl.create_default_context(cafile=self.configuration.ssl_ca_cert)
+        if self.configuration.cert_file:
+            context.load_cert_chain(self.configuration.cert_file, self.configuration.key_file)
+        self.headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        token = self.configuration.api_key.get("authorization")
+        if token:
+            self.headers["Authorization"] = token
+        self.connector = aiohttp.TCPConnector(ssl=context, limit=concurrency)
+        self.session: aiohttp.ClientSession | None = None
+        self.slots = asyncio.Semaphore(concurrency)
+
+    async def request(self, method: str, path: str, body: object) -> JSON:
+        if self.session is None:
+            self.session = aiohttp.ClientSession(connector=self.connector, headers=self.headers)
+        async with (
+            self.slots,
+            self.session.request(method, self.configuration.host + path, json=body) as response,
+        ):
+            data: JSON = await response.json(content_type=None) or {}
+            if response.status >= 300:
+                raise RuntimeError(f"{method} {path}: {response.status} {data.get('message')}")
+            return data
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+
+async def _burst(
+    send: Callable[[str, str, object], Awaitable[JSON]], namespace: str, writes: int
+) -> list[float]:
+    """``writes`` creates at once, then as many deletes; each write's latency in seconds."""
+    latencies: list[float] = []
+
+    async def timed(method: str, path: str, body: object) -> None:
+        began = time.perf_counter()
+        await send(method, path, body)
+        latencies.append(time.perf_counter() - began)
+
+    names = [f"p{i}" for i in range(writes)]
+    pods = resource_path("v1", "pods", namespace)
+    await asyncio.gather(*(timed("POST", pods, _pod(n)) for n in names))
+    options = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+    await asyncio.gather(
+        *(timed("DELETE", resource_path("v1", "pods", namespace, n), options) for n in names)
+    )
+    return latencies
+
+
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+async def _worker(stack: str, kubeconfig: Path, namespace: str, writes: int, width: int) -> JSON:
+    if stack == "threads":
+        fence = WriteFence()
+        fence.open()
+        api = KubeApi(load_api_client(USER_AGENT, pool_size=width), fence=fence, max_parallel=width)
+
+        async def send(method: str, path: str, body: object) -> JSON:
+            return await api.request(method, path, body=body)
+
+        close: Callable[[], Awaitable[None]] | None = None
+    else:
+        writer = AiohttpWriter(kubeconfig, width)
+        send, close = writer.request, writer.close
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    latencies = await _burst(send, namespace, writes)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    rss = _rss_mib()
+    if close is not None:
+        await close()
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    latencies.sort()
+    return {
+        "stack": stack,
+        "writes": len(latencies),
+        "cpu_s_per_1000": cpu * 1000 / len(latencies),
+        "rss_mib": rss,
+        "peak_rss_mib": after.ru_maxrss / 1024,
+        "p50_ms": 1000 * latencies[len(latencies) // 2],
+        "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        "max_ms": 1000 * latencies[-1],
+    }
+
+
+def _run_worker(stack: str, namespace: str, args: argparse.Namespace) -> JSON:
+    command = [
+        sys.executable, "-m", "bench.http_stack", "--worker", stack, "--namespace", namespace,
+        "--writes", str(args.writes), "--concurrency", str(args.concurrency),
+        "--kubeconfig", str(args.kubeconfig),
+    ]  # fmt: skip
+    env = {**os.environ, "KUBECONFIG": str(args.kubeconfig)}  # what load_api_client reads
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600, env=env)
+    result: JSON = json.loads(done.stdout)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the rounds (or, with --worker, one stack's burst) and report."""
+    parser = argparse.ArgumentParser(prog="python -m bench.http_stack", description=__doc__)
+    parser.add_argument("--writes", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--kubeconfig", type=Path, default=plane.KUBECONFIG)
+    parser.add_argument("--worker", choices=STACKS, help=argparse.SUPPRESS)
+    parser.add_argument("--namespace", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        result = asyncio.run(
+            _worker(args.worker, args.kubeconfig, args.namespace, args.writes, args.concurrency)
+        )
+        print(json.dumps(result))
+        return 0
+    core = client.CoreV1Api(plane.api_client(args.kubeconfig))
+    trials: list[JSON] = []
+    for round_ in range(args.rounds):
+        order = STACKS if round_ % 2 == 0 else tuple(reversed(STACKS))
+        for stack in order:
+            namespace = f"bench-http-{uuid.uuid4().hex[:6]}"
+            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+            try:
+                wait_for_sa = time.monotonic() + 30
+                while not core.list_namespaced_service_account(namespace).items:
+                    if time.monotonic() > wait_for_sa:
+                        raise RuntimeError(f"no ServiceAccount in {namespace}")
+                    time.sleep(0.2)
+                trials.append({"round": round_, **_run_worker(stack, namespace, args)})
+            finally:
+                core.delete_namespace(namespace, propagation_policy="Background")
+    figures = ("cpu_s_per_1000", "rss_mib", "peak_rss_mib", "p50_ms", "p99_ms", "max_ms")
+    medians = {
+        stack: {f: statistics.median(t[f] for t in trials if t["stack"] == stack) for f in figures}
+        for stack in STACKS
+    }
+    print(
+        f"{'figure (median of ' + str(args.rounds) + ')':<26}"
+        + "".join(f"{s:>12}" for s in STACKS)
+        + f"{'ratio':>8}"
+    )
+    for f in figures:
+        a, b = (medians[s][f] for s in STACKS)
+        print(f"{f:<26}{a:>12.2f}{b:>12.2f}{b / a:>8.2f}")
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    OUTPUT.write_text(
+        json.dumps({"config": vars(args) | {"kubeconfig": str(args.kubeconfig)}, "trials": trials,
+                    "medians": medians, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                   indent=2)
+    )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
