@@ -36,7 +36,6 @@ from opsuite_common.bundle import (
     find,
     rendered_objects,
 )
-from opsuite_common.chart import chart_yaml
 from opsuite_common.chart_values import CHART_REPOSITORY, IMAGE_REGISTRY
 from opsuite_common.crd import build_crd
 from opsuite_common.generated import run
@@ -93,7 +92,7 @@ def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs
         spec=spec,
         text=module.BUNDLE_TEXT,
         version=version,
-        chart=yaml.safe_load(chart_yaml(spec, version)),
+        chart=yaml.safe_load((ROOT / "charts" / spec.name / "Chart.yaml").read_text()),
         crds=[build_crd(d) for d in (module.CRD, *getattr(module, "EXTRA_CRDS", ()))],
         deployment=deployment,
         samples=module.SAMPLES,

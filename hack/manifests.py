@@ -8,7 +8,8 @@ Each operator package has a ``manifests`` module with ``CRD`` (a CrdDescriptor; 
 (custom resources built from the models) and ``CHART_SPEC`` (its Helm chart: values model, RBAC
 rules, own templates). The CRD goes to ``charts/<chart>/crds/`` (the one canonical copy), the
 samples to ``operators/<operator>/samples/`` and the rest of the chart to ``charts/<chart>/``,
-with the templates every chart shares from ``shared/helm/templates/``.
+with the templates every chart shares from ``shared/helm/templates/`` and Artifact Hub's
+annotations; ``charts/artifacthub-repo.yml`` is the charts' Artifact Hub repository metadata.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from opsuite_common.artifacthub import chart_annotations, repository_metadata
 from opsuite_common.chart import chart_files
 from opsuite_common.crd import build_crd, crd_yaml
 from opsuite_common.generated import run
@@ -49,8 +51,8 @@ def expected_files() -> dict[Path, str]:
     for directory, module_name in OPERATORS.items():
         module: ModuleType = importlib.import_module(module_name)
         chart = ROOT / "charts" / module.CHART_SPEC.name
-        for descriptor in (module.CRD, *getattr(module, "EXTRA_CRDS", ())):
-            crd = build_crd(descriptor)
+        crds = [build_crd(d) for d in (module.CRD, *getattr(module, "EXTRA_CRDS", ()))]
+        for crd in crds:
             name = crd["metadata"]["name"]
             files[chart / "crds" / f"{name}.yaml"] = HEADER + crd_yaml(crd)
         generated = chart_files(
@@ -58,6 +60,7 @@ def expected_files() -> dict[Path, str]:
             version=version,
             shared_templates=templates,
             dashboard=DASHBOARD.read_text(),
+            annotations=chart_annotations(module.CHART_SPEC, version, crds, module.SAMPLES),
         )
         for relative, content in generated.items():
             files[chart / relative] = content
@@ -65,6 +68,7 @@ def expected_files() -> dict[Path, str]:
             sample_name = sample["metadata"]["name"]
             path = ROOT / "operators" / directory / "samples" / f"{sample_name}.yaml"
             files[path] = _sample_yaml(sample)
+    files[ROOT / "charts" / "artifacthub-repo.yml"] = repository_metadata()
     return files
 
 

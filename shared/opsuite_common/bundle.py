@@ -32,6 +32,7 @@ from opsuite_common.chart import (
     LEASE_PLACEHOLDER,
     METRICS_AUTH_RULES,
     ChartSpec,
+    dump_yaml,
 )
 
 JSON = dict[str, Any]
@@ -446,23 +447,6 @@ def bundle_dockerfile(package: str) -> str:
     copy_lines = "COPY manifests /manifests/\nCOPY metadata /metadata/\n"
     copy_lines += "COPY tests/scorecard /tests/scorecard/\n"
     return f"{_HEADER}FROM scratch\n\n{labels}\n{copy_lines}"
-
-
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (the description, alm-examples) as literal blocks."""
-
-
-def _string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _string)
-
-
-def dump_yaml(obj: JSON) -> str:
-    """YAML with multi-line strings as literal blocks."""
-    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, width=100)
 
 
 def manifest_yaml(obj: JSON) -> str:
