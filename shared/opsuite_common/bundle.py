@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -95,6 +96,10 @@ class BundleText:
     """OperatorHub categories (from the operator-framework's standard list)."""
     policies: str = ""
     """What the chart's admission policies guard (markdown); empty when it ships none."""
+    resources: Mapping[str, tuple[tuple[str, str], ...]] = dataclasses.field(default_factory=dict)
+    """For each owned CRD's kind, the (kind, version) of the objects its custom resources make
+    or act on: the CSV's ``resources``, which the scorecard's olm-crds-have-resources test
+    requires on every owned CRD."""
 
 
 def olm_object(obj: JSON) -> JSON:
@@ -209,9 +214,11 @@ def descriptors(schema: JSON, *, spec: bool, scale_path: str | None = None) -> l
     return result
 
 
-def owned_crd(crd: JSON) -> JSON:
+def owned_crd(crd: JSON, resources: Sequence[tuple[str, str]]) -> JSON:
     """The CSV's ``customresourcedefinitions.owned`` entry for a generated CRD (its kind is
-    its display name)."""
+    its display name); ``resources`` are the (kind, version) of what its objects act on."""
+    if not resources:
+        raise ValueError(f"{crd['metadata']['name']}: name the resources it acts on")
     version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
     schema = version["schema"]["openAPIV3Schema"]
     scale = version.get("subresources", {}).get("scale", {}).get("specReplicasPath")
@@ -227,6 +234,7 @@ def owned_crd(crd: JSON) -> JSON:
             scale_path=scale.removeprefix(".spec.") if scale else None,
         ),
         "statusDescriptors": descriptors(schema["properties"].get("status", {}), spec=False),
+        "resources": [{"kind": kind, "name": "", "version": v} for kind, v in resources],
     }
 
 
@@ -369,7 +377,12 @@ def cluster_service_version(inputs: BundleInputs) -> JSON:
                 {"type": mode, "supported": True}
                 for mode in ("OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces")
             ],
-            "customresourcedefinitions": {"owned": [owned_crd(crd) for crd in inputs.crds]},
+            "customresourcedefinitions": {
+                "owned": [
+                    owned_crd(crd, text.resources.get(crd["spec"]["names"]["kind"], ()))
+                    for crd in inputs.crds
+                ]
+            },
             "install": {"strategy": "deployment", "spec": install},
             "relatedImages": [{"name": "operator", "image": image}],
         },

@@ -21,6 +21,7 @@ from opsuite_common.bundle import (
     is_rfc3339,
     manifest_file_name,
     olm_object,
+    owned_crd,
     scorecard_config,
     strategy_permissions,
 )
@@ -260,3 +261,22 @@ def test_bundle_label_points_at_the_scorecard_config() -> None:
     label = bundle_annotations("x")["operators.operatorframework.io.test.config.v1"]
     assert SCORECARD_CONFIG.startswith(label)
     assert "COPY tests/scorecard /tests/scorecard/" in bundle_dockerfile("x")
+
+
+def _crd() -> dict[str, Any]:
+    schema = {"description": "X.", "properties": {"spec": {"properties": {}}}}
+    return {
+        "metadata": {"name": "xs.example.com"},
+        "spec": {
+            "names": {"kind": "X"},
+            "versions": [{"name": "v1", "storage": True, "schema": {"openAPIV3Schema": schema}}],
+        },
+    }
+
+
+def test_owned_crd_lists_the_resources_its_objects_act_on() -> None:
+    """The scorecard's olm-crds-have-resources test fails an owned CRD without them."""
+    owned = owned_crd(_crd(), (("Pod", "v1"),))
+    assert owned["resources"] == [{"kind": "Pod", "name": "", "version": "v1"}]
+    with pytest.raises(ValueError, match="resources"):
+        owned_crd(_crd(), ())
