@@ -37,7 +37,7 @@ cluster-down: ## Stop the local control plane and remove its data
 	python3 hack/localplane.py down
 
 ##@ Development
-.PHONY: run manifests bundle verify lint typecheck unit e2e e2e-in-cluster e2e-olm chaos test bench bench-reference bench-probes
+.PHONY: run manifests bundle verify lint typecheck unit e2e e2e-in-cluster e2e-olm scorecard chaos test bench bench-reference bench-probes
 run: deps ## Bring up the plane (unless KUBECONFIG is set), run all operators with samples
 	$(PY) hack/run.py
 
@@ -61,7 +61,7 @@ lint: deps ## ruff (lint + format check), hadolint on the Dockerfile, actionlint
 	actionlint
 
 typecheck: deps ## mypy --strict
-	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/node.py hack/images.py hack/oci_push.py hack/olm_images.py hack/olm_manifest.py hack/run.py hack/manifests.py hack/bundle.py hack/tests
+	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/node.py hack/images.py hack/oci_push.py hack/olm_images.py hack/olm_manifest.py hack/scorecard.py hack/run.py hack/manifests.py hack/bundle.py hack/tests
 
 unit: deps ## Unit and property tests (no cluster)
 	@echo "==================== unit tests ===================="
@@ -98,14 +98,21 @@ e2e-olm: deps images ## OLM on the local plane's real node: images in its regist
 	hack/e2e-olm.sh test
 	hack/e2e-olm.sh uninstall
 
+scorecard: deps ## operator-sdk scorecard (basic and olm suites) on every bundle, on the local plane's real node
+	@echo "==================== scorecard ====================="
+	@if [[ -z "$${KUBECONFIG:-}" ]]; then $(MAKE) --no-print-directory cluster; fi
+	hack/build-tools.sh operator-sdk
+	$(PY) hack/scorecard.py
+
 chaos: deps ## Chaos tests (API server and etcd faults, operator SIGKILLs) on the local plane
 	@echo "==================== chaos tests ==================="
 	hack/build-tools.sh helm
 	$(PYTEST) e2e -m chaos
 
-test: lint typecheck unit verify e2e ## Everything CI checks (the e2e suite with local operators, then in-cluster: smoke and the Deployments' own checks, then the OLM route)
+test: lint typecheck unit verify e2e ## Everything CI checks (the e2e suite with local operators, then in-cluster: smoke and the Deployments' own checks, then the OLM route and the scorecard)
 	E2E_MARKERS="smoke or in_cluster" $(MAKE) --no-print-directory e2e-in-cluster
 	$(MAKE) --no-print-directory e2e-olm
+	$(MAKE) --no-print-directory scorecard
 
 bench: deps bench-reference ## Benchmarks (bench/) against references run alongside, then bench/README.md's report
 	$(PY) -m bench all

@@ -34,6 +34,7 @@ tool_packages() {
     coredns) echo "github.com/coredns/coredns" ;;
     grpc-health-probe) echo "github.com/grpc-ecosystem/grpc-health-probe" ;;
     bundle-validate) echo "opsuite.dev/hack/tools/bundle-validate" ;;
+    operator-sdk) echo "github.com/operator-framework/operator-sdk/cmd/operator-sdk github.com/operator-framework/operator-sdk/images/scorecard-test" ;;
     *) echo "unknown tool $1" >&2; return 1 ;;
   esac
 }
@@ -71,12 +72,12 @@ collect_kwok_stages() {
   done > "$out/kwok-stages.yaml"
 }
 
-# opm, the bundle validators and OLM pull in containers/image, whose GPG signing needs cgo unless
-# built with its pure-Go OpenPGP implementation. opm's sqlite index support needs cgo too; this
-# build leaves it out (file-based catalogs only, which is what `opm validate` checks).
+# opm, the bundle validators, OLM and operator-sdk pull in containers/image, whose GPG signing
+# needs cgo unless built with its pure-Go OpenPGP implementation. opm's sqlite index support needs
+# cgo too; this build leaves it out (file-based catalogs only, which is what `opm validate` checks).
 tool_tags() {
   case "$1" in
-    opm | olm | bundle-validate) echo "containers_image_openpgp" ;;
+    opm | olm | bundle-validate | operator-sdk) echo "containers_image_openpgp" ;;
     containerd) echo "no_btrfs,no_devmapper,no_zfs" ;;
     runc) echo "seccomp" ;;
     *) echo "" ;;

@@ -6,7 +6,8 @@
 Sources: each operator's ``manifests`` module (CRD, SAMPLES, CHART_SPEC, BUNDLE_TEXT), its
 chart under charts/ rendered by ``helm template`` with the default values (Deployment, metrics
 Service, metrics-reader ClusterRole), pyproject's version and docs/assets/opsuite-icon.svg. Each
-catalog bundle entry is what ``opm render`` makes of the bundle directory. helm and opm come
+catalog bundle entry is what ``opm render`` makes of the bundle directory. The CSV's createdAt is
+the one on disk while nothing else in the CSV changed, else the time of the run. helm and opm come
 from ``make tools``.
 """
 
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 
@@ -30,10 +32,10 @@ from opsuite_packaging.bundle import (
     BundleInputs,
     bundle_files,
     catalog_yaml,
+    csv_path,
     find,
     rendered_objects,
 )
-from opsuite_packaging.chart import chart_yaml
 from opsuite_packaging.chart_values import CHART_REPOSITORY, IMAGE_REGISTRY
 from opsuite_packaging.crd import build_crd
 from opsuite_packaging.generated import run
@@ -90,7 +92,7 @@ def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs
         spec=spec,
         text=module.BUNDLE_TEXT,
         version=version,
-        chart=yaml.safe_load(chart_yaml(spec, version)),
+        chart=yaml.safe_load((ROOT / "charts" / spec.name / "Chart.yaml").read_text()),
         crds=[build_crd(d) for d in (module.CRD, *getattr(module, "EXTRA_CRDS", ()))],
         deployment=deployment,
         samples=module.SAMPLES,
@@ -98,6 +100,15 @@ def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs
         chart_repository=CHART_REPOSITORY,
     )
     return inputs, find(rendered, "Service") + readers
+
+
+def _previous_csv(package: str) -> JSON | None:
+    """The CSV on disk, whose createdAt is kept while nothing else changed."""
+    path = ROOT / "bundle" / package / csv_path(package)
+    if not path.exists():
+        return None
+    csv = yaml.safe_load(path.read_text())
+    return csv if isinstance(csv, dict) else None
 
 
 def expected_files() -> dict[Path, str]:
@@ -108,11 +119,12 @@ def expected_files() -> dict[Path, str]:
         registry=IMAGE_REGISTRY, package="{{.Package}}", version="{{.Version}}"
     )
     files: dict[Path, str] = {}
+    now = datetime.now(UTC)
     with tempfile.TemporaryDirectory() as scratch:
         for module_name in OPERATORS:
             inputs, others = _inputs(importlib.import_module(module_name), version, icon)
             package = inputs.spec.name
-            generated = bundle_files(inputs, others)
+            generated = bundle_files(inputs, others, _previous_csv(package), now)
             for relative, content in generated.items():
                 files[ROOT / "bundle" / package / relative] = content
                 path = Path(scratch) / package / relative

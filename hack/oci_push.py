@@ -1,14 +1,27 @@
-"""Push an image from an OCI archive (hack/images.py's, BuildKit's) to a registry over the
-distribution API, on plain HTTP: the local plane's registry, which the real node's containerd
-pulls from (no Docker, no crane, no skopeo here)."""
+"""Push an image from an OCI archive (hack/images.py's, BuildKit's), or a one-file OCI artifact,
+to a registry over the distribution API (no Docker, no crane, no skopeo, no oras here): plain
+HTTP to a loopback registry (the local plane's, which the real node's containerd pulls from),
+HTTPS otherwise, with the registry's bearer-token challenge answered with ``OCI_USERNAME`` and
+``OCI_PASSWORD`` when set (anonymously otherwise).
+
+    python3 hack/oci_push.py artifacthub-repo REGISTRY/REPOSITORY FILE
+
+pushes FILE (``artifacthub-repo.yml``) as the ``artifacthub.io`` tag of a chart's OCI repository
+with Artifact Hub's media types, reads it back and checks it.
+"""
 
 from __future__ import annotations
 
+import argparse
+import base64
+import hashlib
 import json
+import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +35,14 @@ INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
 )
+ARTIFACTHUB_TAG = "artifacthub.io"
+"""The tag of a chart's OCI repository where Artifact Hub reads its repository metadata."""
+ARTIFACTHUB_CONFIG = "application/vnd.cncf.artifacthub.config.v1+yaml"
+ARTIFACTHUB_LAYER = "application/vnd.cncf.artifacthub.repository-metadata.layer.v1.yaml"
+"""The media types Artifact Hub reads that artifact with (an empty config, one YAML layer)."""
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+_tokens: dict[str, str] = {}
+"""Bearer tokens by the challenge that asked for them."""
 
 
 def split_reference(reference: str) -> tuple[str, str, str]:
@@ -35,11 +56,44 @@ def split_reference(reference: str) -> tuple[str, str, str]:
     return registry, repository, tag
 
 
-def _request(method: str, url: str, body: bytes | None = None, media_type: str = "") -> Any:
+def base_url(registry: str) -> str:
+    """The registry's API root: plain HTTP on loopback, HTTPS elsewhere."""
+    host = re.sub(r":\d+$", "", registry)
+    return f"{'http' if host in LOOPBACK else 'https'}://{registry}"
+
+
+def _token(challenge: str) -> str:
+    """A bearer token for a ``WWW-Authenticate: Bearer realm=...,service=...,scope=...``."""
+    if challenge not in _tokens:
+        params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+        query = urllib.parse.urlencode({k: v for k, v in params.items() if k != "realm"})
+        request = urllib.request.Request(f"{params['realm']}?{query}")
+        user, password = os.environ.get("OCI_USERNAME"), os.environ.get("OCI_PASSWORD")
+        if user and password:
+            basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {basic}")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            answer = json.loads(response.read())
+        _tokens[challenge] = answer.get("token") or answer["access_token"]
+    return _tokens[challenge]
+
+
+def _request(
+    method: str, url: str, body: bytes | None = None, media_type: str = "", accept: str = ""
+) -> Any:
     request = urllib.request.Request(url, data=body, method=method)
     if media_type:
         request.add_header("Content-Type", media_type)
-    return urllib.request.urlopen(request, timeout=60)
+    if accept:
+        request.add_header("Accept", accept)
+    try:
+        return urllib.request.urlopen(request, timeout=60)
+    except urllib.error.HTTPError as error:
+        challenge = error.headers.get("WWW-Authenticate", "")
+        if error.code != 401 or not challenge.startswith("Bearer "):
+            raise
+        request.add_header("Authorization", f"Bearer {_token(challenge)}")
+        return urllib.request.urlopen(request, timeout=60)
 
 
 def _push_blob(base: str, repository: str, digest: str, data: bytes) -> None:
@@ -86,7 +140,81 @@ def push(archive: Path, reference: str) -> str:
     registry, repository, tag = split_reference(reference)
     index, blobs = read_archive(archive)
     descriptor = index["manifests"][0]
-    base = f"http://{registry}"
+    base = base_url(registry)
     _push_tree(base, repository, descriptor, blobs)
     put_manifest(base, repository, tag, blobs[descriptor["digest"]], descriptor)
     return str(descriptor["digest"])
+
+
+def _digest(data: bytes) -> str:
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+def push_artifact(
+    reference: str, content: bytes, title: str, config_type: str, layer_type: str
+) -> str:
+    """Push ``content`` as the one layer (named ``title``) of an OCI artifact with an empty
+    config, as ``oras push REF --config /dev/null:CONFIG_TYPE FILE:LAYER_TYPE`` does; return
+    the manifest's digest."""
+    registry, repository, tag = split_reference(reference)
+    base = base_url(registry)
+    config = b""
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_TYPES[0],
+        "config": {"mediaType": config_type, "digest": _digest(config), "size": len(config)},
+        "layers": [
+            {
+                "mediaType": layer_type,
+                "digest": _digest(content),
+                "size": len(content),
+                "annotations": {"org.opencontainers.image.title": title},
+            }
+        ],
+    }
+    for blob in (config, content):
+        _push_blob(base, repository, _digest(blob), blob)
+    data = json.dumps(manifest, separators=(",", ":")).encode()
+    put_manifest(base, repository, tag, data, {"mediaType": MANIFEST_TYPES[0]})
+    return _digest(data)
+
+
+def pull_layer(reference: str, layer_type: str) -> bytes:
+    """The first layer of ``layer_type`` of the manifest ``reference`` names."""
+    registry, repository, tag = split_reference(reference)
+    base = base_url(registry)
+    url = f"{base}/v2/{repository}/manifests/{tag}"
+    with _request("GET", url, accept=MANIFEST_TYPES[0]) as response:
+        manifest = json.loads(response.read())
+    layer = next(layer for layer in manifest["layers"] if layer["mediaType"] == layer_type)
+    with _request("GET", f"{base}/v2/{repository}/blobs/{layer['digest']}") as response:
+        data: bytes = response.read()
+    if _digest(data) != layer["digest"]:
+        raise ValueError(f"{reference}: layer digest mismatch")
+    return data
+
+
+def push_artifacthub_repo(repository: str, path: Path) -> str:
+    """``path`` as Artifact Hub's repository metadata of ``repository`` (host/repo), read back
+    and compared; return the manifest's digest."""
+    reference = f"{repository}:{ARTIFACTHUB_TAG}"
+    content = path.read_bytes()
+    digest = push_artifact(reference, content, path.name, ARTIFACTHUB_CONFIG, ARTIFACTHUB_LAYER)
+    if pull_layer(reference, ARTIFACTHUB_LAYER) != content:
+        raise RuntimeError(f"{reference}: what the registry serves is not {path}")
+    return digest
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    artifacthub = commands.add_parser("artifacthub-repo", help="push artifacthub-repo.yml")
+    artifacthub.add_argument("repository", help="host[:port]/repository of a chart")
+    artifacthub.add_argument("file", type=Path)
+    args = parser.parse_args(argv)
+    digest = push_artifacthub_repo(args.repository, args.file)
+    print(f"pushed {args.file} as {args.repository}:{ARTIFACTHUB_TAG} ({digest})")
+
+
+if __name__ == "__main__":
+    main()

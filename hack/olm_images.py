@@ -3,7 +3,7 @@ registry under the names the bundles and the catalog give them (ghcr.io/opsuite/
 real node's containerd takes from that registry):
 
 * ``<package>-bundle:v<version>``: ``bundle/<package>/`` as its bundle.Dockerfile lays it out
-  (FROM scratch, manifests/ and metadata/, the bundle labels);
+  (FROM scratch, manifests/, metadata/ and tests/scorecard/, the bundle labels);
 * ``opsuite-catalog:v<version>``: ``catalog/`` served by ``opm serve``, as the image
   ``opm generate dockerfile`` describes (its cache built at image build time);
 * ``olm-tools:<hash>``: what upstream's OLM and opm images hold, built from the pinned modules:
@@ -66,7 +66,7 @@ def build_bundle(package: str, tag: str) -> tuple[Path, str]:
     archive = OLM_OUT / f"{package}-bundle.tar"
     with tempfile.TemporaryDirectory(dir=LOCAL) as tmp:
         rootfs = Path(tmp) / "rootfs"
-        for part in ("manifests", "metadata"):
+        for part in ("manifests", "metadata", "tests"):
             shutil.copytree(source / part, rootfs / part)
         labels = bundle_labels(source / "bundle.Dockerfile")
         _image(rootfs, archive, ImageConfig(env=(), labels=labels), [name])

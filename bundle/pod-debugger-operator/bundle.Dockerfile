@@ -7,6 +7,8 @@ LABEL operators.operatorframework.io.bundle.metadata.v1=metadata/
 LABEL operators.operatorframework.io.bundle.package.v1=pod-debugger-operator
 LABEL operators.operatorframework.io.bundle.channels.v1=candidate
 LABEL operators.operatorframework.io.bundle.channel.default.v1=candidate
+LABEL operators.operatorframework.io.test.config.v1=tests/scorecard/
 
 COPY manifests /manifests/
 COPY metadata /metadata/
+COPY tests/scorecard /tests/scorecard/

@@ -124,7 +124,8 @@ def test_bundle_image_is_the_bundle_dockerfiles_layout(tmp_path: Path) -> None:
     assert labels["operators.operatorframework.io.bundle.manifests.v1"] == "manifests/"
     images.unpack_image(archive, tmp_path / "root")
     source = ROOT / "bundle" / "podset-operator"
-    for part in ("manifests", "metadata"):
+    assert labels["operators.operatorframework.io.test.config.v1"] == "tests/scorecard/"
+    for part in ("manifests", "metadata", "tests/scorecard"):
         expected = sorted(p.name for p in (source / part).iterdir())
         assert sorted(p.name for p in (tmp_path / "root" / part).iterdir()) == expected
 
@@ -180,3 +181,41 @@ def test_quickstart_rewrite_replaces_olm_and_opm_images_and_drops_the_internet_c
     assert server["image"] == "local/olm-tools:1"
     kinds = [d["kind"] for d in olm_manifest.rewrite(list(yaml.safe_load_all(QUICKSTART)), None)]
     assert kinds == ["Deployment", "ClusterServiceVersion"]
+
+
+def test_artifacthub_repo_is_pushed_with_artifact_hubs_media_types(
+    tmp_path: Path, registry: str
+) -> None:
+    """What ``oras push REF:artifacthub.io --config /dev/null:<config> FILE:<layer>`` makes, as
+    Artifact Hub reads it: the manifest names both media types and the layer is the file."""
+    source = ROOT / "charts" / "artifacthub-repo.yml"
+    digest = oci_push.push_artifacthub_repo(f"{registry}/charts/podset-operator", source)
+    body, headers = _get(
+        f"http://{registry}/v2/charts/podset-operator/manifests/artifacthub.io",
+        images.MEDIA_MANIFEST,
+    )
+    assert headers["Docker-Content-Digest"] == digest
+    manifest = json.loads(body)
+    assert manifest["config"]["mediaType"] == "application/vnd.cncf.artifacthub.config.v1+yaml"
+    assert manifest["config"]["size"] == 0
+    (layer,) = manifest["layers"]
+    assert layer["mediaType"] == (
+        "application/vnd.cncf.artifacthub.repository-metadata.layer.v1.yaml"
+    )
+    assert layer["annotations"]["org.opencontainers.image.title"] == "artifacthub-repo.yml"
+    blob = _get(f"http://{registry}/v2/charts/podset-operator/blobs/{layer['digest']}")[0]
+    assert blob == source.read_bytes()
+    assert yaml.safe_load(blob)["owners"]
+
+
+@pytest.mark.parametrize(
+    ("registry", "base"),
+    [
+        ("127.0.0.1:5000", "http://127.0.0.1:5000"),
+        ("localhost", "http://localhost"),
+        ("ghcr.io", "https://ghcr.io"),
+        ("registry.example.com:5000", "https://registry.example.com:5000"),
+    ],
+)
+def test_plain_http_only_on_loopback(registry: str, base: str) -> None:
+    assert oci_push.base_url(registry) == base

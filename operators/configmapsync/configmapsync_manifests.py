@@ -256,5 +256,6 @@ every destination namespace themselves: the operator's rights never let anyone c
 they could by hand. Without it, anyone
 allowed to create ConfigMapSyncs can copy any ConfigMap whose owner allowed copies into their
 namespace.""",
+    resources={"ConfigMapSync": (("ConfigMap", "v1"),)},
 )
 """What the OperatorHub listing (the OLM bundle's CSV) says beyond the chart."""

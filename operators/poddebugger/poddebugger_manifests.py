@@ -371,5 +371,6 @@ namespace's pods, set `OPSUITE_ALLOW_WITHOUT_ADMISSION_POLICY=true` in the Subsc
 `OPSUITE_ALLOW_SYSADMIN_PROFILE=true`. Give the operator the same image allowlist through
 `OPSUITE_ALLOWED_IMAGE_PREFIXES` (comma-separated). `poddebugger-privileged.debug.opsuite.dev`
 rejects `profile: sysadmin` at admission (leave it out if you allow that profile).""",
+    resources={"PodDebugger": (("Pod", "v1"),), "DebugImagePolicy": (("Pod", "v1"),)},
 )
 """What the OperatorHub listing (the OLM bundle's CSV) says beyond the chart."""

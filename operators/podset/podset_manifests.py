@@ -115,5 +115,6 @@ A PodSet keeps a number of pods from a template running, like a ReplicaSet: the 
 subresource (`kubectl scale`, HorizontalPodAutoscaler), ReplicaSet's deletion order, adoption
 and release of matching pods, and rolling updates with `maxSurge`/`maxUnavailable`.""",
     categories=("Application Runtime",),
+    resources={"PodSet": (("Pod", "v1"),)},
 )
 """What the OperatorHub listing (the OLM bundle's CSV) says beyond the chart."""

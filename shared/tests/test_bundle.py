@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -9,13 +10,20 @@ import yaml
 
 from opsuite_common.options import parse_options
 from opsuite_packaging.bundle import (
+    CREATED_AT,
+    SCORECARD_CONFIG,
+    SCORECARD_TESTS,
     TARGET_NAMESPACES_ENV,
     bundle_annotations,
     bundle_dockerfile,
+    created_at,
     deployment_spec,
     descriptors,
+    is_rfc3339,
     manifest_file_name,
     olm_object,
+    owned_crd,
+    scorecard_config,
     strategy_permissions,
 )
 from opsuite_packaging.chart import METRICS_AUTH_RULES, ChartSpec, PolicyRule
@@ -189,3 +197,86 @@ def test_secure_metrics_add_the_review_rules_to_the_cluster_permissions() -> Non
 )  # fmt: skip
 def test_manifest_file_names_follow_operator_sdk(obj: dict[str, Any], name: str) -> None:
     assert manifest_file_name(obj) == name
+
+
+NOW = datetime(2026, 11, 24, 19, 20, 8, 500, tzinfo=UTC)
+
+
+def _csv(created: str | None = None, version: str = "0.1.0") -> dict[str, Any]:
+    annotations = {"capabilities": "Basic Install"}
+    if created is not None:
+        annotations[CREATED_AT] = created
+    return {"metadata": {"name": "x.v" + version, "annotations": annotations}, "spec": {}}
+
+
+def test_created_at_is_now_for_a_new_csv() -> None:
+    assert created_at(_csv(), None, NOW) == "2026-11-24T19:20:08Z"
+
+
+def test_created_at_keeps_the_previous_value_while_nothing_else_changed() -> None:
+    """Regenerating an unchanged bundle writes nothing: make verify never goes stale by time."""
+    previous = _csv("2025-01-02T03:04:05Z")
+    assert created_at(_csv(), previous, NOW + timedelta(days=30)) == "2025-01-02T03:04:05Z"
+
+
+def test_created_at_moves_when_the_csv_changed() -> None:
+    previous = _csv("2025-01-02T03:04:05Z", version="0.0.9")
+    assert created_at(_csv(), previous, NOW) == "2026-11-24T19:20:08Z"
+
+
+@pytest.mark.parametrize("bad", ["", "yesterday", "2025-01-02", "2025-13-02T03:04:05Z", 5])
+def test_created_at_replaces_a_missing_or_invalid_value(bad: Any) -> None:
+    previous = _csv()
+    previous["metadata"]["annotations"][CREATED_AT] = bad
+    assert created_at(_csv(), previous, NOW) == "2026-11-24T19:20:08Z"
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("2026-11-24T19:20:08Z", True),
+        ("2026-11-24T19:20:08.123+01:00", True),
+        ("2026-11-24 19:20:08", False),
+        ("2026-02-30T00:00:00Z", False),
+        (None, False),
+    ],
+)
+def test_rfc3339(value: object, valid: bool) -> None:
+    assert is_rfc3339(value) is valid
+
+
+def test_scorecard_config_runs_the_basic_and_olm_suites() -> None:
+    config = scorecard_config()
+    assert config["kind"] == "Configuration"
+    tests = config["stages"][0]["tests"]
+    by_suite: dict[str, list[str]] = {}
+    for test in tests:
+        assert test["entrypoint"][0] == "scorecard-test"
+        by_suite.setdefault(test["labels"]["suite"], []).append(test["entrypoint"][1])
+    assert by_suite == {suite: list(names) for suite, names in SCORECARD_TESTS.items()}
+    assert set(by_suite) == {"basic", "olm"}
+
+
+def test_bundle_label_points_at_the_scorecard_config() -> None:
+    label = bundle_annotations("x")["operators.operatorframework.io.test.config.v1"]
+    assert SCORECARD_CONFIG.startswith(label)
+    assert "COPY tests/scorecard /tests/scorecard/" in bundle_dockerfile("x")
+
+
+def _crd() -> dict[str, Any]:
+    schema = {"description": "X.", "properties": {"spec": {"properties": {}}}}
+    return {
+        "metadata": {"name": "xs.example.com"},
+        "spec": {
+            "names": {"kind": "X"},
+            "versions": [{"name": "v1", "storage": True, "schema": {"openAPIV3Schema": schema}}],
+        },
+    }
+
+
+def test_owned_crd_lists_the_resources_its_objects_act_on() -> None:
+    """The scorecard's olm-crds-have-resources test fails an owned CRD without them."""
+    owned = owned_crd(_crd(), (("Pod", "v1"),))
+    assert owned["resources"] == [{"kind": "Pod", "name": "", "version": "v1"}]
+    with pytest.raises(ValueError, match="resources"):
+        owned_crd(_crd(), ())
