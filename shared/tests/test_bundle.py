@@ -16,6 +16,7 @@ from opsuite_common.bundle import (
     manifest_file_name,
     olm_object,
     strategy_permissions,
+    version_key,
 )
 from opsuite_common.chart import METRICS_AUTH_RULES, ChartSpec, PolicyRule
 from opsuite_common.chart_values import ChartValues, ImageValues
@@ -189,3 +190,12 @@ def test_secure_metrics_add_the_review_rules_to_the_cluster_permissions() -> Non
 )  # fmt: skip
 def test_manifest_file_names_follow_operator_sdk(obj: dict[str, Any], name: str) -> None:
     assert manifest_file_name(obj) == name
+
+
+def test_versions_order_as_semver_says() -> None:
+    ordered = ["0.0.1", "0.1.0-alpha", "0.1.0-alpha.1", "0.1.0-alpha.beta", "0.1.0-rc.2"]
+    ordered += ["0.1.0-rc.10", "0.1.0", "0.2.0", "0.10.0", "1.0.0"]
+    assert sorted(reversed(ordered), key=version_key) == ordered
+    assert version_key("1.0.0+build.5") == version_key("1.0.0")
+    with pytest.raises(ValueError, match="not a semantic version"):
+        version_key("v1.0")
