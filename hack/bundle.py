@@ -9,16 +9,24 @@ Service, metrics-reader ClusterRole), pyproject's version and docs/assets/opsuit
 catalog bundle entry is what ``opm render`` makes of the bundle directory. The CSV's createdAt is
 the one on disk while nothing else in the CSV changed, else the time of the run. helm and opm come
 from ``make tools``.
+
+The catalog keeps its channel's history: the bundles it holds of versions below pyproject's are
+released and stay as they are, with their channel entries; pyproject's version is (re)generated
+as the channel's head, replacing the newest of them and skipping every earlier version. Raising
+the version thus adds an entry; a version below the catalog's newest is an error.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import importlib
 import shutil
 import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -30,12 +38,15 @@ from opsuite_packaging.bundle import (
     JSON,
     SUGGESTED_NAMESPACE,
     BundleInputs,
+    ChannelHistory,
     bundle_files,
     catalog_yaml,
+    channel_history,
     csv_path,
     find,
     rendered_objects,
 )
+from opsuite_packaging.chart import ChartSpec
 from opsuite_packaging.chart_values import CHART_REPOSITORY, IMAGE_REGISTRY
 from opsuite_packaging.crd import build_crd
 from opsuite_packaging.generated import run
@@ -70,15 +81,40 @@ def _run(*command: str) -> str:
     return done.stdout
 
 
-def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs, list[JSON]]:
+def _chart_dir(spec: ChartSpec, version: str, scratch: Path) -> Path:
+    """The chart as released at ``version``: charts/<chart> with its Chart.yaml for that
+    version (the image tag and the version labels follow)."""
+    chart = scratch / "charts" / spec.name
+    shutil.copytree(ROOT / "charts" / spec.name, chart)
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    meta["version"] = meta["appVersion"] = version
+    (chart / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    return chart
+
+
+def without_field(crd: JSON, field: str) -> JSON:
+    """``crd`` with the optional spec field ``field`` removed from every version's schema."""
+    result = copy.deepcopy(crd)
+    for version in result["spec"]["versions"]:
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        if field in spec.get("required", []):
+            raise ValueError(f"{field} is required: an older release cannot lack it")
+        del spec["properties"][field]
+    return result
+
+
+def _inputs(
+    module: ModuleType, version: str, icon: bytes, scratch: Path, without: str | None
+) -> tuple[BundleInputs, list[JSON]]:
     spec = module.CHART_SPEC
+    chart_dir = _chart_dir(spec, version, scratch)
     rendered = list(
         rendered_objects(
             _run(
                 _tool("helm"),
                 "template",
                 spec.name,
-                str(ROOT / "charts" / spec.name),
+                str(chart_dir),
                 "--namespace",
                 SUGGESTED_NAMESPACE,
                 "--kube-version",
@@ -88,12 +124,15 @@ def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs
     )
     (deployment,) = find(rendered, "Deployment")
     readers = [r for r in find(rendered, "ClusterRole") if r["metadata"]["name"].endswith(READER)]
+    crds = [build_crd(d) for d in (module.CRD, *getattr(module, "EXTRA_CRDS", ()))]
+    if without is not None:
+        crds[0] = without_field(crds[0], without)
     inputs = BundleInputs(
         spec=spec,
         text=module.BUNDLE_TEXT,
         version=version,
-        chart=yaml.safe_load((ROOT / "charts" / spec.name / "Chart.yaml").read_text()),
-        crds=[build_crd(d) for d in (module.CRD, *getattr(module, "EXTRA_CRDS", ()))],
+        chart=yaml.safe_load((chart_dir / "Chart.yaml").read_text()),
+        crds=crds,
         deployment=deployment,
         samples=module.SAMPLES,
         icon_svg=icon,
@@ -102,46 +141,75 @@ def _inputs(module: ModuleType, version: str, icon: bytes) -> tuple[BundleInputs
     return inputs, find(rendered, "Service") + readers
 
 
-def _previous_csv(package: str) -> JSON | None:
-    """The CSV on disk, whose createdAt is kept while nothing else changed."""
-    path = ROOT / "bundle" / package / csv_path(package)
+def _previous_csv(out: Path, package: str) -> JSON | None:
+    """The CSV on disk under ``out``, whose createdAt is kept while nothing else changed."""
+    path = out / "bundle" / package / csv_path(package)
     if not path.exists():
         return None
     csv = yaml.safe_load(path.read_text())
     return csv if isinstance(csv, dict) else None
 
 
-def expected_files() -> dict[Path, str]:
-    """Every generated file of bundle/ and catalog/ with its expected content."""
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+def _history(catalog: Path, package: str, version: str) -> ChannelHistory:
+    path = catalog / package / "catalog.yaml"
+    if not path.exists():
+        return ChannelHistory()
+    try:
+        return channel_history(list(rendered_objects(path.read_text())), package, version)
+    except ValueError as error:
+        sys.exit(f"{path}: {error}")
+
+
+def project_version() -> str:
+    """pyproject.toml's version: the bundles' and the CSVs'."""
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
+
+
+def generate(
+    version: str, history: Path, out: Path, without: Mapping[str, str] | None = None
+) -> dict[Path, str]:
+    """The bundles and the catalog of ``version`` under ``out`` (``bundle/<chart>/``,
+    ``catalog/<chart>/catalog.yaml``), keeping the released history of the catalog under
+    ``history``. ``without`` maps a chart to an optional spec field its CRD lacks (the upgrade
+    test's older release)."""
     icon = ICON.read_bytes()
     image_template = BUNDLE_IMAGE_TEMPLATE.format(
         registry=IMAGE_REGISTRY, package="{{.Package}}", version="{{.Version}}"
     )
     files: dict[Path, str] = {}
     now = datetime.now(UTC)
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
         for module_name in OPERATORS:
-            inputs, others = _inputs(importlib.import_module(module_name), version, icon)
-            package = inputs.spec.name
-            generated = bundle_files(inputs, others, _previous_csv(package), now)
+            module = importlib.import_module(module_name)
+            package = module.CHART_SPEC.name
+            released = _history(history, package, version)
+            inputs, others = _inputs(module, version, icon, scratch, (without or {}).get(package))
+            inputs = dataclasses.replace(inputs, replaces=released.newest)
+            generated = bundle_files(inputs, others, _previous_csv(out, package), now)
             for relative, content in generated.items():
-                files[ROOT / "bundle" / package / relative] = content
-                path = Path(scratch) / package / relative
+                files[out / "bundle" / package / relative] = content
+                path = scratch / "bundle" / package / relative
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(content)
             rendered = _run(
                 _tool("opm"),
                 "render",
-                str(Path(scratch) / package),
+                str(scratch / "bundle" / package),
                 "--alpha-image-ref-template",
                 image_template,
                 "--output",
                 "yaml",
             )
-            catalog = catalog_yaml(inputs, list(rendered_objects(rendered)))
-            files[ROOT / "catalog" / package / "catalog.yaml"] = catalog
+            catalog = catalog_yaml(inputs, list(rendered_objects(rendered)), released)
+            files[out / "catalog" / package / "catalog.yaml"] = catalog
     return files
+
+
+def expected_files() -> dict[Path, str]:
+    """Every generated file of bundle/ and catalog/ with its expected content: pyproject's
+    version, after the released history catalog/ holds."""
+    return generate(project_version(), ROOT / "catalog", ROOT)
 
 
 def _generated_on_disk() -> set[Path]:

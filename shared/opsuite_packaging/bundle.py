@@ -47,6 +47,9 @@ CAPABILITY = "Basic Install"
 """Operator capability level: automated install and configuration through the custom resource.
 Nothing more is claimed: there is no upgrade path yet (first version, v1alpha1 APIs), no backup
 or tuning, and metrics are not yet wired to alerts."""
+SKIP_RANGE_FLOOR = "0.0.0"
+"""Every version from this one up to the current is upgraded in one step (the current entry's
+``skipRange``), whether or not the catalog lists it."""
 MEDIATYPE = "registry+v1"
 SUGGESTED_NAMESPACE = "opsuite-system"
 HOME = "https://github.com/opsuite/opsuite"
@@ -324,6 +327,8 @@ class BundleInputs:
     """The operator's samples; those of an owned kind become ``alm-examples``."""
     icon_svg: bytes
     chart_repository: str
+    replaces: str | None = None
+    """The newest released CSV of the channel this version replaces (:class:`ChannelHistory`)."""
 
 
 def csv_name(package: str, version: str) -> str:
@@ -351,7 +356,9 @@ def cluster_service_version(inputs: BundleInputs) -> JSON:
         "repository": HOME,
         "support": "opsuite maintainers",
         "operatorframework.io/suggested-namespace": SUGGESTED_NAMESPACE,
+        "olm.skipRange": skip_range(inputs.version),
     }
+    upgrade = {"replaces": inputs.replaces} if inputs.replaces else {}
     return {
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion",
@@ -385,6 +392,7 @@ def cluster_service_version(inputs: BundleInputs) -> JSON:
             },
             "install": {"strategy": "deployment", "spec": install},
             "relatedImages": [{"name": "operator", "image": image}],
+            **upgrade,
         },
     }
 
@@ -503,9 +511,100 @@ def bundle_files(
     return files
 
 
-def catalog_yaml(inputs: BundleInputs, rendered_bundle: Sequence[JSON]) -> str:
-    """``catalog/<package>/catalog.yaml``: the package, its channel and its bundle (as
-    ``opm render`` renders the bundle directory)."""
+_SEMVER = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?"
+)
+
+
+def version_key(version: str) -> tuple[int, int, int, int, tuple[tuple[int, int | str], ...]]:
+    """A semantic version's precedence (semver.org, item 11): a pre-release comes before its
+    release; numeric pre-release identifiers before alphanumeric ones. Build metadata is ignored."""
+    match = _SEMVER.fullmatch(version)
+    if match is None:
+        raise ValueError(f"not a semantic version: {version!r}")
+    major, minor, patch, pre = match.groups()
+    identifiers = tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in (pre or "").split(".") if pre
+    )
+    return int(major), int(minor), int(patch), 0 if pre else 1, identifiers
+
+
+def skip_range(version: str) -> str:
+    """The ``skipRange`` of ``version``: every earlier version upgrades to it in one step."""
+    return f">={SKIP_RANGE_FLOOR} <{version}"
+
+
+@dataclass(frozen=True)
+class ChannelHistory:
+    """The released part of a package's channel: the bundles of versions before the one being
+    generated, with their channel entries, exactly as the catalog holds them."""
+
+    entries: tuple[JSON, ...] = ()
+    bundles: tuple[JSON, ...] = ()
+
+    @property
+    def newest(self) -> str | None:
+        """The name of the newest released bundle, which the next version replaces."""
+        if not self.bundles:
+            return None
+        return str(max(self.bundles, key=lambda b: version_key(bundle_version(b)))["name"])
+
+
+def bundle_version(bundle: JSON) -> str:
+    """The version of an ``olm.bundle`` document (its ``olm.package`` property)."""
+    for prop in bundle.get("properties", []):
+        if prop.get("type") == "olm.package":
+            return str(prop["value"]["version"])
+    raise ValueError(f"bundle {bundle.get('name')} has no olm.package property")
+
+
+def channel_history(catalog: Sequence[JSON], package: str, version: str) -> ChannelHistory:
+    """What of ``package``'s catalog (its documents) is released history for ``version``: the
+    bundles of lower versions and their entries in the channel, kept verbatim. ``version``'s own
+    bundle is regenerated, so it is not history; a higher version means the project's version
+    went backwards, a ValueError."""
+    current = version_key(version)
+    released: list[JSON] = []
+    for document in catalog:
+        if document.get("schema") != "olm.bundle" or document.get("package") != package:
+            continue
+        found = bundle_version(document)
+        if version_key(found) > current:
+            raise ValueError(
+                f"the catalog of {package} already holds {found}, newer than the version being"
+                f" generated ({version}): raise the project's version above it"
+            )
+        if version_key(found) < current:
+            released.append(document)
+    names = {bundle["name"] for bundle in released}
+    entries = [
+        entry
+        for document in catalog
+        if document.get("schema") == "olm.channel"
+        and document.get("package") == package
+        and document.get("name") == CHANNEL
+        for entry in document.get("entries", [])
+        if entry["name"] in names
+    ]
+    return ChannelHistory(tuple(entries), tuple(released))
+
+
+def channel_entry(package: str, version: str, history: ChannelHistory) -> JSON:
+    """The channel entry of ``version``: it replaces the newest released bundle and skips every
+    earlier version (:func:`skip_range`)."""
+    entry: JSON = {"name": csv_name(package, version)}
+    if history.newest is not None:
+        entry["replaces"] = history.newest
+    entry["skipRange"] = skip_range(version)
+    return entry
+
+
+def catalog_yaml(
+    inputs: BundleInputs, rendered_bundle: Sequence[JSON], history: ChannelHistory
+) -> str:
+    """``catalog/<package>/catalog.yaml``: the package, its channel (the released entries, then
+    this version's) and the bundles (the released ones, then this version's as ``opm render``
+    renders the bundle directory)."""
     package = inputs.spec.name
     head: list[JSON] = [
         {
@@ -522,10 +621,10 @@ def catalog_yaml(inputs: BundleInputs, rendered_bundle: Sequence[JSON]) -> str:
             "schema": "olm.channel",
             "package": package,
             "name": CHANNEL,
-            "entries": [{"name": csv_name(package, inputs.version)}],
+            "entries": [*history.entries, channel_entry(package, inputs.version, history)],
         },
     ]
-    documents = [*head, *rendered_bundle]
+    documents = [*head, *history.bundles, *rendered_bundle]
     return _HEADER + yaml.safe_dump_all(documents, sort_keys=False, width=100)
 
 

@@ -25,6 +25,7 @@ from opsuite_packaging.bundle import (
     owned_crd,
     scorecard_config,
     strategy_permissions,
+    version_key,
 )
 from opsuite_packaging.chart import METRICS_AUTH_RULES, ChartSpec, PolicyRule
 from opsuite_packaging.chart_values import ChartValues, ImageValues
@@ -280,3 +281,12 @@ def test_owned_crd_lists_the_resources_its_objects_act_on() -> None:
     assert owned["resources"] == [{"kind": "Pod", "name": "", "version": "v1"}]
     with pytest.raises(ValueError, match="resources"):
         owned_crd(_crd(), ())
+
+
+def test_versions_order_as_semver_says() -> None:
+    ordered = ["0.0.1", "0.1.0-alpha", "0.1.0-alpha.1", "0.1.0-alpha.beta", "0.1.0-rc.2"]
+    ordered += ["0.1.0-rc.10", "0.1.0", "0.2.0", "0.10.0", "1.0.0"]
+    assert sorted(reversed(ordered), key=version_key) == ordered
+    assert version_key("1.0.0+build.5") == version_key("1.0.0")
+    with pytest.raises(ValueError, match="not a semantic version"):
+        version_key("v1.0")
