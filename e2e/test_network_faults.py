@@ -557,7 +557,6 @@ def test_a_partition_of_twice_the_watch_timeout(
         "copy_updates_max": max(copy_updates.values(), default=0),
     }
     record("watch_gap_partition", figures)
-    assert all(w["name"].startswith("web-") or w["name"] == "" for w in pod_creates), pod_creates
     assert len(pod_creates) == len(victims), pod_creates
     assert sorted(w["namespace"] for w in copy_creates) == sorted(lost), copy_creates
     assert set(copy_updates) == set(work.destination_names()[2:]), copy_updates
@@ -607,6 +606,7 @@ def test_watch_streams_stalled_while_requests_are_answered(
         "old_leader_exit_code": code,
     }
     record("stalled_watch_streams", figures)
+    assert held > 0, "the relay held nothing: the streams were not stalled"
     assert code == 1, processes.logs()
     assert f"watch dead (silent for over {dead_after:.0f} s)" in log, log[-3000:]
     assert "released lease" in log, leader.log_tail()
@@ -616,7 +616,8 @@ def test_watch_streams_stalled_while_requests_are_answered(
     podsets.wait_running("app=web", 3)
     all_writes = writes(cluster, api, "podset-operator", namespace, started)
     released = max(w["received"] for w in all_writes if w["identity"] == "a" and w["is_lease"])
-    assert not [w for w in all_writes if w["identity"] == "a" and w["completed"] > released]
+    mine = [w for w in all_writes if w["identity"] == "a" and not w["is_lease"]]
+    assert not [w for w in mine if w["completed"] >= released], "a wrote after its release"
     assert not [
         w
         for w in all_writes
