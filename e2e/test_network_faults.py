@@ -24,7 +24,7 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e import configmapsync_support, netns, podset_support
+from e2e import configmapsync_support, netns, poddebugger_support, podset_support
 from e2e.cluster import ROOT, Cluster, audit_events, flush_audit_log, wait_until
 from e2e.operators import OperatorProcess, operator_env, wait_exit
 from e2e.poddebugger_support import ALLOWED_PREFIX, OPT_OUT, Debuggers, debugger_manifest
@@ -56,7 +56,7 @@ def network_namespaces(cluster: Cluster) -> None:
         pytest.skip(why)
     if cluster.audit_log is None:
         pytest.skip("needs the cluster's audit log (E2E_AUDIT_LOG)")
-    for support in (podset_support, configmapsync_support):
+    for support in (podset_support, configmapsync_support, poddebugger_support):
         support.install_crd(cluster)
 
 
