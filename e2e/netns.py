@@ -54,7 +54,7 @@ import yaml
 NETNS_PREFIX = "opsuite-netfault-"
 LINK_PREFIX = "opsnf"
 CHAIN = "opsuite-netfault"
-SUBNET = ipaddress.ip_network("10.250.0.0/16")
+SUBNET = ipaddress.IPv4Network("10.250.0.0/16")
 API_IP = os.environ.get("E2E_NETNS_API_IP", "10.244.0.1")
 """An address of this machine the API server's certificate names (the plane's bridge)."""
 STREAM_AFTER = 2.0

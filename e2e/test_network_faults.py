@@ -656,30 +656,26 @@ def workloads(work: Work, procs: list[OperatorProcess], round_: str) -> dict[str
         podsets.wait_running("app=web", replicas, timeout=600)
         podsets.wait_status("web", replicas=replicas, timeout=120)
 
+    def debug() -> None:
+        debuggers.create(work.work, debugger_manifest(name, {"app": "web"}, maxPods=SLOW_DEBUGGED))
+        debuggers.wait_debugged(work.work, name, SLOW_DEBUGGED, timeout=600)
+
+    def fan_out() -> None:
+        work.create_sync()
+        work.wait_copies(value, SLOW_FAN_OUT, timeout=600)
+
+    def fan_in() -> None:
+        work.delete_sync()
+        wait_until(lambda: len(work.copies()), lambda n: n == 0, timeout=600, what="no copy")
+
+    name, value = f"dbg-{round_}", f"data-{round_}"
     timed("podset_0_to_n_s", lambda: scale(SLOW_PODS))
-    debugger = debugger_manifest(f"dbg-{round_}", {"app": "web"}, maxPods=SLOW_DEBUGGED)
-    timed(
-        "poddebugger_n_pods_s",
-        lambda: (
-            debuggers.create(work.work, debugger),
-            debuggers.wait_debugged(work.work, f"dbg-{round_}", SLOW_DEBUGGED, timeout=600),
-        ),
-    )
-    debuggers.delete(work.work, f"dbg-{round_}")
+    timed("poddebugger_n_pods_s", debug)
+    debuggers.delete(work.work, name)
     timed("podset_n_to_0_s", lambda: scale(0))
-    value = f"data-{round_}"
     work.set_source(value)
-    timed(
-        "configmapsync_fan_out_s",
-        lambda: (work.create_sync(), work.wait_copies(value, SLOW_FAN_OUT, timeout=600)),
-    )
-    timed(
-        "configmapsync_fan_in_s",
-        lambda: (
-            work.delete_sync(),
-            wait_until(lambda: len(work.copies()), lambda n: n == 0, timeout=600, what="no copy"),
-        ),
-    )
+    timed("configmapsync_fan_out_s", fan_out)
+    timed("configmapsync_fan_in_s", fan_in)
     return {**seconds, "requests": requests_sent(procs) - before}
 
 

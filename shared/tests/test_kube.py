@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config import kube_config
+from urllib3.connection import HTTPConnection
 
 from opsuite_common.fence import WriteFence
 from opsuite_common.kube import UNACKNOWLEDGED_TIMEOUT, ApiException, KubeApi, load_api_client
@@ -107,6 +108,7 @@ def test_bytes_sent_to_a_vanished_api_server_are_dropped_before_a_standby_can_le
     api_client = load_api_client("test")
     pool = api_client.rest_client.pool_manager.connection_from_url(f"http://{api_server}/")
     connection = pool._get_conn()
+    assert isinstance(connection, HTTPConnection)
     connection.connect()
     try:
         sock = connection.sock
