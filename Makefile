@@ -104,10 +104,11 @@ scorecard: deps ## operator-sdk scorecard (basic and olm suites) on every bundle
 	hack/build-tools.sh operator-sdk
 	$(PY) hack/scorecard.py
 
-chaos: deps ## Chaos tests (API server and etcd faults, operator SIGKILLs) on the local plane
+chaos: deps ## Chaos tests (API server and etcd faults, operator SIGKILLs, network faults: needs root) on the local plane
 	@echo "==================== chaos tests ==================="
 	hack/build-tools.sh helm
 	$(PYTEST) e2e -m chaos
+	$(PY) -m bench.robustness
 
 test: lint typecheck unit verify e2e ## Everything CI checks (the e2e suite with local operators, then in-cluster: smoke and the Deployments' own checks, then the OLM route and the scorecard)
 	E2E_MARKERS="smoke or in_cluster" $(MAKE) --no-print-directory e2e-in-cluster

@@ -69,6 +69,10 @@ class OperatorProcess:
     args: list[str]
     log_path: Path
     env: dict[str, str]
+    host: str = "127.0.0.1"
+    """Where the probes and metrics listen (a network namespace's address, see e2e.netns)."""
+    wrapper: list[str] = field(default_factory=list)
+    """Prefix of the command that execs the operator (``ip netns exec <name>``)."""
     metrics_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
@@ -78,9 +82,10 @@ class OperatorProcess:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [
+                    *self.wrapper,
                     str(VENV_BIN / self.command),
-                    f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
-                    f"--health-probe-bind-address=127.0.0.1:{self.health_port}",
+                    f"--metrics-bind-address={self.host}:{self.metrics_port}",
+                    f"--health-probe-bind-address={self.host}:{self.health_port}",
                     "--log-format=text",
                     "--log-level=debug",
                     *self.args,
@@ -100,10 +105,10 @@ class OperatorProcess:
         return self.process is not None and self.process.poll() is None
 
     def readyz(self) -> tuple[int, str]:
-        return http_get(f"http://127.0.0.1:{self.health_port}/readyz?verbose")
+        return http_get(f"http://{self.host}:{self.health_port}/readyz?verbose")
 
     def metrics(self) -> str:
-        status, body = http_get(f"http://127.0.0.1:{self.metrics_port}/metrics")
+        status, body = http_get(f"http://{self.host}:{self.metrics_port}/metrics")
         assert status == 200, f"metrics endpoint answered {status}"
         return body
 

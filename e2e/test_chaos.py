@@ -7,10 +7,9 @@ PodDebugger (maxPods 10) debugs, and a ConfigMapSync fanning a ConfigMap out to 
 "Converged" is the exact end state: 300 active pods, 200 copies equal to the source (and no
 other copy), 10 pods holding the current debug container.
 
-Network-level faults (latency, loss, partitions, half-open connections) are out of reach: the
-plane and the operators talk over loopback, where they cannot be injected without root-only
-tools (tc netem, iptables) this environment does not have. A paused API server (SIGSTOP) is
-the closest stand-in for a half-open connection; nothing here fakes the others.
+Network-level faults (partitions, latency, loss, stalled watch streams) are in
+``e2e/test_network_faults.py``, which runs operators in network namespaces of their own. A
+paused API server (SIGSTOP) stands in here for a half-open connection to a frozen API server.
 
 Figures (seconds from the API server being ready again to convergence, pause to unready...)
 are printed and written to ``.local/measurements/chaos.json``.

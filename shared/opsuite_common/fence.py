@@ -8,6 +8,8 @@ refused with :class:`WriteFenced` and never sent. So a write queued in the 64-th
 PodDebugger injection sent without waiting) when leadership ends is dropped, and after
 :meth:`WriteFence.close` returns, the writes that can still reach the API server are exactly
 those already in flight, which :meth:`WriteFence.drain` waits for before the Lease is released.
+Those reach the API server within ``kube.UNACKNOWLEDGED_TIMEOUT`` of being sent or never: a
+connection whose bytes stay unacknowledged that long is dropped with them (#20).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import socket
 import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,11 +25,13 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from urllib3.connection import HTTPConnection
 
 from opsuite_common.fence import WriteFence
 from opsuite_common.metrics import REST_CLIENT_REQUESTS
 
 __all__ = [
+    "UNACKNOWLEDGED_TIMEOUT",
     "ApiException",
     "KubeApi",
     "count_requests",
@@ -54,14 +57,34 @@ EVENT_WRITERS = 2
 goroutine, so that a burst of Events never delays the writes that do the operator's work."""
 
 
+UNACKNOWLEDGED_TIMEOUT = 2.0
+"""Seconds the bytes sent on a connection to the API server may stay unacknowledged before the
+kernel drops the connection and them (TCP_USER_TIMEOUT, #20). Without it a request sent just
+before a partition stays in the send queue and is retransmitted, and executed, whenever the
+partition heals, long after the write fence closed and a standby took over. It must stay below
+lease duration - retry period - renew deadline (3 s with client-go's defaults): the fence closes
+at the renew deadline at the latest, and what was in flight then must arrive, or never, before
+the lease can expire for anyone else."""
+
+
+def socket_options() -> list[tuple[int, int, int]]:
+    """urllib3's defaults (no Nagle) and the bound on unacknowledged bytes."""
+    return [
+        *HTTPConnection.default_socket_options,
+        (socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(UNACKNOWLEDGED_TIMEOUT * 1000)),
+    ]
+
+
 def load_api_client(user_agent: str, *, pool_size: int = MAX_PARALLEL_REQUESTS) -> client.ApiClient:
-    """An API client from in-cluster config, else KUBECONFIG / ~/.kube/config."""
+    """An API client from in-cluster config, else KUBECONFIG / ~/.kube/config; its connections
+    carry :func:`socket_options`."""
     configuration = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = pool_size
+    configuration.socket_options = socket_options()
     api_client = client.ApiClient(configuration)
     api_client.user_agent = user_agent
     return api_client

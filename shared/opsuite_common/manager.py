@@ -21,7 +21,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
@@ -370,6 +371,21 @@ async def _serve(manager: Manager) -> int:
             await metrics_server.stop()
 
 
+def run_main(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    """``asyncio.run(main())`` without joining the default executor's threads at the end: one
+    blocked on an unreachable API server (a Lease request's connect timeouts and retries) would
+    hold the exit until kopf's ultimate exiting timeout SIGKILLs the process (#20)."""
+
+    async def without_waiting() -> int:
+        try:
+            return await main()
+        finally:
+            # asyncio.run shuts down whichever executor is the default then: a fresh, idle one.
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
+
+    return asyncio.run(without_waiting())
+
+
 def run_operator(
     name: str,
     description: str,
@@ -398,7 +414,7 @@ def run_operator(
 
     code = 0
     with contextlib.suppress(KeyboardInterrupt):
-        code = asyncio.run(main())
+        code = run_main(main)
     # The watches are closed and the Lease is released. A request thread still blocked on an
     # unreachable API server would hold the interpreter's exit (it joins pool threads) past the
     # pod's grace period, so leave at once, as controller-runtime's manager does.

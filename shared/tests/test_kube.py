@@ -1,15 +1,20 @@
-"""KubeApi counts every request it sends in rest_client_requests_total, as client-go does."""
+"""KubeApi counts every request it sends in rest_client_requests_total, as client-go does; the
+bytes of a request cannot reach the API server long after they were sent."""
 
+import json
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from aiohttp import web
 from kubernetes.client import ApiClient, Configuration
+from kubernetes.config import kube_config
+from urllib3.connection import HTTPConnection
 
 from opsuite_common.fence import WriteFence
-from opsuite_common.kube import ApiException, KubeApi
-from opsuite_common.leader_election import KubernetesLeaseApi
+from opsuite_common.kube import UNACKNOWLEDGED_TIMEOUT, ApiException, KubeApi, load_api_client
+from opsuite_common.leader_election import KubernetesLeaseApi, LeaderElectionConfig
 from opsuite_common.metrics import REGISTRY
 
 
@@ -77,3 +82,38 @@ async def test_a_request_that_gets_no_response_counts_as_an_error() -> None:
     with pytest.raises(Exception, match=r"(?i)connect|refused"):
         await kube.get("/api/v1/namespaces/ns/pods/a")
     assert requests("<error>", "GET", host) == 1
+
+
+def test_bytes_sent_to_a_vanished_api_server_are_dropped_before_a_standby_can_lead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_server: str
+) -> None:
+    """#20: a request sent just before a partition sits in the kernel's send queue and would be
+    retransmitted, and executed, when the partition heals, however long after. TCP_USER_TIMEOUT
+    on every connection to the API server drops the connection, and the bytes, once they stay
+    unacknowledged for UNACKNOWLEDGED_TIMEOUT: less than the time between the fence closing at
+    the renew deadline and the lease expiring for a standby."""
+    config = LeaderElectionConfig(name="x", namespace="ns", identity="a")
+    margin = config.lease_duration - config.retry_period - config.renew_deadline
+    assert 0 < UNACKNOWLEDGED_TIMEOUT < margin
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://{api_server}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    (tmp_path / "kubeconfig").write_text(json.dumps(kubeconfig))
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "kubeconfig"))
+    api_client = load_api_client("test")
+    pool = api_client.rest_client.pool_manager.connection_from_url(f"http://{api_server}/")
+    connection = pool._get_conn()
+    assert isinstance(connection, HTTPConnection)
+    connection.connect()
+    try:
+        sock = connection.sock
+        option = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
+        assert option == int(UNACKNOWLEDGED_TIMEOUT * 1000)
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        connection.close()

@@ -6,6 +6,8 @@ import asyncio
 import dataclasses
 import getpass
 import socket
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +174,22 @@ async def test_a_watch_that_never_starts_is_dead_too(
     assert manager.liveness() is None
     clock.now = 1061
     assert manager.liveness() == "watch dead (silent for over 60 s): pods in a"
+
+
+def test_the_exit_code_does_not_wait_for_a_request_thread_stuck_on_the_network() -> None:
+    """#20: a partitioned leader's Lease request blocks a default-executor thread for its
+    connect timeouts and retries; asyncio.run would join it before returning, until kopf's
+    ultimate exiting timeout SIGKILLed the process (exit -9 instead of 1)."""
+    stuck = threading.Event()
+
+    async def main() -> int:
+        asyncio.get_running_loop().run_in_executor(None, stuck.wait, 30)
+        await asyncio.sleep(0.05)
+        return 1
+
+    began = time.monotonic()
+    try:
+        assert manager_module.run_main(main) == 1
+        assert time.monotonic() - began < 5
+    finally:
+        stuck.set()

@@ -1,0 +1,53 @@
+"""docs/robustness.md's network-fault section, rendered from the saved measurements (#20)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from bench.readme import MARKER
+from bench.robustness import DOC, RESULTS, ROWS, SECTION, WORKLOADS, collect, render
+
+SLOW = {
+    "loss": 0.05,
+    "sizes": {"pods": 60},
+    "clean": {**dict.fromkeys(WORKLOADS, 2.0), "requests": 100},
+    "faulted": {**dict.fromkeys(WORKLOADS, 9.0), "requests": 130},
+    "slowdown": dict.fromkeys(WORKLOADS, 4.5),
+    "extra_requests": 30,
+    "measured_at": "2026-11-24T19:40:00+00:00",
+}
+
+
+def test_every_figure_and_the_workloads_are_rendered() -> None:
+    figures = {
+        "partition_podset": {"failover_s": 14.5, "pods_over_replicas": 0, "measured_at": "a"},
+        "latency_and_loss": SLOW,
+    }
+    text = render(figures)
+    assert "| 14.5 | ≤ 17 (leaseDuration + retryPeriod) |" in text
+    assert "pods over `replicas` at any moment (pod watch) | 0 | 0 |" in text
+    for title, _ in ROWS.values():
+        if title != ROWS["partition_podset"][0]:
+            assert f"| {title} | not run | | |" in text
+    assert "| PodSet 0 → 60 (s) | 2.0 | 9.0 | x 4.5 |" in text
+    assert "| 100 | 130 | +30 |" in text
+
+
+def test_newer_measurements_replace_the_kept_results(tmp_path: Path) -> None:
+    fresh, kept = tmp_path / "m.json", tmp_path / "results" / "r.json"
+    assert collect(fresh, kept) == {}
+    fresh.write_text(json.dumps({"partition_podset": {"failover_s": 1}}))
+    assert collect(fresh, kept) == {"partition_podset": {"failover_s": 1}}
+    kept.write_text(json.dumps({"partition_podset": {"failover_s": 2}}))
+    os.utime(fresh, (0, 0))  # older than the kept copy: kept wins
+    assert collect(fresh, kept) == {"partition_podset": {"failover_s": 2}}
+
+
+def test_the_doc_has_the_section_and_it_is_current() -> None:
+    """docs/robustness.md holds the section, rendered from the committed results."""
+    sections = {m.group("name"): m.group(0) for m in MARKER.finditer(DOC.read_text())}
+    assert SECTION in sections
+    if RESULTS.exists():
+        assert render(json.loads(RESULTS.read_text())) in sections[SECTION]
