@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from bench import configmapsync as cms
 from bench import plane
@@ -74,6 +75,8 @@ class Config:
     pods: int = 200
     quiet_s: float = 30.0
     timeout: float = 300.0
+    retries: int = 1
+    """Repeats of a trial that failed."""
 
 
 @dataclass
@@ -124,6 +127,7 @@ class Run:
         self.run_id = secrets.token_hex(3)
         self.audit = AuditTail(AUDIT_LOG, f"vs-{self.run_id}")
         self.namespaces: list[str] = []
+        self.failures: list[str] = []
 
     def namespace(self, name: str, labels: dict[str, str] | None = None) -> str:
         """Create ``vs-<run>-<name>`` (and wait for its ServiceAccount); its name."""
@@ -306,12 +310,13 @@ def poddebugger_workload(run: Run, impl: Implementation, trial: Trial) -> None:
             def create() -> None:
                 for g in range(groups):
                     body = pdb._debugger(f"bench-g{g}", f"g{g}")
-                    request_json(
-                        run.api,
-                        "POST",
-                        resource_path(pdb.GROUP_VERSION, "poddebuggers", ns),
-                        body=body,
-                    )
+                    path = resource_path(pdb.GROUP_VERSION, "poddebuggers", ns)
+                    created = request_json(run.api, "POST", path, body=body)
+                    if created["spec"].get("maxPods") != pdb.MAX_PODS:
+                        raise RuntimeError(
+                            "the plane's PodDebugger CRD dropped spec.maxPods (another test "
+                            "installed another schema)"
+                        )
 
             trial.phases.append(
                 run.phase(process, f"{n} pods debugged", create, lambda: injected.done)
@@ -356,10 +361,41 @@ def count_requests(run: Run, trials: list[Trial]) -> None:
             phase.by_request = summary["by_request"]
 
 
+def _attempt(
+    run: Run,
+    pair: str,
+    impl: Implementation,
+    rnd: int,
+    position: int,
+    progress: Callable[[str], None],
+) -> Trial | None:
+    """One trial, repeated up to ``retries`` times when it fails (the plane is shared: another
+    test may stall the API server or replace a CRD); None when every attempt failed."""
+    for attempt in range(run.config.retries + 1):
+        trial = Trial(pair, impl.side, rnd, position)
+        try:
+            WORKLOADS[pair](run, impl, trial)
+        except (TimeoutError, RuntimeError, ApiException) as exc:
+            run.failures.append(f"{pair} round {rnd} {impl.label} attempt {attempt + 1}: {exc}")
+            progress(f"warning: {run.failures[-1]}")
+            continue
+        finally:
+            run.audit.poll()
+        phases = ", ".join(f"{p.name} {p.converge_s:.2f} s" for p in trial.phases)
+        progress(
+            f"{pair} round {rnd} {impl.label}: ready {trial.ready_s:.2f} s, "
+            f"RSS {trial.rss_synced_mib}/{trial.rss_quiet_mib} MiB, {phases}, "
+            f"CPU {trial.cpu_s:.2f} s"
+        )
+        return trial
+    return None
+
+
 def run_all(
     api: client.ApiClient, config: Config, progress: Callable[[str], None] = print
-) -> list[Trial]:
-    """Every pair's rounds; cleans up whatever happens."""
+) -> tuple[list[Trial], list[str]]:
+    """Every pair's rounds: the trials done and the failed attempts; cleans up whatever
+    happens."""
     _crds(config.pairs)
     run = Run(api, config)
     trials: list[Trial] = []
@@ -374,19 +410,12 @@ def run_all(
         for pair in config.pairs:
             for r in range(config.rounds):
                 for position, impl in enumerate(order(pair, r)):
-                    trial = Trial(pair, impl.side, r + 1, position)
-                    WORKLOADS[pair](run, impl, trial)
-                    run.audit.poll()
-                    trials.append(trial)
-                    phases = ", ".join(f"{p.name} {p.converge_s:.2f} s" for p in trial.phases)
-                    progress(
-                        f"{pair} round {r + 1} {impl.label}: ready {trial.ready_s:.2f} s, "
-                        f"RSS {trial.rss_synced_mib}/{trial.rss_quiet_mib} MiB, {phases}, "
-                        f"CPU {trial.cpu_s:.2f} s"
-                    )
+                    trial = _attempt(run, pair, impl, r + 1, position, progress)
+                    if trial is not None:
+                        trials.append(trial)
                     time.sleep(3.0)
         count_requests(run, trials)
-        return trials
+        return trials, run.failures
     finally:
         left = cms.delete_namespaces(run.wide, [*run.namespaces, *destinations], timeout=300.0)
         if left:
@@ -473,6 +502,7 @@ def main(
         pods=args.pods,
         quiet_s=args.quiet_window if args.quiet_window is not None else Config.quiet_s,
         timeout=args.timeout,
+        retries=args.retries,
     )
     output = Path(args.output or OUTPUT)
     try:
@@ -480,7 +510,7 @@ def main(
         api = plane.api_client()
         load_before = os.getloadavg()
         started = time.monotonic()
-        trials = run_all(api, config)
+        trials, failures = run_all(api, config)
         env = environment(plane.server_version(api), load_before)
         env["duration_s"] = round(time.monotonic() - started, 1)
     except KeyboardInterrupt:
@@ -493,6 +523,8 @@ def main(
     rows = summary(trials)
     print()
     print(table(rows, trials))
+    for failure in failures:
+        print(f"failed attempt: {failure}")
     document = {
         "benchmark": "versus",
         "config": asdict(config),
@@ -500,6 +532,7 @@ def main(
         "trials": [
             {**asdict(t), "cpu_s": round(t.cpu_s, 2), "requests": t.requests} for t in trials
         ],
+        "failures": failures,
         "summary": rows,
         "targets_met": all(r["met"] is not False for r in rows),
     }

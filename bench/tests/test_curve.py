@@ -22,7 +22,7 @@ def test_status_lists_longest_length_against_the_bound() -> None:
     assert lists["podNames"] == {"length": 100, "max_items": 100}
     assert within_bounds(lists)
     assert size > 100 * 4
-    over = {"podNames": {"length": 101, "max_items": 100}}
+    over: dict[str, dict[str, int | None]] = {"podNames": {"length": 101, "max_items": 100}}
     assert not within_bounds(over)
     assert not within_bounds({"unbounded": {"length": 0, "max_items": None}})
 

@@ -223,12 +223,12 @@ def test_targets_table_lists_every_target_met_missed_or_not_measured() -> None:
     targets = sections["targets"]
     assert targets.startswith("1 of 4 figures meet their target.")
     assert (
-        "| time to converge (each workload) | ratio <= 1.0 | podset | converge: PodSet 0->500 (s) | 8 | 10 | 0.8 | met |"
-        in targets
+        "| time to converge (each workload) | ratio <= 1.0 | podset | "
+        "converge: PodSet 0->500 (s) | 8 | 10 | 0.8 | met |" in targets
     )
     assert (
-        "| CPU seconds per workload | ratio <= 1.5 | podset | CPU seconds, whole workload | 4 | 2 | 2 | **missed** |"
-        in targets
+        "| CPU seconds per workload | ratio <= 1.5 | podset | "
+        "CPU seconds, whole workload | 4 | 2 | 2 | **missed** |" in targets
     )
     assert "5,000 objects: RSS (MiB) | 95 | 90 | 1.06 | **missed** |" in targets
     assert (
