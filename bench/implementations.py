@@ -32,6 +32,13 @@ class Implementation:
     """Prefix of its requests' User-Agent ("podset-operator/", "podset/")."""
     args: tuple[str, ...] = ()
 
+    def sent(self, user_agent: str) -> bool:
+        """Whether a request with ``user_agent`` is this benchmark's process's: opsuite's run
+        with identity "bench" (``<name>/<version> (bench)``); another engineer's operator of
+        the same name on the shared plane is not."""
+        mine = user_agent.startswith(self.user_agent)
+        return mine and (self.side == GO or user_agent.endswith("(bench)"))
+
     @property
     def label(self) -> str:
         """e.g. "podset-operator" or "podset (Go)"."""

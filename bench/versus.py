@@ -39,7 +39,7 @@ from kubernetes.client.exceptions import ApiException
 from bench import configmapsync as cms
 from bench import plane
 from bench import poddebugger as pdb
-from bench.audit import AuditTail, by_user_agent, request_summary
+from bench.audit import AuditTail, request_summary
 from bench.cpu import cpu_seconds, rss_mib
 from bench.implementations import (
     GO,
@@ -90,6 +90,9 @@ class Phase:
     """Epoch seconds, for the audit log."""
     requests: int = 0
     by_request: dict[str, int] = field(default_factory=dict)
+    foreign_writes: int = 0
+    """Writes in the trial's namespaces by another process of the pair's kinds (another
+    engineer's operator on the shared plane): the trial was disturbed when not 0."""
 
 
 @dataclass
@@ -351,14 +354,20 @@ def count_requests(run: Run, trials: list[Trial]) -> None:
     run.audit.flush(run.api, run.namespaces[0])
     events = list(run.audit.events.values())
     for trial in trials:
-        impl = next(i for i in order(trial.pair, 0) if i.side == trial.side)
-        actor = by_user_agent(impl.user_agent)
+        pair = order(trial.pair, 0)
+        impl = next(i for i in pair if i.side == trial.side)
         for phase in trial.phases:
             start, end = phase.window
-            mine = [e for e in events if start <= e.received <= end and actor(e)]
-            summary = request_summary(mine)
+            during = [e for e in events if start <= e.received <= end]
+            summary = request_summary(e for e in during if impl.sent(e.user_agent))
             phase.requests = summary["total"]
             phase.by_request = summary["by_request"]
+            phase.foreign_writes = request_summary(
+                e
+                for e in during
+                if any(e.user_agent.startswith(i.user_agent) for i in pair)
+                and not impl.sent(e.user_agent)
+            )["writes"]
 
 
 def _attempt(
@@ -470,12 +479,13 @@ def table(rows: list[dict[str, Any]], trials: list[Trial]) -> str:
     """Plain-text report: every trial, then the medians."""
     lines = [
         f"{'pair':14} {'rnd':>3} {'side':8} {'ready s':>7} {'RSS MiB':>13} {'CPU s':>6} "
-        f"{'req':>5}  converge s"
+        f"{'req':>5} {'foreign':>7}  converge s"
     ]
     for t in trials:
         lines.append(
             f"{t.pair:14} {t.round:3d} {t.side:8} {t.ready_s:7.2f} "
-            f"{t.rss_synced_mib:6.1f}/{t.rss_quiet_mib:6.1f} {t.cpu_s:6.2f} {t.requests:5d}  "
+            f"{t.rss_synced_mib:6.1f}/{t.rss_quiet_mib:6.1f} {t.cpu_s:6.2f} {t.requests:5d} "
+            f"{sum(p.foreign_writes for p in t.phases):7d}  "
             + ", ".join(f"{p.converge_s:.2f}" for p in t.phases)
         )
     lines += ["", f"{'pair':14} {'figure':44} {'opsuite':>9} {'Go':>9} {'ratio':>6}  target"]

@@ -27,11 +27,17 @@ def test_order_alternates_which_side_goes_first() -> None:
     assert [i.command for i in order("poddebugger", 0)] == ["pod-debugger-operator", "poddebugger"]
 
 
-def test_go_user_agents_do_not_match_opsuite_requests() -> None:
+def test_each_side_claims_only_its_own_requests() -> None:
     for pair in ("podset", "configmapsync", "poddebugger"):
         ops, go = order(pair, 0)
-        assert not f"{ops.command}/0.1.0 (bench)".startswith(go.user_agent)
-        assert f"{go.command}/v0.0.0 (linux/amd64) kubernetes/$Format".startswith(go.user_agent)
+        opsuite_ua = f"{ops.command}/0.1.0 (bench)"
+        go_ua = f"{go.command}/v0.0.0 (linux/amd64) kubernetes/$Format"
+        assert ops.sent(opsuite_ua)
+        assert go.sent(go_ua)
+        assert not go.sent(opsuite_ua)
+        assert not ops.sent(go_ua)
+        # another engineer's operator of the same name on the shared plane
+        assert not ops.sent(f"{ops.command}/0.1.0 (e2e-7f3a)")
 
 
 def test_summary_takes_medians_per_side_and_judges_each_target() -> None:
