@@ -108,6 +108,8 @@ class Trial:
     rss_synced_mib: float = 0.0
     rss_quiet_mib: float = 0.0
     phases: list[Phase] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    """Where and when it ran (set when the run's document is written)."""
 
     @property
     def cpu_s(self) -> float:
@@ -499,6 +501,22 @@ def table(rows: list[dict[str, Any]], trials: list[Trial]) -> str:
     return "\n".join(lines)
 
 
+def merge(previous: dict[str, Any] | None, pairs: tuple[str, ...]) -> list[Trial]:
+    """An earlier run's trials of the pairs this run did not measure (``--pairs``), each still
+    carrying the environment it ran in."""
+    kept: list[Trial] = []
+    for saved in (previous or {}).get("trials", []):
+        if saved["pair"] in pairs:
+            continue
+        fields = {k: v for k, v in saved.items() if k in Trial.__dataclass_fields__}
+        fields["phases"] = [
+            Phase(**{**ph, "window": tuple(ph["window"])}) for ph in saved.get("phases", [])
+        ]
+        fields["environment"] = saved.get("environment") or (previous or {}).get("environment", {})
+        kept.append(Trial(**fields))
+    return kept
+
+
 def main(
     args: argparse.Namespace,
     environment: Callable[[str, tuple[float, ...]], dict[str, Any]],
@@ -523,6 +541,8 @@ def main(
         trials, failures = run_all(api, config)
         env = environment(plane.server_version(api), load_before)
         env["duration_s"] = round(time.monotonic() - started, 1)
+        for trial in trials:
+            trial.environment = env
     except KeyboardInterrupt:
         print("interrupted; cleaned up", file=sys.stderr)
         return 130
@@ -530,6 +550,9 @@ def main(
         traceback.print_exc()
         print(f"benchmark failed (logs: {LOCAL / 'bench'}/vs-*.log)", file=sys.stderr)
         return 2
+    previous = json.loads(output.read_text()) if output.exists() else None
+    kept = merge(previous, config.pairs)
+    trials = [*kept, *trials]
     rows = summary(trials)
     print()
     print(table(rows, trials))

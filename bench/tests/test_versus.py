@@ -79,3 +79,19 @@ def test_ratio_and_verdict_without_a_reference_figure() -> None:
     assert verdict(None, 1.0) is None
     assert verdict(1.2, None) is None
     assert verdict(1.0, 1.0) is True
+
+
+def test_merge_keeps_an_earlier_runs_other_pairs() -> None:
+    from dataclasses import asdict
+
+    from bench.versus import merge
+
+    earlier = _trial(OPSUITE, 1, converge=8.0, cpu=3.0, requests=600, ready=2.0)
+    other = Trial("poddebugger", GO, 1, 1, ready_s=0.1)
+    other.phases = [Phase("inject", 2.0, 0.3, (5.0, 7.0), 210)]
+    previous = {"environment": {"date": "then"}, "trials": [asdict(earlier), asdict(other)]}
+    kept = merge(previous, ("podset",))
+    assert [(t.pair, t.side) for t in kept] == [("poddebugger", GO)]
+    assert kept[0].phases == other.phases
+    assert kept[0].requests == 210
+    assert kept[0].environment == {"date": "then"}
