@@ -26,7 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import operator_bench, plane, probes, readme, scale
+from bench import curve, operator_bench, plane, probes, readme, scale, versus
 from bench.podset_vs_replicaset import Config, run
 from bench.report import summarize, table, write_json
 
@@ -48,7 +48,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "benchmark",
         nargs="?",
         default="podset",
-        choices=["podset", "configmapsync", "poddebugger", "scale", "probes", "all", "report"],
+        choices=[
+            "podset",
+            "configmapsync",
+            "poddebugger",
+            "scale",
+            "versus",
+            "curve",
+            "probes",
+            "all",
+            "report",
+        ],
     )
     parser.add_argument(
         "--kubeconfig",
@@ -64,8 +74,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--quiet-window",
         type=float,
-        default=scale.Config.quiet_s,
-        help="scale: seconds of the quiet window (default 600).",
+        default=None,
+        help="scale: seconds of the quiet window (default 600); versus: after the restart "
+        "(default 30).",
+    )
+    parser.add_argument(
+        "--pairs",
+        default=None,
+        help="versus, curve: comma-separated pairs to run (default podset,configmapsync,"
+        "poddebugger).",
+    )
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="curve: comma-separated numbers of watched objects (default 1000,5000,20000).",
     )
     parser.add_argument(
         "--settle",
@@ -202,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.benchmark != "all":
         return run_one(args)
     worst = 0
-    for name in ("podset", "configmapsync", "poddebugger", "scale"):
+    for name in ("podset", "configmapsync", "poddebugger", "scale", "versus", "curve"):
         print(f"==================== bench {name} ====================", flush=True)
         code = run_one(argparse.Namespace(**{**vars(args), "benchmark": name, "output": None}))
         if code == 130:
@@ -215,6 +237,10 @@ def run_one(args: argparse.Namespace) -> int:
     """Run one benchmark; its exit status."""
     if args.benchmark == "scale":
         return scale.main(args, environment)
+    if args.benchmark == "versus":
+        return versus.main(args, environment)
+    if args.benchmark == "curve":
+        return curve.main(args, environment)
     if args.benchmark == "probes":
         return probes.main(args, environment)
     if args.benchmark != "podset":

@@ -51,10 +51,13 @@ class OperatorProcess:
         kubeconfig: Path = KUBECONFIG,
         launcher: list[str] | None = None,
         env: dict[str, str] | None = None,
+        executable: Path | None = None,
     ) -> None:
         """``launcher`` runs the console script through it (e.g. a tracemalloc wrapper);
-        ``env`` is added to the process's environment."""
+        ``env`` is added to the process's environment; ``executable`` runs that program (a Go
+        reference binary) instead of the console script ``command``."""
         self.command = command
+        self.executable = executable or Path(sys.executable).parent / command
         self.args = args
         self.log_path = log_path
         self.kubeconfig = kubeconfig
@@ -63,6 +66,8 @@ class OperatorProcess:
         self.health_port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self.ready_s: float | None = None
+        """Seconds from the process start to its first /readyz 200."""
 
     def start(self, ready_timeout: float = 60.0) -> OperatorProcess:
         """Start the process and wait until its /readyz answers 200."""
@@ -70,10 +75,11 @@ class OperatorProcess:
         env.update({"KUBECONFIG": str(self.kubeconfig), "POD_NAME": "bench"} | self.extra_env)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
+        began = time.monotonic()
         self.process = subprocess.Popen(
             [
                 *self.launcher,
-                str(Path(sys.executable).parent / self.command),
+                str(self.executable),
                 "--metrics-bind-address=0",
                 f"--health-probe-bind-address=127.0.0.1:{self.health_port}",
                 *self.args,
@@ -89,7 +95,8 @@ class OperatorProcess:
                 raise RuntimeError(f"{self.command} exited; see {self.log_path}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.command} not ready after {ready_timeout:.0f} s")
-            time.sleep(0.2)
+            time.sleep(0.05)
+        self.ready_s = time.monotonic() - began
         return self
 
     @property

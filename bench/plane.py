@@ -28,12 +28,35 @@ USER_AGENT = "opsuite-bench"
 
 def ensure_up(fake_nodes: int | None = None) -> None:
     """Start the local plane unless it is running (hack/localplane.py up is idempotent);
-    ``fake_nodes`` adds kwok nodes to a running plane when it has fewer."""
+    ``fake_nodes`` adds kwok nodes to a running plane when it has fewer. A plane that answers
+    and has that many Ready kwok nodes is left alone (no localplane.py run at all)."""
+    if _ready_fake_nodes() >= (fake_nodes or 0):
+        return
     env = dict(os.environ)
     if fake_nodes is not None:
         env["OPSUITE_PLANE_FAKE_NODES"] = str(fake_nodes)
     localplane = [sys.executable, str(ROOT / "hack" / "localplane.py"), "up"]
     subprocess.run(localplane, check=True, env=env)
+
+
+FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+def _ready_fake_nodes() -> int:
+    """Ready kwok nodes of the plane; -1 when it does not answer."""
+    try:
+        nodes = request_json(api_client(), "GET", resource_path("v1", "nodes"))
+    except Exception:  # no kubeconfig, refused, TLS, 5xx: not running as far as we can tell
+        return -1
+    return sum(
+        1
+        for n in nodes.get("items") or []
+        if (n["metadata"].get("annotations") or {}).get(FAKE_NODE_ANNOTATION) == "fake"
+        and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (n.get("status") or {}).get("conditions") or []
+        )
+    )
 
 
 def api_client(kubeconfig: Path = KUBECONFIG) -> client.ApiClient:

@@ -14,7 +14,7 @@ import json
 import math
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,13 +26,17 @@ README = BENCH / "README.md"
 RESULTS = BENCH / "results"
 CHARTS = BENCH / "charts"
 MEASUREMENTS = LOCAL / "measurements"
-NAMES = ("podset", "configmapsync", "poddebugger", "scale")
+NAMES = ("podset", "configmapsync", "poddebugger", "scale", "versus", "curve")
 TITLES = {
     "podset": "PodSet vs ReplicaSet",
     "configmapsync": "ConfigMapSync vs plain client",
     "poddebugger": "PodDebugger vs plain client",
     "scale": "Scale (reference: kube-controller-manager, same window)",
+    "versus": "Each operator vs its Go reference, side by side",
+    "curve": "Scale curve vs the Go references",
 }
+GO_REFERENCE = ("versus", "curve")
+"""Benchmarks against the Go references (bench/reference): rows with pair, opsuite, go."""
 Document = dict[str, Any]
 
 
@@ -77,6 +81,18 @@ def figures(name: str, document: Document) -> list[Figure]:
                     row["podset"],
                     row["replicaset"],
                     ratio,
+                    row["target"],
+                    row["met"],
+                )
+            )
+        elif name in GO_REFERENCE:
+            rows.append(
+                Figure(
+                    name,
+                    f"{row['pair']}: {row['label']}",
+                    row["opsuite"],
+                    row["go"],
+                    row["ratio"],
                     row["target"],
                     row["met"],
                 )
@@ -209,6 +225,64 @@ def scale_details(document: Document) -> str:
     return "\n".join(lines)
 
 
+Row = dict[str, Any]
+TARGETS: tuple[tuple[str, str, str, Callable[[Row], bool]], ...] = (
+    (
+        "RSS at 5,000 and at 20,000 objects",
+        "ratio <= 1.0",
+        "curve",
+        lambda r: r["label"].endswith(": RSS (MiB)") and r["objects"] in (5000, 20000),
+    ),
+    (
+        "time to converge (each workload)",
+        "ratio <= 1.0",
+        "versus",
+        lambda r: r["label"].startswith("converge:"),
+    ),
+    (
+        "CPU seconds per workload",
+        "ratio <= 1.5",
+        "versus",
+        lambda r: r["label"].startswith("CPU seconds"),
+    ),
+    (
+        "start to Ready with 20,000 objects present",
+        "ratio <= 1.5",
+        "curve",
+        lambda r: r["label"].endswith(": start to Ready (s)") and r["objects"] == 20000,
+    ),
+    (
+        "API requests per workload",
+        "ratio <= 1.0",
+        "versus",
+        lambda r: r["label"].startswith("API requests"),
+    ),
+)
+"""Issue #19's targets (opsuite / Go reference, same run): title, limit, benchmark, its rows."""
+
+
+def targets_table(documents: dict[str, Document]) -> str:
+    """Every figure that has a target against the Go references, met or missed, with the ratio."""
+    lines = [
+        "| target | limit | pair | figure | opsuite | Go | ratio | met |",
+        "|---|---|---|---|---:|---:|---:|---|",
+    ]
+    met = total = 0
+    for title, limit, name, selects in TARGETS:
+        rows = [r for r in documents.get(name, {}).get("summary", []) if selects(r)]
+        if not rows:
+            lines.append(f"| {title} | {limit} | - | not measured | - | - | - | - |")
+        for r in rows:
+            total += 1
+            met += bool(r["met"])
+            lines.append(
+                f"| {title} | {limit} | {r['pair']} | {r['label']} | {_number(r['opsuite'])} | "
+                f"{_number(r['go'])} | {_number(r['ratio'])} | "
+                f"{'met' if r['met'] else '**missed**'} |"
+            )
+    return f"{met} of {total} figures meet their target.\n\n" + "\n".join(lines)
+
+
 def ecdf(values: Sequence[float]) -> tuple[list[float], list[float]]:
     """Sorted values and their cumulative fractions."""
     ordered = sorted(values)
@@ -269,6 +343,24 @@ def render_charts(documents: dict[str, Document], out: Path = CHARTS) -> list[tu
         ax.set_title(title)
         ax.legend()
         save(fig, f"{name}-latency.png", title)
+
+    curve = documents.get("curve")
+    if curve and curve.get("points"):
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        lines: dict[str, list[tuple[int, float]]] = {}
+        for point in curve["points"]:
+            side = "opsuite" if point["side"] == "opsuite" else "Go reference"
+            lines.setdefault(f"{point['pair']} ({side})", []).append(
+                (point["objects"], point["rss_mib"])
+            )
+        for label, xy in sorted(lines.items()):
+            xy.sort()
+            style = "-" if "opsuite" in label else "--"
+            ax.plot([x for x, _ in xy], [y for _, y in xy], style, marker="o", label=label)
+        ax.set(xlabel="watched objects", ylabel="RSS (MiB)")
+        ax.set_title("RSS against watched objects: opsuite and the Go references")
+        ax.legend(fontsize=8)
+        save(fig, "curve-rss.png", "Scale curve: RSS against watched objects")
 
     scale = documents.get("scale")
     if scale and scale["result"].get("rss_series"):
@@ -334,6 +426,8 @@ def render(documents: dict[str, Document], charts: Sequence[tuple[str, str]]) ->
     sections = {"summary": "\n".join(summary)}
     if "scale" in documents:
         sections["scale"] = scale_details(documents["scale"])
+    if any(name in documents for name in GO_REFERENCE):
+        sections["targets"] = targets_table(documents)
     return sections
 
 

@@ -708,7 +708,7 @@ def main(
 ) -> int:
     """Run the scale benchmark; the exit status (0 done, 1 missed with --strict, 2 error, 130)."""
     config = Config(
-        quiet_s=args.quiet_window,
+        quiet_s=args.quiet_window if args.quiet_window is not None else Config.quiet_s,
         settle_s=args.settle,
         timeout=max(args.timeout, Config.timeout),
         profile=not args.no_profile,

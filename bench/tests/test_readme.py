@@ -167,3 +167,83 @@ def test_collect_prefers_the_newer_measurement(tmp_path: Path) -> None:
     documents = collect(measurements, results)
     assert documents == {"podset": {"v": "kept"}, "scale": {"v": "fresh"}}
     assert (results / "scale.json").exists()
+
+
+def _row(
+    pair: str, label: str, ops: float, go: float, target: str, objects: int = 0
+) -> dict[str, Any]:
+    limit = float(target.split()[-1]) if target != "reported" else None
+    r = ops / go
+    return {
+        "pair": pair,
+        "objects": objects,
+        "label": label,
+        "opsuite": ops,
+        "go": go,
+        "ratio": r,
+        "target": target,
+        "met": None if limit is None else r <= limit,
+    }
+
+
+def _versus() -> dict[str, Any]:
+    return {
+        "environment": ENV,
+        "summary": [
+            _row("podset", "converge: PodSet 0->500 (s)", 8.0, 10.0, "ratio <= 1.0"),
+            _row("podset", "CPU seconds, whole workload", 4.0, 2.0, "ratio <= 1.5"),
+            _row("podset", "API requests, whole workload", 600, 500, "ratio <= 1.0"),
+            _row("podset", "RSS after the initial sync (MiB)", 80, 40, "reported"),
+        ],
+    }
+
+
+def _curve() -> dict[str, Any]:
+    points = [
+        {"pair": "podset", "side": side, "objects": n, "rss_mib": rss}
+        for side, n, rss in (
+            ("opsuite", 1000, 80),
+            ("opsuite", 5000, 95),
+            ("go", 1000, 40),
+            ("go", 5000, 90),
+        )
+    ]
+    return {
+        "environment": ENV,
+        "points": points,
+        "summary": [
+            _row("podset", "1,000 objects: RSS (MiB)", 80, 40, "reported", 1000),
+            _row("podset", "5,000 objects: RSS (MiB)", 95, 90, "ratio <= 1.0", 5000),
+        ],
+    }
+
+
+def test_targets_table_lists_every_target_met_missed_or_not_measured() -> None:
+    sections = render({"versus": _versus(), "curve": _curve()}, [])
+    targets = sections["targets"]
+    assert targets.startswith("1 of 4 figures meet their target.")
+    assert (
+        "| time to converge (each workload) | ratio <= 1.0 | podset | "
+        "converge: PodSet 0->500 (s) | 8 | 10 | 0.8 | met |" in targets
+    )
+    assert (
+        "| CPU seconds per workload | ratio <= 1.5 | podset | "
+        "CPU seconds, whole workload | 4 | 2 | 2 | **missed** |" in targets
+    )
+    assert "5,000 objects: RSS (MiB) | 95 | 90 | 1.06 | **missed** |" in targets
+    assert (
+        "| start to Ready with 20,000 objects present | ratio <= 1.5 | - | not measured |"
+        in targets
+    )
+    assert "1,000 objects" not in targets
+    assert "RSS after the initial sync" not in targets
+    assert (
+        "| versus | podset: RSS after the initial sync (MiB) | 80 | 40 | 2 | reported | - |"
+        in sections["summary"]
+    )
+
+
+def test_the_curve_chart_draws_rss_against_objects(tmp_path: Path) -> None:
+    made = render_charts({"curve": _curve()}, tmp_path)
+    assert made == [("Scale curve: RSS against watched objects", "curve-rss.png")]
+    assert (tmp_path / "curve-rss.png").read_bytes().startswith(b"\x89PNG")
