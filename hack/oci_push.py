@@ -179,6 +179,20 @@ def push_artifact(
     return _digest(data)
 
 
+def manifest_digest(reference: str) -> str:
+    """The digest the registry serves ``reference``'s tag as (an index for a multi-platform
+    image), as a client pulling it by tag would get it."""
+    registry, repository, tag = split_reference(reference)
+    url = f"{base_url(registry)}/v2/{repository}/manifests/{tag}"
+    with _request("GET", url, accept=", ".join(INDEX_TYPES + MANIFEST_TYPES)) as response:
+        body = response.read()
+        served = response.headers.get("Docker-Content-Digest")
+    digest = _digest(body)
+    if served and served != digest:
+        raise ValueError(f"{reference}: the registry says {served}, the manifest is {digest}")
+    return digest
+
+
 def pull_layer(reference: str, layer_type: str) -> bytes:
     """The first layer of ``layer_type`` of the manifest ``reference`` names."""
     registry, repository, tag = split_reference(reference)
