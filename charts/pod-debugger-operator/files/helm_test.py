@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8081)
     parser.add_argument("--timeout", type=float, default=60)
     args = parser.parse_args(argv)
-    config.load_incluster_config()
+    config.load_incluster_config()  # type: ignore[no-untyped-call]
     core, extensions = client.CoreV1Api(), client.ApiextensionsV1Api()
     deadline = time.monotonic() + args.timeout
     while True:
