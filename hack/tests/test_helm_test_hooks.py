@@ -88,6 +88,8 @@ def test_test_account_may_only_list_pods_and_get_the_crd(chart: str) -> None:
     (pod,) = find(hooks, "Pod")
     account = pod["spec"]["serviceAccountName"]
     assert [a["metadata"]["name"] for a in find(hooks, "ServiceAccount")] == [account]
+    # `helm test --logs` reads a pod's logs by each test hook's name, whatever its kind.
+    assert {hook["metadata"]["name"] for hook in hooks} == {pod["metadata"]["name"]}
     (role,) = find(hooks, "Role")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
     (cluster_role,) = find(hooks, "ClusterRole")
