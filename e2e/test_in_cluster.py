@@ -107,6 +107,17 @@ def test_metrics_through_the_service(api: client.ApiClient, chart: str) -> None:
     )
 
 
+@pytest.mark.parametrize("chart", CHART_NAMES)
+def test_helm_test_passes(cluster: Cluster, chart: str) -> None:
+    """`helm test`: the chart's test Pod (the operator's image, its own least-privilege
+    ServiceAccount) finds every operator pod answering /readyz and the CRD Established."""
+    out = helm(cluster, "test", chart, "--namespace", RELEASE_NAMESPACE, "--logs",
+               "--timeout", "3m")  # fmt: skip
+    assert f"TEST SUITE:     {chart}-test" in out, out  # the release has the test hook
+    assert "Phase:          Succeeded" in out, out
+    assert "ok: " in out, out
+
+
 def _leading(core: client.CoreV1Api, pod: str) -> float:
     """A pod's leader_election_master_status, read from its own metrics port."""
     text = core.connect_get_namespaced_pod_proxy_with_path(

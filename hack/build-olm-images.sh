@@ -3,6 +3,8 @@
 # image (catalog/, served by opm) and push them: <registry>/<package>-bundle:<tag> and
 # <registry>/opsuite-catalog:<tag>. catalog/ names its bundles ghcr.io/opsuite/<package>-bundle:<tag>;
 # the tag must be that one (a registry that mirrors ghcr.io, as the OLM job's, serves the rest).
+# With --push the catalog image names every image by digest (hack/pin_digests.py): the operator
+# images must be in <registry> already.
 # Usage: hack/build-olm-images.sh <registry> <tag> [--push]   (without --push: --load, one platform)
 # Used by .github/workflows/release.yaml and the OLM job of e2e.yaml.
 set -euo pipefail
@@ -37,6 +39,11 @@ hack/build-tools.sh opm
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r catalog "$work/catalog"
+if [[ $# -eq 3 ]]; then
+  # Pushed: the catalog names the bundles and the operator images by the digests <registry>
+  # serves (OCI_USERNAME/OCI_PASSWORD for a private registry), for disconnected installs.
+  python3 hack/pin_digests.py "$work/catalog" --registry-for "ghcr.io/opsuite=$registry"
+fi
 .local/bin/opm generate dockerfile "$work/catalog" --base-image "$opm_image" --builder-image "$opm_image"
 docker buildx build "${output[@]}" -f "$work/catalog.Dockerfile" \
   -t "$registry/opsuite-catalog:$tag" "$work"

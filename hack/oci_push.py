@@ -5,9 +5,11 @@ HTTPS otherwise, with the registry's bearer-token challenge answered with ``OCI_
 ``OCI_PASSWORD`` when set (anonymously otherwise).
 
     python3 hack/oci_push.py artifacthub-repo REGISTRY/REPOSITORY FILE
+    python3 hack/oci_push.py digest REGISTRY/REPOSITORY:TAG
 
-pushes FILE (``artifacthub-repo.yml``) as the ``artifacthub.io`` tag of a chart's OCI repository
-with Artifact Hub's media types, reads it back and checks it.
+The first pushes FILE (``artifacthub-repo.yml``) as the ``artifacthub.io`` tag of a chart's OCI
+repository with Artifact Hub's media types, reads it back and checks it; the second prints the
+digest the registry serves the tag as (what the release signs).
 """
 
 from __future__ import annotations
@@ -179,6 +181,20 @@ def push_artifact(
     return _digest(data)
 
 
+def manifest_digest(reference: str) -> str:
+    """The digest the registry serves ``reference``'s tag as (an index for a multi-platform
+    image), as a client pulling it by tag would get it."""
+    registry, repository, tag = split_reference(reference)
+    url = f"{base_url(registry)}/v2/{repository}/manifests/{tag}"
+    with _request("GET", url, accept=", ".join(INDEX_TYPES + MANIFEST_TYPES)) as response:
+        body = response.read()
+        served = response.headers.get("Docker-Content-Digest")
+    digest = _digest(body)
+    if served and served != digest:
+        raise ValueError(f"{reference}: the registry says {served}, the manifest is {digest}")
+    return digest
+
+
 def pull_layer(reference: str, layer_type: str) -> bytes:
     """The first layer of ``layer_type`` of the manifest ``reference`` names."""
     registry, repository, tag = split_reference(reference)
@@ -211,9 +227,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     artifacthub = commands.add_parser("artifacthub-repo", help="push artifacthub-repo.yml")
     artifacthub.add_argument("repository", help="host[:port]/repository of a chart")
     artifacthub.add_argument("file", type=Path)
+    digest = commands.add_parser("digest", help="print the digest a tag is served as")
+    digest.add_argument("reference", help="host[:port]/repository:tag")
     args = parser.parse_args(argv)
-    digest = push_artifacthub_repo(args.repository, args.file)
-    print(f"pushed {args.file} as {args.repository}:{ARTIFACTHUB_TAG} ({digest})")
+    if args.command == "digest":
+        print(manifest_digest(args.reference))
+        return
+    pushed = push_artifacthub_repo(args.repository, args.file)
+    print(f"pushed {args.file} as {args.repository}:{ARTIFACTHUB_TAG} ({pushed})")
 
 
 if __name__ == "__main__":

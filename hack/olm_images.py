@@ -5,7 +5,8 @@ real node's containerd takes from that registry):
 * ``<package>-bundle:v<version>``: ``bundle/<package>/`` as its bundle.Dockerfile lays it out
   (FROM scratch, manifests/, metadata/ and tests/scorecard/, the bundle labels);
 * ``opsuite-catalog:v<version>``: ``catalog/`` served by ``opm serve``, as the image
-  ``opm generate dockerfile`` describes (its cache built at image build time);
+  ``opm generate dockerfile`` describes (its cache built at image build time), its bundle
+  images and relatedImages named by digest (hack/pin_digests.py, as in the release);
 * ``olm-tools:<hash>``: what upstream's OLM and opm images hold, built from the pinned modules:
   ``olm``, ``catalog``, ``package-server``, ``cpb``, ``opm``, ``grpc_health_probe``, and busybox
   for ``cp`` (the bundle
@@ -24,11 +25,12 @@ import json
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import images
 import oci_push
+import pin_digests
 from images import BIN, LOCAL, OUT, ROOT, ImageConfig, archive_layout, write_image, write_layer
 
 PUBLISHED = "ghcr.io/opsuite"
@@ -97,8 +99,9 @@ def build_tools() -> tuple[Path, str]:
     return archive, name
 
 
-def build_catalog(tag: str) -> tuple[Path, str]:
-    """catalog/ served by opm on :50051 (the CatalogSource's pod), as a non-root user."""
+def build_catalog(tag: str, resolve: Callable[[str], str]) -> tuple[Path, str]:
+    """catalog/ served by opm on :50051 (the CatalogSource's pod), as a non-root user, its
+    images named by the digest ``resolve`` gives (as the release does)."""
     name = f"{PUBLISHED}/opsuite-catalog:{tag}"
     archive = OLM_OUT / "opsuite-catalog.tar"
     with tempfile.TemporaryDirectory(dir=LOCAL) as tmp:
@@ -109,6 +112,7 @@ def build_catalog(tag: str) -> tuple[Path, str]:
         probe = (BIN / "grpc-health-probe").resolve()
         shutil.copy2(probe, rootfs / "bin" / "grpc_health_probe")
         shutil.copytree(ROOT / "catalog", rootfs / "configs")
+        pin_digests.pin_catalog(rootfs / "configs", resolve)
         # What the generated catalog.Dockerfile's RUN does: opm checks this cache at start.
         opm = [str(BIN / "opm"), "serve", str(rootfs / "configs"), "--cache-only"]
         images.run([*opm, f"--cache-dir={rootfs / 'tmp' / 'cache'}"])
@@ -133,12 +137,15 @@ def publish(registry: str) -> dict[str, str]:
         images.log(f"pushed {name} ({digest[:19]})")
         pushed[role] = name
 
-    for package in sorted(p.name for p in (ROOT / "bundle").iterdir() if p.is_dir()):
-        push(*build_bundle(package, tag), f"bundle/{package}")
-    push(*build_catalog(tag), "catalog")
-    push(*build_tools(), "tools")
+    # The release's order: the images, then the bundles naming them, then the catalog naming
+    # both by digest.
     for target in images.TARGETS:
         push(OUT / f"{target}.tar", f"{PUBLISHED}/{target}:{version()}", f"operator/{target}")
+    for package in sorted(p.name for p in (ROOT / "bundle").iterdir() if p.is_dir()):
+        push(*build_bundle(package, tag), f"bundle/{package}")
+    resolve = pin_digests.registry_resolver([(PUBLISHED, f"{registry}/opsuite")])
+    push(*build_catalog(tag, resolve), "catalog")
+    push(*build_tools(), "tools")
     return pushed
 
 

@@ -88,6 +88,8 @@ def test_test_account_may_only_list_pods_and_get_the_crd(chart: str) -> None:
     (pod,) = find(hooks, "Pod")
     account = pod["spec"]["serviceAccountName"]
     assert [a["metadata"]["name"] for a in find(hooks, "ServiceAccount")] == [account]
+    # `helm test --logs` reads a pod's logs by each test hook's name, whatever its kind.
+    assert {hook["metadata"]["name"] for hook in hooks} == {pod["metadata"]["name"]}
     (role,) = find(hooks, "Role")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
     (cluster_role,) = find(hooks, "ClusterRole")
@@ -103,14 +105,15 @@ def test_test_account_may_only_list_pods_and_get_the_crd(chart: str) -> None:
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": account, "namespace": "ns"}
         ]
-    # RBAC first (lower weight), and gone once the test passed; the Pod stays for its logs.
+    # RBAC first (lower weight), and gone once the test ran, passed or failed (a failed test
+    # leaves no ClusterRole behind); the Pod stays for its logs until the next run.
     for obj in hooks:
         policy = obj["metadata"]["annotations"]["helm.sh/hook-delete-policy"]
         if obj["kind"] == "Pod":
             assert policy == "before-hook-creation"
         else:
             assert obj["metadata"]["annotations"]["helm.sh/hook-weight"] == "-1"
-            assert policy == "before-hook-creation,hook-succeeded"
+            assert policy == "before-hook-creation,hook-succeeded,hook-failed"
 
 
 @pytest.mark.parametrize("chart", sorted(CHART_SPECS))

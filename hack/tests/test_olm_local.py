@@ -4,7 +4,9 @@ the real node."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -22,6 +24,7 @@ import localplane
 import oci_push
 import olm_images
 import olm_manifest
+import pin_digests
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -219,3 +222,58 @@ def test_artifacthub_repo_is_pushed_with_artifact_hubs_media_types(
 )
 def test_plain_http_only_on_loopback(registry: str, base: str) -> None:
     assert oci_push.base_url(registry) == base
+
+
+DIGEST = "sha256:" + "a" * 64
+
+
+def _fake(reference: str) -> str:
+    return "sha256:" + hashlib.sha256(reference.encode()).hexdigest()
+
+
+def test_pinned_replaces_the_tag() -> None:
+    assert pin_digests.pinned("ghcr.io/o/x:v1", DIGEST) == f"ghcr.io/o/x@{DIGEST}"
+    assert pin_digests.pinned("host:5000/o/x:1.0", DIGEST) == f"host:5000/o/x@{DIGEST}"
+    with pytest.raises(ValueError, match="no tag"):
+        pin_digests.pinned("host:5000/o/x", DIGEST)
+    with pytest.raises(ValueError, match="digest"):
+        pin_digests.pinned("ghcr.io/o/x:v1", "sha256:short")
+
+
+def test_catalog_bundle_and_related_images_are_pinned(tmp_path: Path) -> None:
+    catalog = tmp_path / "catalog"
+    shutil.copytree(ROOT / "catalog", catalog)
+    pinned = pin_digests.pin_catalog(catalog, _fake)
+    for package in ("podset-operator", "configmapsync-operator", "pod-debugger-operator"):
+        bundle = f"ghcr.io/opsuite/{package}-bundle:v0.1.0"
+        assert bundle in pinned
+        documents = list(yaml.safe_load_all((catalog / package / "catalog.yaml").read_text()))
+        (entry,) = [d for d in documents if d["schema"] == "olm.bundle"]
+        assert entry["image"] == f"ghcr.io/opsuite/{package}-bundle@{_fake(bundle)}"
+        related = [r["image"] for r in entry["relatedImages"]]
+        assert related
+        assert all("@sha256:" in image and ":v0" not in image for image in related)
+        # Everything else is as generated: the package, its channel, the bundle's properties.
+        original = list(
+            yaml.safe_load_all((ROOT / "catalog" / package / "catalog.yaml").read_text())
+        )
+        assert [d for d in documents if d["schema"] != "olm.bundle"] == [
+            d for d in original if d["schema"] != "olm.bundle"
+        ]
+        (before,) = [d for d in original if d["schema"] == "olm.bundle"]
+        assert entry["properties"] == before["properties"]
+    opm = shutil.which("opm") or str(ROOT / ".local" / "bin" / "opm")
+    done = subprocess.run([opm, "validate", str(catalog)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_resolver_reads_the_digest_the_registry_serves(
+    tmp_path: Path,
+    registry: str,
+) -> None:
+    archive = _small_archive(tmp_path, "ghcr.io/opsuite/app:1", "one")
+    digest = oci_push.push(archive, f"{registry}/opsuite/app:1")
+    resolve = pin_digests.registry_resolver([("ghcr.io/opsuite", f"{registry}/opsuite")])
+    assert resolve("ghcr.io/opsuite/app:1") == digest
+    with pytest.raises(Exception, match="404"):
+        resolve("ghcr.io/opsuite/app:missing")

@@ -411,6 +411,12 @@ over, and no change made meanwhile is lost or applied twice.
   `<fullname>-edit`, {_edit_aggregation(spec)}
 {spec.security_notes}
 {rbac_table(spec)}
+## Testing a release
+
+`helm test {spec.name} -n opsuite-system --logs` checks a release: every operator pod answers
+`/readyz` and the CRD is Established (a test Pod in the operator's image, with a ServiceAccount
+that may only list the namespace's pods and get the CRD).
+
 ## Values
 
 {values_table(spec.values)}"""
