@@ -90,3 +90,18 @@ def push(archive: Path, reference: str) -> str:
     _push_tree(base, repository, descriptor, blobs)
     put_manifest(base, repository, tag, blobs[descriptor["digest"]], descriptor)
     return str(descriptor["digest"])
+
+
+def retag(reference: str, tag: str) -> str:
+    """Point ``tag`` of ``reference``'s repository at the manifest ``reference`` names (as
+    ``crane tag`` does: the blobs are there already); return its digest."""
+    registry, repository, source = split_reference(reference)
+    base = f"http://{registry}"
+    request = urllib.request.Request(f"{base}/v2/{repository}/manifests/{source}")
+    request.add_header("Accept", ", ".join((*MANIFEST_TYPES, *INDEX_TYPES)))
+    with urllib.request.urlopen(request, timeout=60) as response:
+        data = response.read()
+        media_type = response.headers["Content-Type"]
+        digest = str(response.headers["Docker-Content-Digest"])
+    put_manifest(base, repository, tag, data, {"mediaType": media_type})
+    return digest
