@@ -7,7 +7,9 @@ ConfigMapSync and a PodDebugger with their pods and copies, then moves the tag t
 both releases (published beside it), and shows that:
 
 - each Subscription upgrades by itself (installedCSV the current CSV, Succeeded; the previous
-  CSV gone), timed from the tag move to the CSVs' Succeeded and to Ready operator pods;
+  CSV gone), timed from the tag move to the new CSVs' Succeeded, to the Subscriptions' status
+  and to Ready operator pods (the Subscription's config.env applied, which OLM does once the
+  Subscription names the new CSV);
 - the custom resources survive and keep being reconciled: a spec change using the field the
   previous CRD lacked takes effect;
 - no copy, pod or ephemeral container is lost or duplicated (same UIDs, same counts, one debug
@@ -160,9 +162,14 @@ class Olm:
         self.custom = client.CustomObjectsApi(api)
         self.apps = client.AppsV1Api(api)
 
+    def subscription(self, package: str) -> dict[str, Any]:
+        sub: dict[str, Any] = self.custom.get_namespaced_custom_object(
+            *OLM, NAMESPACE, "subscriptions", package
+        )
+        return sub
+
     def installed(self, package: str) -> str:
-        sub = self.custom.get_namespaced_custom_object(*OLM, NAMESPACE, "subscriptions", package)
-        return str(sub.get("status", {}).get("installedCSV", ""))
+        return str(self.subscription(package).get("status", {}).get("installedCSV", ""))
 
     def phase(self, csv: str) -> str | None:
         try:
@@ -176,12 +183,16 @@ class Olm:
         return str(obj.get("status", {}).get("phase", ""))
 
     def rolled_out(self, package: str, version: str) -> bool:
-        """The Deployment runs ``version`` only, every replica updated and ready."""
+        """The Deployment runs ``version`` only, as the Subscription configures it (its
+        ``config.env``), every replica updated and ready."""
         deployment = self.apps.read_namespaced_deployment(package, NAMESPACE)
         labels = deployment.spec.template.metadata.labels or {}
+        env = {(v.name, v.value) for v in deployment.spec.template.spec.containers[0].env or []}
+        config = self.subscription(package)["spec"].get("config", {}).get("env", [])
         status = deployment.status
         return (
             labels.get("app.kubernetes.io/version") == version
+            and {(v["name"], v.get("value")) for v in config} <= env
             and status.observed_generation == deployment.metadata.generation
             and status.updated_replicas == deployment.spec.replicas
             and status.ready_replicas == deployment.spec.replicas
@@ -313,27 +324,34 @@ def test_subscriptions_upgrade_and_every_managed_object_survives(
     started = time.monotonic()
     _publish_catalog_of_both_releases()
     succeeded: dict[str, float] = {}
+    upgraded: dict[str, float] = {}
     ready: dict[str, float] = {}
 
     def progress() -> bool:
         now = time.monotonic() - started
         for package in PACKAGES:
             csv = _csv(package, CURRENT)
-            if package not in succeeded and (
-                olm.installed(package) == csv and olm.phase(csv) == "Succeeded"
-            ):
+            if package not in succeeded and olm.phase(csv) == "Succeeded":
                 succeeded[package] = now
-            if package in succeeded and package not in ready and olm.rolled_out(package, CURRENT):
+            if package not in upgraded and olm.installed(package) == csv:
+                upgraded[package] = now
+            if (
+                package in succeeded
+                and package in upgraded
+                and package not in ready
+                and olm.rolled_out(package, CURRENT)
+            ):
                 ready[package] = now
         return len(ready) == len(PACKAGES)
 
     wait_until(progress, bool, timeout=600, interval=1, what="every Subscription upgraded")
-    print(
-        f"\n>> catalog published to the new CSVs Succeeded: {max(succeeded.values()):.0f} s"
-        f" ({', '.join(f'{p} {t:.0f} s' for p, t in succeeded.items())})"
-        f"\n>> catalog published to the new operator pods Ready: {max(ready.values()):.0f} s"
-        f" ({', '.join(f'{p} {t:.0f} s' for p, t in ready.items())})"
-    )
+    for what, times in (
+        ("the new CSVs Succeeded", succeeded),
+        ("the Subscriptions' installedCSV the new CSVs", upgraded),
+        ("the new operator pods Ready, as the Subscriptions configure them", ready),
+    ):
+        each = ", ".join(f"{p} {t:.0f} s" for p, t in times.items())
+        print(f"\n>> catalog published to {what}: {max(times.values()):.0f} s ({each})")
     for package in PACKAGES:
         wait_until(
             lambda package=package: olm.phase(_csv(package, PREVIOUS)),
