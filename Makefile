@@ -88,13 +88,14 @@ e2e-in-cluster: deps images ## The charts with the real images on the local plan
 	hack/e2e-in-cluster.sh test
 	hack/e2e-in-cluster.sh uninstall
 
-e2e-olm: deps images ## OLM on the local plane's real node: images in its registry, OLM, a Subscription per operator, the smoke subset
+e2e-olm: deps images ## OLM on the local plane's real node: images in its registry, OLM, a Subscription per operator (previous release), the upgrade along the catalog, the smoke subset
 	@echo "============= e2e tests, operators from OLM ========"
 	@if [[ -z "$${KUBECONFIG:-}" ]]; then $(MAKE) --no-print-directory cluster; fi
 	hack/build-tools.sh opm olm grpc-health-probe
 	hack/e2e-olm.sh publish
 	hack/e2e-olm.sh install
 	hack/e2e-olm.sh subscribe
+	hack/e2e-olm.sh upgrade
 	hack/e2e-olm.sh test
 	hack/e2e-olm.sh uninstall
 

@@ -87,9 +87,10 @@ def _olm_steps(text: str) -> list[str]:
 
 def test_the_olm_job_runs_the_steps_make_e2e_olm_runs() -> None:
     """The OLM job (kind, upstream OLM images) and `make e2e-olm` (the real node, images from
-    the plane's registry) install, subscribe and test with the same script, in the same order."""
+    the plane's registry) install, subscribe, upgrade and test with the same script, in the same
+    order."""
     runs = "\n".join(s.get("run", "") for s in _steps("olm"))
-    assert _olm_steps(runs) == ["install", "subscribe", "test"]
+    assert _olm_steps(runs) == ["install", "subscribe", "upgrade", "test"]
     makefile = (ROOT / "Makefile").read_text()
     target = makefile[makefile.index("\ne2e-olm:") :].split("\n\n", 1)[0]
-    assert _olm_steps(target) == ["publish", "install", "subscribe", "test", "uninstall"]
+    assert _olm_steps(target) == ["publish", "install", "subscribe", "upgrade", "test", "uninstall"]

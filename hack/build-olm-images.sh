@@ -6,6 +6,8 @@
 # With --push the catalog image names every image by digest (hack/pin_digests.py): the operator
 # images must be in <registry> already.
 # Usage: hack/build-olm-images.sh <registry> <tag> [--push]   (without --push: --load, one platform)
+# OLM_SOURCE: the tree holding bundle/ and catalog/ (default: this checkout's); the OLM job of
+# e2e.yaml builds the upgrade test's two releases (hack/olm_images.py --releases) with it.
 # Used by .github/workflows/release.yaml and the OLM job of e2e.yaml.
 set -euo pipefail
 
@@ -16,6 +18,7 @@ fi
 registry="$1" tag="$2"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+tree="${OLM_SOURCE:-$root}"
 # The opm image the catalog is served by: operator-registry v1.73.0, the version
 # hack/tools/opm pins.
 opm_image="quay.io/operator-framework/opm:v1.73.0@sha256:e5a6220603fb4504d58c6e3e488386b817e3695c906a62ee0370b5faedc3799a"
@@ -25,10 +28,10 @@ else
   output=(--load)
 fi
 
-for dir in bundle/*/; do
+for dir in "$tree"/bundle/*/; do
   package="$(basename "$dir")"
-  if ! grep -qx "image: ghcr.io/opsuite/$package-bundle:$tag" "catalog/$package/catalog.yaml"; then
-    echo "catalog/$package does not name ghcr.io/opsuite/$package-bundle:$tag" >&2
+  if ! grep -qx "image: ghcr.io/opsuite/$package-bundle:$tag" "$tree/catalog/$package/catalog.yaml"; then
+    echo "$tree/catalog/$package does not name ghcr.io/opsuite/$package-bundle:$tag" >&2
     exit 1
   fi
   docker buildx build "${output[@]}" -f "$dir/bundle.Dockerfile" \
@@ -38,7 +41,7 @@ done
 hack/build-tools.sh opm
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-cp -r catalog "$work/catalog"
+cp -r "$tree/catalog" "$work/catalog"
 if [[ $# -eq 3 ]]; then
   # Pushed: the catalog names the bundles and the operator images by the digests <registry>
   # serves (OCI_USERNAME/OCI_PASSWORD for a private registry), for disconnected installs.

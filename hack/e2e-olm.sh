@@ -1,30 +1,40 @@
 #!/usr/bin/env bash
 # The OLM route end to end, one step per call, in the order `make e2e-olm` runs it on the local
-# plane's real node (the OLM job of .github/workflows/e2e.yaml runs subscribe and test too):
+# plane's real node (the OLM job of .github/workflows/e2e.yaml runs subscribe, upgrade and test
+# too):
 #
-#   hack/e2e-olm.sh publish    the bundle, catalog, OLM and operator images, built without Docker
-#                              (hack/olm_images.py), pushed to the plane's registry, which the
-#                              real node's containerd takes ghcr.io/opsuite images from
+#   hack/e2e-olm.sh publish    the OLM and operator images and two releases' bundle and catalog
+#                              images (hack/olm_images.py), built without Docker, pushed to the
+#                              plane's registry, which the real node's containerd takes
+#                              ghcr.io/opsuite images from: the previous release (the bundles
+#                              re-versioned lower, each CRD without one optional field) is the
+#                              catalog's moving tag; the catalog of both waits for `upgrade`
 #   hack/e2e-olm.sh install    OLM from the pinned operator-lifecycle-manager module's quickstart
 #                              manifests (CRDs, olm-operator, catalog-operator, packageserver),
 #                              with OLM_IMAGE standing in for upstream's images when set
 #   hack/e2e-olm.sh subscribe  the PodDebugger's admission policies from its chart (the admin's
-#                              step its docs give), then a CatalogSource serving CATALOG_IMAGE and
-#                              a Subscription per operator in E2E_NAMESPACE (hack/olm-subscribe.sh);
-#                              prints the time from the Subscriptions to Ready operator pods
-#   hack/e2e-olm.sh test       the smoke subset against the operators OLM runs
+#                              step its docs give), then a CatalogSource serving CATALOG_IMAGE,
+#                              polled every CATALOG_POLL_INTERVAL (default 15s), and a Subscription
+#                              per operator in E2E_NAMESPACE (hack/olm-subscribe.sh); prints the
+#                              time from the Subscriptions to Ready operator pods
+#   hack/e2e-olm.sh upgrade    e2e/test_olm_upgrade.py: custom resources at work, then the catalog
+#                              of both releases pushed to the same tag; OLM upgrades every
+#                              operator, nothing they manage is lost; prints the time from the
+#                              push to the new CSVs Succeeded and to Ready operator pods
+#   hack/e2e-olm.sh test       the smoke subset against the operators OLM runs (upgraded)
 #   hack/e2e-olm.sh uninstall  Subscriptions, CSVs, the operators' CRDs, the CatalogSource, OLM
 #
 # Environment: KUBECONFIG (default: the local plane's), E2E_NAMESPACE (default: operators, the
 # namespace of OLM's global OperatorGroup), CATALOG_IMAGE and OLM_IMAGE (default: what publish
-# pushed, from .local/images/olm/published.json).
+# pushed, from .local/images/olm/published.json, which `upgrade` reads too: E2E_OLM_PUBLISHED
+# names another such file).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 export PATH="$root/.local/bin:$PATH"
 export KUBECONFIG="${KUBECONFIG:-$root/.local/kubeconfig}"
 namespace="${E2E_NAMESPACE:-operators}"
-published="$root/.local/images/olm/published.json"
+published="${E2E_OLM_PUBLISHED:-$root/.local/images/olm/published.json}"
 olm_module=github.com/operator-framework/operator-lifecycle-manager
 
 published_image() {
@@ -57,13 +67,17 @@ step="${1:-}"
 case "$step" in
   publish)
     registry="$(python3 hack/localplane.py registry)"
-    python3 hack/olm_images.py "$registry" "$published"
+    .venv/bin/python hack/olm_images.py "$registry" "$published"
     ;;
   install)
     olm_dir="$(hack/module-dir.sh hack/tools/olm "$olm_module")/deploy/upstream/quickstart"
     image="${OLM_IMAGE:-}"
     if [[ -z "$image" && -f "$published" ]]; then image="$(published_image tools)"; fi
     kubectl apply --server-side -f "$olm_dir/crds.yaml"
+    # olm-operator waits for its OLMConfig informer, whose CRD the quickstart's crds.yaml lacks:
+    # from the operator-framework/api module OLM pins.
+    api_dir="$(hack/module-dir.sh hack/tools/olm github.com/operator-framework/api)"
+    kubectl apply --server-side -f "$api_dir/crds/operators.coreos.com_olmconfigs.yaml"
     kubectl wait --for=condition=Established --timeout=120s crd --all
     namespaces
     .venv/bin/python hack/olm_manifest.py "$olm_dir/olm.yaml" ${image:+--image "$image"} |
@@ -79,8 +93,12 @@ case "$step" in
     # chart's policies, before anyone creates a PodDebugger.
     debugger_policies | kubectl apply --server-side -f -
     start=$SECONDS
-    hack/olm-subscribe.sh "$catalog" "$namespace"
+    CATALOG_POLL_INTERVAL="${CATALOG_POLL_INTERVAL:-15s}" hack/olm-subscribe.sh "$catalog" "$namespace"
     echo ">> Subscriptions to Ready operator pods (catalog pod included): $((SECONDS - start)) s"
+    ;;
+  upgrade)
+    E2E_OPERATORS=in-cluster E2E_NAMESPACE="$namespace" E2E_KUBECONFIG="$KUBECONFIG" \
+      E2E_OLM_UPGRADE="$published" .venv/bin/pytest e2e/test_olm_upgrade.py -p no:kind -s
     ;;
   test)
     E2E_OPERATORS=in-cluster E2E_NAMESPACE="$namespace" E2E_KUBECONFIG="$KUBECONFIG" \
@@ -107,7 +125,7 @@ case "$step" in
       -l app.kubernetes.io/part-of=opsuite,app.kubernetes.io/managed-by=olm
     ;;
   *)
-    echo "usage: $0 publish|install|subscribe|test|uninstall" >&2
+    echo "usage: $0 publish|install|subscribe|upgrade|test|uninstall" >&2
     exit 2
     ;;
 esac

@@ -148,6 +148,19 @@ def push(archive: Path, reference: str) -> str:
     return str(descriptor["digest"])
 
 
+def retag(reference: str, tag: str) -> str:
+    """Point ``tag`` of ``reference``'s repository at the manifest ``reference`` names (as
+    ``crane tag`` does: the blobs are there already); return its digest."""
+    registry, repository, source = split_reference(reference)
+    base = base_url(registry)
+    url = f"{base}/v2/{repository}/manifests/{source}"
+    with _request("GET", url, accept=", ".join((*MANIFEST_TYPES, *INDEX_TYPES))) as response:
+        data = response.read()
+        media_type = response.headers["Content-Type"]
+    put_manifest(base, repository, tag, data, {"mediaType": media_type})
+    return _digest(data)
+
+
 def _digest(data: bytes) -> str:
     return f"sha256:{hashlib.sha256(data).hexdigest()}"
 

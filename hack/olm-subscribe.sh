@@ -5,6 +5,8 @@
 # has succeeded and its Deployment is available. The operators serve plain-HTTP metrics here
 # (OPSUITE_METRICS_SECURE=false in each Subscription's config): the e2e suite reads them through
 # the API server's service proxy, which never passes the caller's token on.
+# The CatalogSource polls its image every CATALOG_POLL_INTERVAL (default 10m): a catalog pushed
+# again under the same tag reaches the cluster, and OLM upgrades the Subscriptions along it.
 # Usage: hack/olm-subscribe.sh <catalog-image> <namespace>   (kubectl from PATH, KUBECONFIG)
 set -euo pipefail
 
@@ -25,6 +27,9 @@ spec:
   sourceType: grpc
   image: $image
   displayName: opsuite
+  updateStrategy:
+    registryPoll:
+      interval: ${CATALOG_POLL_INTERVAL:-10m}
 YAML
 for _ in $(seq 120); do
   state="$(kubectl get catalogsource -n olm opsuite -o jsonpath='{.status.connectionState.lastObservedState}')"

@@ -103,6 +103,16 @@ def test_push_puts_every_blob_and_the_tag(tmp_path: Path, registry: str) -> None
     assert sorted(tags) == ["v1", "v2"]
 
 
+def test_retag_moves_a_tag_to_another_tags_manifest(tmp_path: Path, registry: str) -> None:
+    first = oci_push.push(_small_archive(tmp_path, "x/y:1", "one"), f"{registry}/team/app:v1")
+    second = oci_push.push(_small_archive(tmp_path, "x/y:2", "two"), f"{registry}/team/app:v2")
+    assert oci_push.retag(f"{registry}/team/app:v1", "moving") == first
+    url = f"http://{registry}/v2/team/app/manifests/moving"
+    assert _get(url, images.MEDIA_MANIFEST)[1]["Docker-Content-Digest"] == first
+    assert oci_push.retag(f"{registry}/team/app:v2", "moving") == second
+    assert _get(url, images.MEDIA_MANIFEST)[1]["Docker-Content-Digest"] == second
+
+
 @pytest.mark.parametrize(
     ("reference", "error"),
     [
