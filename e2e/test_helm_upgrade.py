@@ -1,8 +1,8 @@
 """The Helm upgrade from the previous release to this one, across a CRD change, under load.
 
 hack/e2e-in-cluster.sh install-previous installed the previous release of the three charts
-(e2e/previous_release.py: an older chart version, older CRDs that Helm created); ``upgrade`` runs
-this module once. It follows the charts' READMEs: first the CRDs, with
+(opsuite_packaging/previous_release.py: an older chart version, older CRDs that Helm created);
+``upgrade`` runs this module once. It follows the charts' READMEs: first the CRDs, with
 ``helm show crds <chart> | kubectl apply --server-side --force-conflicts -f -`` (Helm never
 upgrades ``crds/``, and the plain server-side apply is refused: Helm's field manager owns the
 CRDs' versions), then ``helm upgrade`` (hack/e2e-install.sh, the values the suite uses), which
@@ -31,7 +31,7 @@ from e2e.charts import RELEASE_NAMESPACE, helm
 from e2e.cluster import ROOT, Cluster, kubectl_binary, wait_until
 from e2e.operators import operators_mode
 from e2e.placement import BUSYBOX, real_pod_spec
-from e2e.previous_release import ADDED_FIELDS, PREVIOUS_VERSION
+from opsuite_packaging.previous_release import ADDED_FIELDS, PREVIOUS_VERSION
 
 pytestmark = [
     pytest.mark.helm_upgrade,
@@ -376,15 +376,20 @@ def test_helm_upgrade_across_a_crd_change_keeps_reconciling(
         timeout=60,
         what="the copies carrying the annotation copyAnnotations names",
     )
+    strategy = {"type": "OnDelete"}
     ps = custom.patch_namespaced_custom_object(
-        "apps.opsuite.dev", "v1alpha1", source, "podsets", "web", {"spec": {"minReadySeconds": 1}}
+        "apps.opsuite.dev",
+        "v1alpha1",
+        source,
+        "podsets",
+        "web",
+        {"spec": {"updateStrategy": strategy}},
     )
-    assert ps["spec"]["minReadySeconds"] == 1
-    env = [{"name": "UPGRADED", "value": "yes"}]
+    assert ps["spec"]["updateStrategy"] == strategy
     pd = custom.patch_namespaced_custom_object(
-        "debug.opsuite.dev", "v1alpha1", source, "poddebuggers", "shell", {"spec": {"env": env}}
+        "debug.opsuite.dev", "v1alpha1", source, "poddebuggers", "shell", {"spec": {"maxPods": 5}}
     )
-    assert pd["spec"]["env"] == env
+    assert pd["spec"]["maxPods"] == 5
     wait_until(
         lambda: custom.get_namespaced_custom_object(
             "apps.opsuite.dev", "v1alpha1", source, "podsets", "web"
@@ -393,5 +398,5 @@ def test_helm_upgrade_across_a_crd_change_keeps_reconciling(
             obj.get("status", {}).get("observedGeneration") == obj["metadata"]["generation"]
         ),
         timeout=60,
-        what="the PodSet's status observing the generation with minReadySeconds",
+        what="the PodSet's status observing the generation with updateStrategy",
     )

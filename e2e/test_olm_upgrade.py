@@ -35,9 +35,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from e2e.cluster import ROOT, Cluster, wait_until
-from e2e.configmapsync_support import condition
+from e2e.cluster import ROOT, Cluster, condition, wait_until
 from e2e.placement import BUSYBOX, real_pod_spec
+from opsuite_packaging.previous_release import PREVIOUS_VERSION
 
 sys.path.insert(0, str(ROOT / "hack"))
 import oci_push
@@ -52,7 +52,6 @@ pytestmark = pytest.mark.skipif(
 NAMESPACE = os.environ.get("E2E_NAMESPACE", "operators")
 PACKAGES = ("podset-operator", "configmapsync-operator", "pod-debugger-operator")
 CURRENT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-PREVIOUS = olm_images.PREVIOUS_VERSION
 OLM = ("operators.coreos.com", "v1alpha1")
 PODSET = ("apps.opsuite.dev", "v1alpha1", "podsets")
 SYNC = ("sync.opsuite.dev", "v1alpha1", "configmapsyncs")
@@ -252,8 +251,8 @@ def test_subscriptions_upgrade_and_every_managed_object_survives(
 ) -> None:
     olm = Olm(cluster, api)
     for package in PACKAGES:
-        assert olm.installed(package) == _csv(package, PREVIOUS)
-        assert olm.phase(_csv(package, PREVIOUS)) == "Succeeded"
+        assert olm.installed(package) == _csv(package, PREVIOUS_VERSION)
+        assert olm.phase(_csv(package, PREVIOUS_VERSION)) == "Succeeded"
 
     # --- the previous release at work --------------------------------------------------------
     objects.core.create_namespaced_config_map(
@@ -354,7 +353,7 @@ def test_subscriptions_upgrade_and_every_managed_object_survives(
         print(f"\n>> catalog published to {what}: {max(times.values()):.0f} s ({each})")
     for package in PACKAGES:
         wait_until(
-            lambda package=package: olm.phase(_csv(package, PREVIOUS)),
+            lambda package=package: olm.phase(_csv(package, PREVIOUS_VERSION)),
             lambda phase: phase is None,
             timeout=120,
             what=f"the previous CSV of {package} gone",

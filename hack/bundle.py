@@ -18,7 +18,6 @@ the version thus adds an entry; a version below the catalog's newest is an error
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import importlib
 import shutil
@@ -50,6 +49,7 @@ from opsuite_packaging.chart import ChartSpec
 from opsuite_packaging.chart_values import CHART_REPOSITORY, IMAGE_REGISTRY
 from opsuite_packaging.crd import build_crd
 from opsuite_packaging.generated import run
+from opsuite_packaging.previous_release import without_spec_field
 
 ROOT = Path(__file__).resolve().parent.parent
 ICON = ROOT / "docs" / "assets" / "opsuite-icon.svg"
@@ -92,17 +92,6 @@ def _chart_dir(spec: ChartSpec, version: str, scratch: Path) -> Path:
     return chart
 
 
-def without_field(crd: JSON, field: str) -> JSON:
-    """``crd`` with the optional spec field ``field`` removed from every version's schema."""
-    result = copy.deepcopy(crd)
-    for version in result["spec"]["versions"]:
-        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        if field in spec.get("required", []):
-            raise ValueError(f"{field} is required: an older release cannot lack it")
-        del spec["properties"][field]
-    return result
-
-
 def _inputs(
     module: ModuleType, version: str, icon: bytes, scratch: Path, without: str | None
 ) -> tuple[BundleInputs, list[JSON]]:
@@ -126,7 +115,7 @@ def _inputs(
     readers = [r for r in find(rendered, "ClusterRole") if r["metadata"]["name"].endswith(READER)]
     crds = [build_crd(d) for d in (module.CRD, *getattr(module, "EXTRA_CRDS", ()))]
     if without is not None:
-        crds[0] = without_field(crds[0], without)
+        crds[0] = without_spec_field(crds[0], without)
     inputs = BundleInputs(
         spec=spec,
         text=module.BUNDLE_TEXT,

@@ -7,7 +7,7 @@
 #                                    OCI archives of `make images` into the real node's containerd
 #   hack/e2e-in-cluster.sh install-previous
 #                                    a first install of the previous release of the three charts
-#                                    (e2e/previous_release.py: an older version and older CRDs)
+#                                    (opsuite_packaging/previous_release.py: an older version and older CRDs)
 #                                    with those images; the operators' CRDs an earlier e2e phase
 #                                    left are removed first (once no custom resource is left), so
 #                                    that Helm creates them as on a user's first install
@@ -80,7 +80,7 @@ print("\n".join(i["archive"] for i in json.load(open(sys.argv[1]))))' "$built" |
       kubectl delete crd "$crd" --wait --timeout=120s
     done
     previous="$root/.local/previous-release/charts"
-    .venv/bin/python -m e2e.previous_release charts "$previous" >/dev/null
+    .venv/bin/python -m opsuite_packaging.previous_release charts "$previous" >/dev/null
     read -r prefix tag < <(image_ref)
     CHARTS_DIR="$previous" hack/e2e-install.sh "$prefix" "$tag"
     ;;

@@ -15,7 +15,7 @@
 # Environment: HELM (default helm), E2E_NAMESPACE (default opsuite-system), E2E_RELEASE_PREFIX
 # (default none: each release is named like its chart, as the suite's in-cluster handles expect),
 # CHARTS_DIR (default charts/: the charts of this tree; the upgrade test installs the previous
-# release's from e2e/previous_release.py first).
+# release's from opsuite_packaging/previous_release.py first).
 # .github/workflows/e2e.yaml runs this script; e2e/test_workflow_install.py runs it on the local
 # plane.
 set -euo pipefail

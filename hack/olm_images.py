@@ -46,18 +46,13 @@ from images import BIN, LOCAL, OUT, ROOT, ImageConfig, archive_layout, write_ima
 
 import bundle
 from opsuite_packaging.bundle import version_key
+from opsuite_packaging.previous_release import ADDED_FIELDS, PREVIOUS_VERSION
 
 PUBLISHED = "ghcr.io/opsuite"
 """Where the release publishes the images; the bundles and the catalog name them there."""
 OLM_OUT = OUT / "olm"
 RELEASES = OLM_OUT / "releases"
-PREVIOUS_VERSION = "0.0.1"
-"""The upgrade test's previous release: the current one re-versioned below it."""
-OLDER_FIELDS = {
-    "podset-operator": "updateStrategy",
-    "configmapsync-operator": "copyAnnotations",
-    "pod-debugger-operator": "maxPods",
-}
+OLDER_FIELDS = {chart: field for chart, (_, field) in ADDED_FIELDS.items()}
 """The optional spec field each CRD of the previous release lacks (one the current adds)."""
 UPGRADE_TAG = "e2e-upgrade"
 """The catalog's moving tag in the upgrade test: the previous release's catalog, then both's."""

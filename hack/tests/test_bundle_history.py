@@ -13,6 +13,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bundle
+from opsuite_packaging.previous_release import without_spec_field
 
 PACKAGES = ("podset-operator", "configmapsync-operator", "pod-debugger-operator")
 
@@ -133,4 +134,4 @@ def test_an_older_release_can_lack_an_optional_field(tmp_path: Path) -> None:
     assert "copyAnnotations" not in spec["properties"]
     assert "copyLabels" in spec["properties"]
     with pytest.raises(ValueError, match="configMapName is required"):
-        bundle.without_field(crd, "configMapName")
+        without_spec_field(crd, "configMapName")

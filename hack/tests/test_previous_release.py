@@ -1,4 +1,4 @@
-"""The previous release the upgrade tests start from (e2e/previous_release.py)."""
+"""The previous release the upgrade tests start from (opsuite_packaging/previous_release.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e.previous_release import ADDED_FIELDS, PREVIOUS_VERSION, previous_crd, write_charts
+from opsuite_packaging.previous_release import (
+    ADDED_FIELDS,
+    PREVIOUS_VERSION,
+    without_spec_field,
+    write_charts,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,6 +47,6 @@ def test_a_field_that_is_missing_or_required_is_refused() -> None:
         (ROOT / "charts" / "podset-operator" / "crds" / "podsets.apps.opsuite.dev.yaml").read_text()
     )
     with pytest.raises(ValueError, match="no spec field"):
-        previous_crd(crd, "noSuchField")
+        without_spec_field(crd, "noSuchField")
     with pytest.raises(ValueError, match="required"):
-        previous_crd(crd, "template")
+        without_spec_field(crd, "template")

@@ -1,12 +1,14 @@
-"""The previous release, for the upgrade tests: this tree's charts at an older version whose CRDs
-lack one optional spec field each (the field the newer release added).
+"""The previous release the upgrade tests start from: this tree at :data:`PREVIOUS_VERSION`, each
+CRD without one optional spec field (the one :data:`ADDED_FIELDS` says this release added).
 
-    python -m e2e.previous_release charts DEST   write DEST/<chart>/ for each chart
+    python -m opsuite_packaging.previous_release charts DEST   write DEST/<chart>/ per chart
 
 No earlier opsuite release exists yet, so the previous one is made from this tree: the same
 templates and image, an older chart version and appVersion (the Deployment's pod template
 carries both as labels, so an upgrade rolls the operator's pods) and an older CRD schema. The
-upgrade tests then cross a real CRD change: a field the older CRD prunes and the newer one keeps.
+Helm upgrade test (e2e/test_helm_upgrade.py) installs these charts; the OLM upgrade test's
+previous bundles (hack/olm_images.py, hack/bundle.py) lack the same fields. Both then cross a
+real CRD change: a field the older CRD prunes and the newer one keeps.
 """
 
 from __future__ import annotations
@@ -19,20 +21,20 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PREVIOUS_VERSION = "0.0.1"
 """The previous release's version (lower than pyproject's)."""
 ADDED_FIELDS = {
-    "podset-operator": ("podsets.apps.opsuite.dev", "minReadySeconds"),
+    "podset-operator": ("podsets.apps.opsuite.dev", "updateStrategy"),
     "configmapsync-operator": ("configmapsyncs.sync.opsuite.dev", "copyAnnotations"),
-    "pod-debugger-operator": ("poddebuggers.debug.opsuite.dev", "env"),
+    "pod-debugger-operator": ("poddebuggers.debug.opsuite.dev", "maxPods"),
 }
 """Per chart: its CRD and the optional spec field this release added to it."""
 
 JSON = dict[str, Any]
 
 
-def previous_crd(crd: JSON, field: str) -> JSON:
+def without_spec_field(crd: JSON, field: str) -> JSON:
     """``crd`` without the optional spec field ``field`` in any version, nor the CEL rules of
     the spec that name it (they would not compile without it)."""
     older = copy.deepcopy(crd)
@@ -41,7 +43,7 @@ def previous_crd(crd: JSON, field: str) -> JSON:
         if field not in spec.get("properties", {}):
             raise ValueError(f"{crd['metadata']['name']} has no spec field {field}")
         if field in spec.get("required", ()):
-            raise ValueError(f"{crd['metadata']['name']}: spec.{field} is required, not added")
+            raise ValueError(f"{crd['metadata']['name']}: {field} is required, not added")
         del spec["properties"][field]
         rules = [r for r in spec.get("x-kubernetes-validations", ()) if field not in r["rule"]]
         if rules:
@@ -63,7 +65,7 @@ def write_charts(dest: Path, charts: Path = ROOT / "charts") -> list[Path]:
         (target / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
         path = target / "crds" / f"{crd_name}.yaml"
         crd = yaml.safe_load(path.read_text())
-        path.write_text(yaml.safe_dump(previous_crd(crd, field), sort_keys=False))
+        path.write_text(yaml.safe_dump(without_spec_field(crd, field), sort_keys=False))
         written.append(target)
     return written
 
