@@ -43,10 +43,12 @@ which the operator-framework's good-practices validator checks, calls pre-releas
 an "alpha" channel draws a warning."""
 MIN_KUBE_VERSION = "1.30.0"
 """ValidatingAdmissionPolicy v1 is GA from 1.30, as for the charts."""
-CAPABILITY = "Basic Install"
-"""Operator capability level: automated install and configuration through the custom resource.
-Nothing more is claimed: there is no upgrade path yet (first version, v1alpha1 APIs), no backup
-or tuning, and metrics are not yet wired to alerts."""
+CAPABILITY = "Seamless Upgrades"
+"""Operator capability level (level 2): install and configuration through the custom resource,
+and upgrades of the operator and its CRD without losing or duplicating what it manages: the
+catalog's upgrade graph (``replaces``, ``skipRange``), proven by e2e/test_olm_upgrade.py (OLM,
+along a polled catalog) and e2e/test_helm_upgrade.py (Helm, CRDs first, under load). Nothing
+more is claimed: no backup, tuning or alerting (levels 3 to 5)."""
 SKIP_RANGE_FLOOR = "0.0.0"
 """Every version from this one up to the current is upgraded in one step (the current entry's
 ``skipRange``), whether or not the catalog lists it."""
