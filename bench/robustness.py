@@ -135,18 +135,21 @@ def render(figures: dict[str, Any]) -> str:
             f"300 ms RTT and {slow['loss']:.0%} loss against a clean run of the same operators, "
             f"in the same test (sizes reduced from the benchmarks': {_value(slow['sizes'])}):",
             "",
-            "| Workload | clean | 300 ms RTT, 5 % loss | slowdown |",
-            "|---|---:|---:|---:|",
+            "| Workload | clean | clean again | 300 ms RTT, 5 % loss | slowdown (vs their mean) |",
+            "|---|---:|---:|---:|---:|",
         ]
         for key, label in WORKLOADS.items():
             lines.append(
-                f"| {label} | {slow['clean'][key]} | {slow['faulted'][key]} "
-                f"| x {slow['slowdown'][key]} |"
+                f"| {label} | {slow['clean'][key]} | {slow['clean_again'][key]} "
+                f"| {slow['faulted'][key]} | x {slow['slowdown'][key]} |"
             )
-        lines.append(
+        lines += [
             f"| requests sent (`rest_client_requests_total`) | {slow['clean']['requests']} "
-            f"| {slow['faulted']['requests']} | {slow['extra_requests']:+d} |"
-        )
+            f"| {slow['clean_again']['requests']} | {slow['faulted']['requests']} "
+            f"| {slow['extra_requests']:+d} |",
+            f"| of them without a response (`<error>`) | {slow['clean']['no_response']} "
+            f"| {slow['clean_again']['no_response']} | {slow['faulted']['no_response']} | |",
+        ]
     stamps = sorted(str(f.get("measured_at", "")) for f in figures.values() if isinstance(f, dict))
     if stamps:
         lines += ["", f"Measured {stamps[0]} to {stamps[-1]}."]

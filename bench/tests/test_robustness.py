@@ -12,8 +12,9 @@ from bench.robustness import DOC, RESULTS, ROWS, SECTION, WORKLOADS, collect, re
 SLOW = {
     "loss": 0.05,
     "sizes": {"pods": 60},
-    "clean": {**dict.fromkeys(WORKLOADS, 2.0), "requests": 100},
-    "faulted": {**dict.fromkeys(WORKLOADS, 9.0), "requests": 130},
+    "clean": {**dict.fromkeys(WORKLOADS, 2.0), "requests": 100, "no_response": 0},
+    "clean_again": {**dict.fromkeys(WORKLOADS, 2.2), "requests": 98, "no_response": 0},
+    "faulted": {**dict.fromkeys(WORKLOADS, 9.0), "requests": 130, "no_response": 3},
     "slowdown": dict.fromkeys(WORKLOADS, 4.5),
     "extra_requests": 30,
     "measured_at": "2026-11-24T19:40:00+00:00",
@@ -31,8 +32,9 @@ def test_every_figure_and_the_workloads_are_rendered() -> None:
     for title, _ in ROWS.values():
         if title != ROWS["partition_podset"][0]:
             assert f"| {title} | not run | | |" in text
-    assert "| PodSet 0 → 60 (s) | 2.0 | 9.0 | x 4.5 |" in text
-    assert "| 100 | 130 | +30 |" in text
+    assert "| PodSet 0 → 60 (s) | 2.0 | 2.2 | 9.0 | x 4.5 |" in text
+    assert "| 100 | 98 | 130 | +30 |" in text
+    assert "(`<error>`) | 0 | 0 | 3 | |" in text
 
 
 def test_newer_measurements_replace_the_kept_results(tmp_path: Path) -> None:
