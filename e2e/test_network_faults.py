@@ -320,6 +320,11 @@ class Work:
     def source(self) -> str:
         return f"{self.prefix}src"
 
+    def namespace_flags(self) -> list[str]:
+        """--namespace for each of the run's namespaces: an operator serving only them never
+        touches the objects of tests running alongside on a shared cluster."""
+        return [f"--namespace={ns}" for ns in (self.work, self.source, *self.destination_names())]
+
     def destination_names(self) -> list[str]:
         return [f"{self.prefix}d{i}" for i in range(self.destinations)]
 
@@ -436,9 +441,10 @@ def test_leader_partitioned_during_a_configmapsync_fan_out(
     work = make_work(FAN_OUT)
     started = time.time()
     lease = (work.work, f"netfault-{work.run}")
-    leader = processes.start("configmapsync-operator", "a", *lease_flags(lease), isolated=True)
+    flags = [*lease_flags(lease), *work.namespace_flags()]
+    leader = processes.start("configmapsync-operator", "a", *flags, isolated=True)
     wait_holder(api, *lease, "a", timeout=60)
-    standby = processes.start("configmapsync-operator", "b", *lease_flags(lease), isolated=False)
+    standby = processes.start("configmapsync-operator", "b", *flags, isolated=False)
     leader.wait_ready()
     standby.wait_ready()
     work.set_source("fanned")
@@ -493,7 +499,9 @@ def test_a_partition_of_twice_the_watch_timeout(
     flags = [f"--watch-timeout={WATCH_TIMEOUT:g}"]
     procs = [
         processes.start("podset-operator", "ps", f"--namespace={work.work}", *flags, isolated=True),
-        processes.start("configmapsync-operator", "cms", *flags, isolated=True),
+        processes.start(
+            "configmapsync-operator", "cms", *work.namespace_flags(), *flags, isolated=True
+        ),
     ]
     for proc in procs:
         proc.wait_ready()
@@ -631,6 +639,11 @@ SLOW_PODS, SLOW_FAN_OUT, SLOW_DEBUGGED = 60, 30, 20
 back, a PodDebugger on 20 of the pods."""
 
 
+QUIET = 3.0
+"""Seconds without a request after which a round's count is complete (steady state writes
+nothing)."""
+
+
 WORKLOAD_KEYS = (
     "podset_0_to_n_s",
     "poddebugger_n_pods_s",
@@ -653,10 +666,21 @@ def requests_sent(procs: list[OperatorProcess]) -> tuple[int, int]:
     return int(total), int(errors)
 
 
+def settled(procs: list[OperatorProcess]) -> tuple[int, int]:
+    """``requests_sent`` once it has not changed for QUIET seconds: nothing still in flight."""
+    last = requests_sent(procs)
+    while True:
+        time.sleep(QUIET)
+        now = requests_sent(procs)
+        if now == last:
+            return now
+        last = now
+
+
 def workloads(work: Work, procs: list[OperatorProcess], round_: str) -> dict[str, float]:
     """Seconds each workload took to converge, and the requests the operators sent."""
     podsets, debuggers = PodSets(work.api, work.work), Debuggers(work.api)
-    before, errors_before = requests_sent(procs)
+    before, errors_before = settled(procs)
     seconds: dict[str, float] = {}
 
     def timed(name: str, step: Callable[[], object]) -> None:
@@ -689,7 +713,7 @@ def workloads(work: Work, procs: list[OperatorProcess], round_: str) -> dict[str
     work.set_source(value)
     timed("configmapsync_fan_out_s", fan_out)
     timed("configmapsync_fan_in_s", fan_in)
-    after, errors_after = requests_sent(procs)
+    after, errors_after = settled(procs)
     return {**seconds, "requests": after - before, "no_response": errors_after - errors_before}
 
 
@@ -706,7 +730,7 @@ def test_latency_and_loss_during_the_benchmark_workloads(
     work = make_work(SLOW_FAN_OUT)
     procs = [
         processes.start("podset-operator", "ps", f"--namespace={work.work}", isolated=True),
-        processes.start("configmapsync-operator", "cms", isolated=True),
+        processes.start("configmapsync-operator", "cms", *work.namespace_flags(), isolated=True),
         processes.start(
             "pod-debugger-operator",
             "pd",
