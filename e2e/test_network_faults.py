@@ -539,13 +539,14 @@ def test_a_partition_of_twice_the_watch_timeout(
         )
         time.sleep(max(0.0, partitioned_at + WATCH_GAP - time.time()))
     healed = time.time()
-    podsets.wait_running("app=web", 5, timeout=120)
+    wait_until(lambda: [p.readyz()[0] for p in procs], lambda c: set(c) == {200}, timeout=60,
+               interval=0.2, what="both ready")  # fmt: skip
+    ready = time.time() - healed
+    # Pods count once Running (kwok, shared with other tests, can be slow to get there).
+    podsets.wait_running("app=web", 5, timeout=180)
     work.wait_copies("changed", 6, timeout=120)
     wait_until(lambda: podsets.active_pods("app=gone"), lambda p: not p, timeout=60, what="gone")
     converged = time.time() - healed
-    wait_until(lambda: [p.readyz()[0] for p in procs], lambda c: set(c) == {200}, timeout=60,
-               what="both ready")  # fmt: skip
-    ready = time.time() - healed
     time.sleep(2 * WATCH_TIMEOUT)  # anything late or doubled would be written by now
 
     ps_writes = writes(cluster, api, "podset-operator", work.prefix, partitioned_at)
