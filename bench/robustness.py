@@ -67,7 +67,9 @@ ROWS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
             ("converged_after_heal_s", "deletions of the gap processed after the heal (s)", ""),
             ("pods_deleted/pods_created", "pods deleted in the gap / re-created", "equal"),
             ("copies_deleted/copies_created", "copies deleted in the gap / re-created", "equal"),
-            ("copy_updates_max", "writes per copy for the source changed in the gap", "1"),
+            ("copy_updates_max", "writes per copy for the source changed in the gap", "≤ 1"),
+            ("refused_writes", "requests refused (409)", ""),
+            ("writes_by_other_operators", "writes by other tests' operators", ""),
         ],
     ),
     "stalled_watch_streams": (
