@@ -70,6 +70,7 @@ ROWS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
             ("copy_updates_max", "writes per copy for the source changed in the gap", "≤ 1"),
             ("refused_writes", "requests refused (409)", ""),
             ("writes_by_other_operators", "writes by other tests' operators", ""),
+            ("copies_written_by_other_operators", "copies they wrote (left out above)", ""),
         ],
     ),
     "stalled_watch_streams": (
