@@ -65,11 +65,12 @@ ROWS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
             ("partition_s", "partition (s)", "10"),
             ("ready_after_heal_s", "/readyz 200 again after the heal (s)", ""),
             ("converged_after_heal_s", "deletions of the gap processed after the heal (s)", ""),
-            ("pods_deleted", "pods deleted in the gap / re-created", "equal"),
-            ("pods_created", "", ""),
-            ("copies_deleted", "copies deleted in the gap / re-created", "equal"),
-            ("copies_created", "", ""),
-            ("copy_updates_max", "writes per copy for the source changed in the gap", "1"),
+            ("pods_deleted/pods_created", "pods deleted in the gap / re-created", "equal"),
+            ("copies_deleted/copies_created", "copies deleted in the gap / re-created", "equal"),
+            ("copy_updates_max", "writes per copy for the source changed in the gap", "≤ 1"),
+            ("refused_writes", "requests refused (409)", ""),
+            ("writes_by_other_operators", "writes by other tests' operators", ""),
+            ("copies_written_by_other_operators", "copies they wrote (left out above)", ""),
         ],
     ),
     "stalled_watch_streams": (
@@ -88,7 +89,7 @@ ROWS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
 }
 WORKLOADS = {
     "podset_0_to_n_s": "PodSet 0 → 60 (s)",
-    "poddebugger_n_pods_s": "PodDebugger on 20 pods (s)",
+    "poddebugger_n_pods_s": "PodDebugger on 10 pods (s)",
     "podset_n_to_0_s": "PodSet 60 → 0 (s)",
     "configmapsync_fan_out_s": "ConfigMapSync fan-out to 30 namespaces (s)",
     "configmapsync_fan_in_s": "its deletion, every copy removed (s)",
@@ -125,28 +126,34 @@ def render(figures: dict[str, Any]) -> str:
             continue
         measured = figures[scenario]
         for key, label, bound in rows:
-            if key in measured:
-                lines.append(f"| {title} | {label or key} | {_value(measured[key])} | {bound} |")
+            if all(k in measured for k in key.split("/")):
+                value = " / ".join(_value(measured[k]) for k in key.split("/"))
+                lines.append(f"| {title} | {label} | {value} | {bound} |")
                 title = ""
     slow = figures.get("latency_and_loss")
     if slow:
         lines += [
             "",
-            f"300 ms RTT and {slow['loss']:.0%} loss against a clean run of the same operators, "
-            f"in the same test (sizes reduced from the benchmarks': {_value(slow['sizes'])}):",
+            f"300 ms RTT and {slow['loss']:.0%} loss against clean runs of the same operators "
+            "before and after, in the same test (sizes reduced from the benchmarks' for time: "
+            f"{slow['sizes']['pods']} pods, {slow['sizes']['destinations']} destination "
+            f"namespaces, {slow['sizes']['debugged']} debugged pods):",
             "",
-            "| Workload | clean | 300 ms RTT, 5 % loss | slowdown |",
-            "|---|---:|---:|---:|",
+            "| Workload | clean | clean again | 300 ms RTT, 5 % loss | slowdown (vs their mean) |",
+            "|---|---:|---:|---:|---:|",
         ]
         for key, label in WORKLOADS.items():
             lines.append(
-                f"| {label} | {slow['clean'][key]} | {slow['faulted'][key]} "
-                f"| x {slow['slowdown'][key]} |"
+                f"| {label} | {slow['clean'][key]} | {slow['clean_again'][key]} "
+                f"| {slow['faulted'][key]} | x {slow['slowdown'][key]} |"
             )
-        lines.append(
+        lines += [
             f"| requests sent (`rest_client_requests_total`) | {slow['clean']['requests']} "
-            f"| {slow['faulted']['requests']} | {slow['extra_requests']:+d} |"
-        )
+            f"| {slow['clean_again']['requests']} | {slow['faulted']['requests']} "
+            f"| {slow['extra_requests']:+d} |",
+            f"| of them without a response (`<error>`) | {slow['clean']['no_response']} "
+            f"| {slow['clean_again']['no_response']} | {slow['faulted']['no_response']} | |",
+        ]
     stamps = sorted(str(f.get("measured_at", "")) for f in figures.values() if isinstance(f, dict))
     if stamps:
         lines += ["", f"Measured {stamps[0]} to {stamps[-1]}."]

@@ -11,9 +11,10 @@ from bench.robustness import DOC, RESULTS, ROWS, SECTION, WORKLOADS, collect, re
 
 SLOW = {
     "loss": 0.05,
-    "sizes": {"pods": 60},
-    "clean": {**dict.fromkeys(WORKLOADS, 2.0), "requests": 100},
-    "faulted": {**dict.fromkeys(WORKLOADS, 9.0), "requests": 130},
+    "sizes": {"pods": 60, "destinations": 30, "debugged": 20},
+    "clean": {**dict.fromkeys(WORKLOADS, 2.0), "requests": 100, "no_response": 0},
+    "clean_again": {**dict.fromkeys(WORKLOADS, 2.2), "requests": 98, "no_response": 0},
+    "faulted": {**dict.fromkeys(WORKLOADS, 9.0), "requests": 130, "no_response": 3},
     "slowdown": dict.fromkeys(WORKLOADS, 4.5),
     "extra_requests": 30,
     "measured_at": "2026-11-24T19:40:00+00:00",
@@ -23,16 +24,19 @@ SLOW = {
 def test_every_figure_and_the_workloads_are_rendered() -> None:
     figures = {
         "partition_podset": {"failover_s": 14.5, "pods_over_replicas": 0, "measured_at": "a"},
+        "watch_gap_partition": {"pods_deleted": 2, "pods_created": 3},
         "latency_and_loss": SLOW,
     }
     text = render(figures)
     assert "| 14.5 | ≤ 17 (leaseDuration + retryPeriod) |" in text
     assert "pods over `replicas` at any moment (pod watch) | 0 | 0 |" in text
-    for title, _ in ROWS.values():
-        if title != ROWS["partition_podset"][0]:
+    assert "| pods deleted in the gap / re-created | 2 / 3 | equal |" in text
+    for name, (title, _) in ROWS.items():
+        if name not in figures:
             assert f"| {title} | not run | | |" in text
-    assert "| PodSet 0 → 60 (s) | 2.0 | 9.0 | x 4.5 |" in text
-    assert "| 100 | 130 | +30 |" in text
+    assert "| PodSet 0 → 60 (s) | 2.0 | 2.2 | 9.0 | x 4.5 |" in text
+    assert "| 100 | 98 | 130 | +30 |" in text
+    assert "(`<error>`) | 0 | 0 | 3 | |" in text
 
 
 def test_newer_measurements_replace_the_kept_results(tmp_path: Path) -> None:

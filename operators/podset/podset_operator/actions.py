@@ -1,7 +1,8 @@
 """Carry out a PodSet :class:`~podset_operator.reconcile.Plan` through the API server.
 
-Order, as the ReplicaSet controller: adopt and release (after an uncached check that the
-PodSet still exists and is not being deleted), record expectations, create with a slow-start
+Order, as the ReplicaSet controller: an uncached check that the PodSet still exists and is not
+being deleted before adopting or creating (the cache may lag a deletion, see
+:func:`_still_current`), adopt and release, record expectations, create with a slow-start
 window (a failure stops further creates), delete, then write the status (with Degraded set when
 an action failed). Every pod write carries a uid precondition, so a pod replaced under the same
 name is never touched by mistake. Creates and deletes are reported as Events on the PodSet
@@ -63,17 +64,24 @@ def api_error(exc: ApiException, generate_name: str | None = None) -> str:
     return message[:MAX_ERROR_LENGTH]
 
 
+async def _still_current(kube: KubeApi, podset: JSON) -> bool:
+    """An uncached read: the PodSet still exists (same uid) and is not being deleted. The cached
+    copy can be stale: after a watch gap the pods watch may report the garbage collector's
+    deletions of a deleted PodSet's pods before the PodSets watch reports its deletion (#20)."""
+    meta = podset["metadata"]
+    path = resource_path(f"{GROUP}/{VERSION}", PLURAL, meta["namespace"], meta["name"])
+    fresh = await kube.get(path)
+    if fresh is None or fresh["metadata"]["uid"] != meta["uid"]:
+        return False
+    return not fresh["metadata"].get("deletionTimestamp")
+
+
 async def _adopt_and_release(
     kube: KubeApi, podset: JSON, pods: Mapping[str, JSON], plan: Plan
 ) -> None:
     meta = podset["metadata"]
     ns = meta["namespace"]
     if plan.pods_to_adopt:
-        fresh = await kube.get(resource_path(f"{GROUP}/{VERSION}", PLURAL, ns, meta["name"]))
-        if fresh is None or fresh["metadata"]["uid"] != meta["uid"]:
-            return
-        if fresh["metadata"].get("deletionTimestamp"):
-            return
         ref = owner_reference(podset)
         for name in plan.pods_to_adopt:
             patch = {"metadata": {"ownerReferences": [ref], "uid": pods[name]["metadata"]["uid"]}}
@@ -200,6 +208,9 @@ async def apply_plan(
     """
     meta = podset["metadata"]
     ns = meta["namespace"]
+    if (plan.pods_to_adopt or plan.pods_to_create) and not await _still_current(kube, podset):
+        log.info("PodSet %s is gone or being deleted: nothing adopted or created", key)
+        return None
     by_name = {p["metadata"]["name"]: p for p in pods}
     await _adopt_and_release(kube, podset, by_name, plan)
     failure: Failure | None = None

@@ -67,6 +67,8 @@ class FakeKube:
         self.calls: list[tuple[str, str, Any]] = []
         self.create_errors: list[BaseException] = []
         self.delete_errors: dict[str, BaseException] = {}
+        self.live: JSON | None = {"metadata": {"name": "web", "uid": "u-1"}}
+        """What an uncached read of the PodSet answers (None: deleted)."""
         self._names = iter(range(1000))
 
     def _answer(self, outcome: Any) -> asyncio.Future[JSON]:
@@ -76,6 +78,10 @@ class FakeKube:
         else:
             future.set_result(outcome)
         return future
+
+    async def get(self, path: str) -> JSON | None:
+        self.calls.append(("get", path, None))
+        return self.live
 
     def create(self, path: str, body: Mapping[str, Any]) -> asyncio.Future[JSON]:
         self.calls.append(("create", path, body))
@@ -135,6 +141,27 @@ async def test_creates_are_reported_as_successful_create_events(
     assert {(e["type"], e["reason"]) for e in kube.events()} == {("Normal", "SuccessfulCreate")}
     assert {e["involvedObject"]["kind"] for e in kube.events()} == {"PodSet"}
     assert not expectations.satisfied(KEY, datetime.now(UTC))  # the watch has not seen them yet
+
+
+@pytest.mark.parametrize(
+    "live",
+    [None, {"metadata": {"uid": "u-1", "deletionTimestamp": "2026-11-24T20:00:00Z"}},
+     {"metadata": {"uid": "u-2"}}],
+    ids=["deleted", "being-deleted", "replaced"],
+)  # fmt: skip
+async def test_no_pod_is_created_for_a_podset_the_cache_still_holds_but_is_gone(
+    kube: FakeKube, recorder: EventRecorder, live: JSON | None
+) -> None:
+    """#20: after a watch gap the pods watch may report the garbage collector's deletions of a
+    deleted PodSet's pods before the PodSets watch reports the PodSet's deletion; the stale
+    PodSet must not get new pods. An uncached read confirms it before creating."""
+    kube.live = live
+    expectations = Expectations()
+    assert await run(kube, recorder, expectations, podset(3), []) is None
+    assert kube.pod_creates() == 0
+    assert not kube.events()
+    assert not kube.status_patches()
+    assert expectations.satisfied(KEY, datetime.now(UTC))
 
 
 async def test_rejected_creates_degrade_with_a_stable_message_and_a_warning_event(
