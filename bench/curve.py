@@ -42,7 +42,16 @@ from bench import configmapsync as cms
 from bench import plane
 from bench import poddebugger as pdb
 from bench.cpu import cpu_seconds, rss_mib
-from bench.implementations import GO, IMPLEMENTATIONS, OPSUITE, PAIRS, Implementation, order, ratio
+from bench.implementations import (
+    GO,
+    IMPLEMENTATIONS,
+    OPSUITE,
+    PAIRS,
+    Implementation,
+    compile_bytecode,
+    order,
+    ratio,
+)
 from bench.objwatch import Tracker, timed_parallel, wide_client
 from bench.operator import OperatorProcess
 from bench.plane import LOCAL, ROOT, read, request, request_json
@@ -397,6 +406,7 @@ def run(
     for pair in config.pairs:
         chart, name = CRDS[pair]
         plane.apply_crds(ROOT / "charts" / chart / "crds", name)
+    compile_bytecode()
     curve = Curve(api, config, progress)
     points: list[Point] = []
     try:

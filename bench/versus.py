@@ -46,6 +46,7 @@ from bench.implementations import (
     OPSUITE,
     PAIRS,
     Implementation,
+    compile_bytecode,
     median,
     order,
     ratio,
@@ -408,6 +409,7 @@ def run_all(
     """Every pair's rounds: the trials done and the failed attempts; cleans up whatever
     happens."""
     _crds(config.pairs)
+    compile_bytecode()
     run = Run(api, config)
     trials: list[Trial] = []
     destinations: list[str] = []
