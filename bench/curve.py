@@ -111,15 +111,16 @@ class Point:
 
 def _max_items(pair: str) -> dict[str, int | None]:
     """maxItems of every array under the CRD's ``status``, by field name; lists keyed by a
-    field (``x-kubernetes-list-type: map``: conditions, one per type) are bounded by their keys
-    and left out."""
+    field (``x-kubernetes-list-type: map``) without maxItems (conditions: one per type) are
+    bounded by their keys and left out."""
     chart, name = CRDS[pair]
     crd = yaml.safe_load((ROOT / "charts" / chart / "crds" / f"{name}.yaml").read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
     return {
         key: prop.get("maxItems")
         for key, prop in (schema.get("properties") or {}).items()
-        if prop.get("type") == "array" and prop.get("x-kubernetes-list-type") != "map"
+        if prop.get("type") == "array"
+        and ("maxItems" in prop or prop.get("x-kubernetes-list-type") != "map")
     }
 
 
