@@ -42,7 +42,16 @@ from bench import configmapsync as cms
 from bench import plane
 from bench import poddebugger as pdb
 from bench.cpu import cpu_seconds, rss_mib
-from bench.implementations import GO, IMPLEMENTATIONS, OPSUITE, PAIRS, Implementation, order, ratio
+from bench.implementations import (
+    GO,
+    IMPLEMENTATIONS,
+    OPSUITE,
+    PAIRS,
+    Implementation,
+    compile_bytecode,
+    order,
+    ratio,
+)
 from bench.objwatch import Tracker, timed_parallel, wide_client
 from bench.operator import OperatorProcess
 from bench.plane import LOCAL, ROOT, read, request, request_json
@@ -102,15 +111,16 @@ class Point:
 
 def _max_items(pair: str) -> dict[str, int | None]:
     """maxItems of every array under the CRD's ``status``, by field name; lists keyed by a
-    field (``x-kubernetes-list-type: map``: conditions, one per type) are bounded by their keys
-    and left out."""
+    field (``x-kubernetes-list-type: map``) without maxItems (conditions: one per type) are
+    bounded by their keys and left out."""
     chart, name = CRDS[pair]
     crd = yaml.safe_load((ROOT / "charts" / chart / "crds" / f"{name}.yaml").read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
     return {
         key: prop.get("maxItems")
         for key, prop in (schema.get("properties") or {}).items()
-        if prop.get("type") == "array" and prop.get("x-kubernetes-list-type") != "map"
+        if prop.get("type") == "array"
+        and ("maxItems" in prop or prop.get("x-kubernetes-list-type") != "map")
     }
 
 
@@ -397,6 +407,7 @@ def run(
     for pair in config.pairs:
         chart, name = CRDS[pair]
         plane.apply_crds(ROOT / "charts" / chart / "crds", name)
+    compile_bytecode()
     curve = Curve(api, config, progress)
     points: list[Point] = []
     try:

@@ -46,6 +46,7 @@ from bench.implementations import (
     OPSUITE,
     PAIRS,
     Implementation,
+    compile_bytecode,
     median,
     order,
     ratio,
@@ -134,11 +135,16 @@ class Run:
         self.namespaces: list[str] = []
         self.failures: list[str] = []
 
-    def namespace(self, name: str, labels: dict[str, str] | None = None) -> str:
-        """Create ``vs-<run>-<name>`` (and wait for its ServiceAccount); its name."""
-        full = f"vs-{self.run_id}-{name}"
+    def namespace(self, name: str, *, pods: bool = True) -> str:
+        """Create ``vs-<run>-<name>-<n>`` (a new one for every attempt) and, when it is to hold
+        ``pods``, wait for its ServiceAccount; its name."""
+        full = f"vs-{self.run_id}-{name}-{len(self.namespaces)}"
         self.namespaces.append(full)
-        plane.create_namespace(self.api, full, {NAMESPACE_LABEL: self.run_id, **(labels or {})})
+        labels = {NAMESPACE_LABEL: self.run_id}
+        if pods:
+            plane.create_namespace(self.api, full, labels, timeout=self.config.timeout)
+        else:
+            cms.create_namespaces(self.api, [full], labels)
         return full
 
     def wait(self, done: Callable[[], bool], what: str, interval: float = 0.1) -> None:
@@ -237,7 +243,7 @@ def podset_workload(run: Run, impl: Implementation, trial: Trial) -> None:
 
 def configmapsync_workload(run: Run, impl: Implementation, trial: Trial) -> None:
     """Fan-out to N namespaces, restart, quiet window, a source update, the sync's deletion."""
-    src = run.namespace(f"cms-{trial.round}-{impl.side}")
+    src = run.namespace(f"cms-{trial.round}-{impl.side}", pods=False)
     label = f"opsuite.dev/vs-{run.run_id}"
     name = "bench-settings"
     request_json(
@@ -408,6 +414,7 @@ def run_all(
     """Every pair's rounds: the trials done and the failed attempts; cleans up whatever
     happens."""
     _crds(config.pairs)
+    compile_bytecode()
     run = Run(api, config)
     trials: list[Trial] = []
     destinations: list[str] = []

@@ -16,6 +16,13 @@ def test_the_podset_crd_bounds_pod_names_and_leaves_conditions_to_their_keys() -
     assert "conditions" not in bounds
 
 
+def test_the_poddebugger_crd_bounds_its_keyed_lists_too() -> None:
+    bounds = _max_items("poddebugger")
+    assert bounds["debuggedPods"] == 200
+    assert bounds["failedPods"] == 20
+    assert "conditions" not in bounds
+
+
 def test_status_lists_longest_length_against_the_bound() -> None:
     big = {"status": {"podNames": [f"p{i}" for i in range(100)]}}
     lists, size = status_lists("podset", [{"status": {"podNames": ["a"]}}, big])

@@ -15,6 +15,7 @@ alone: copies are updated with a patch of the owned keys only (:func:`update_pat
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -161,7 +162,18 @@ def content_digest(obj: Mapping[str, Any]) -> str:
     return _digest([_strings(obj.get("data")), _strings(obj.get("binaryData"))])
 
 
+@functools.lru_cache(maxsize=8)
+def _wanted_digest(data: tuple[tuple[str, str], ...], binary: tuple[tuple[str, str], ...]) -> str:
+    """:func:`content_digest` of a rendered copy: every copy of a sync wants the same content,
+    so a pass over its destinations digests it once (a few entries: the syncs reconciled at
+    once; the strings are the source cache's own)."""
+    return _digest([dict(data), dict(binary)])
+
+
+@functools.lru_cache(maxsize=256)
 def _value_digest(value: str) -> str:
+    """Digest of one label or annotation value; the marks every copy of a sync carries (its
+    owner, source and policy) are digested once."""
     return _digest(value)[:16]
 
 
@@ -237,7 +249,11 @@ def update_patch(record: Mapping[str, Any], desired: Mapping[str, Any], allow: A
 
 def content_is_current(record: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
     """Data, binaryData and ``immutable`` are as desired (only metadata may differ)."""
-    return record.get("contentDigest") == content_digest(desired) and record.get("immutable") is (
+    wanted = _wanted_digest(
+        tuple(_strings(desired.get("data")).items()),
+        tuple(_strings(desired.get("binaryData")).items()),
+    )
+    return record.get("contentDigest") == wanted and record.get("immutable") is (
         desired.get("immutable") is True
     )
 

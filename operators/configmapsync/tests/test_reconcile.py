@@ -590,3 +590,27 @@ def test_slim_record_digests_match_the_rendered_copy() -> None:
     assert is_current(record, render_copy(sync, source, "a"), Allowlist())
     assert "data" not in record
     assert "contentDigest" not in slim(source)
+
+
+def test_planning_many_current_copies_digests_the_wanted_content_and_marks_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every copy of a sync wants the same content and marks: checking 50 current copies must
+    not digest them 50 times (that was a fifth of the operator's CPU in a 5,000-copy update)."""
+    from configmapsync_operator import copies, simulation
+
+    names = [f"d{i:02d}" for i in range(50)]
+    world = make_world({"destinationNamespaces": names, "copyLabels": ["l"]}, *names)
+    world.add(configmap("src", allowed="*", data={"k": "v" * 64}, labels={"l": "1"}))
+    converge(world)
+    records = {id(o): slim(o) for o in world.configmaps.values()}
+    monkeypatch.setattr(simulation, "slim", lambda o: records[id(o)])
+    real, calls = copies._digest, []
+
+    def counting(value: object) -> str:
+        calls.append(value)
+        return real(value)
+
+    monkeypatch.setattr(copies, "_digest", counting)
+    assert world.plan().is_empty
+    assert len(calls) <= 10
