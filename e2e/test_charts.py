@@ -141,8 +141,18 @@ def test_rendered_objects_are_accepted_by_the_api_server(
         assert {"PodDisruptionBudget", "ServiceMonitor", "ConfigMap"} <= kinds
         roles = [d for d in objects if d["kind"] == "Role"]
         assert {r["metadata"]["namespace"] for r in roles} == {*watched, namespace}
+    # The `helm test` Pod's ServiceAccount must exist for the Pod to be admitted (Helm creates it
+    # first, by hook weight); a dry run creates nothing, so it is created for real first.
+    accounts = [d for d in objects if d["kind"] == "ServiceAccount" and _is_test_hook(d)]
+    assert accounts, "the chart's helm test hook has its own ServiceAccount"
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(accounts))
     out = cluster.kubectl("apply", "--dry-run=server", "-f", "-", stdin=manifest)
     assert out.count("(server dry run)") == len(objects), out
+
+
+def _is_test_hook(obj: dict[str, Any]) -> bool:
+    annotations = obj["metadata"].get("annotations") or {}
+    return bool(annotations.get("helm.sh/hook") == "test")
 
 
 def _cluster_scoped(api: client.ApiClient, release: str) -> dict[str, list[str]]:
