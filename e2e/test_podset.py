@@ -378,6 +378,16 @@ def test_scale_down_deletes_in_replicaset_order(
         remaining = set(expected_states)
         order = ["unscheduled", "pending", not_ready, low_cost, "newest", plain]
         for replicas, victim in zip(range(6, 0, -1), order, strict=True):
+            if victim == "newest":
+                # Ready times are compared on a log2 scale back from now (LogarithmicScaleDown):
+                # seconds apart, "newest" and the plain pod may share a bucket and tie (then
+                # the UID decides). Ready just now, it is surely in a more recent bucket.
+                now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                ready_now = {"type": "Ready", "status": "True", "lastTransitionTime": now}
+                cluster.kubectl(
+                    "patch", "pod", "newest", "-n", namespace, "--subresource=status",
+                    "--type=strategic", "-p", json.dumps({"status": {"conditions": [ready_now]}}),
+                )  # fmt: skip
             podsets.patch("order", {"spec": {"replicas": replicas}})
             names = wait_until(
                 lambda: _active_names(podsets, selector),
