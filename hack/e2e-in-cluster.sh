@@ -65,6 +65,12 @@ print("\n".join(i["archive"] for i in json.load(open(sys.argv[1]))))' "$built" |
     fi
     ;;
   install-previous)
+    # A first install: releases an earlier e2e phase left (its charts' identities) go first, as
+    # helm upgrade would not create the previous release's CRDs.
+    for chart in "${charts[@]}"; do
+      "${HELM:-helm}" uninstall "$chart" --namespace "${E2E_NAMESPACE:-opsuite-system}" --wait \
+        --ignore-not-found
+    done
     for crd in "${crds[@]}"; do
       kubectl get crd "$crd" >/dev/null 2>&1 || continue
       # The namespaces of the e2e tests go in the background, their custom resources with them.
