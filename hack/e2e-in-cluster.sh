@@ -49,6 +49,14 @@ prefix, _, tag = ref.rpartition("/podset-operator:")
 print(prefix, tag)' "$built"
 }
 
+# The three releases, gone (none left is fine).
+uninstall_releases() {
+  for chart in "${charts[@]}"; do
+    "${HELM:-helm}" uninstall "$chart" --namespace "${E2E_NAMESPACE:-opsuite-system}" --wait \
+      --ignore-not-found
+  done
+}
+
 step="${1:-}"
 case "$step" in
   load)
@@ -67,10 +75,7 @@ print("\n".join(i["archive"] for i in json.load(open(sys.argv[1]))))' "$built" |
   install-previous)
     # A first install: releases an earlier e2e phase left (its charts' identities) go first, as
     # helm upgrade would not create the previous release's CRDs.
-    for chart in "${charts[@]}"; do
-      "${HELM:-helm}" uninstall "$chart" --namespace "${E2E_NAMESPACE:-opsuite-system}" --wait \
-        --ignore-not-found
-    done
+    uninstall_releases
     for crd in "${crds[@]}"; do
       kubectl get crd "$crd" >/dev/null 2>&1 || continue
       # The namespaces of the e2e tests go in the background, their custom resources with them.
@@ -103,10 +108,7 @@ print("\n".join(i["archive"] for i in json.load(open(sys.argv[1]))))' "$built" |
       .venv/bin/pytest e2e -m "${E2E_MARKERS:-not chaos and not helm_upgrade}" -p no:kind
     ;;
   uninstall)
-    for chart in "${charts[@]}"; do
-      "${HELM:-helm}" uninstall "$chart" --namespace "${E2E_NAMESPACE:-opsuite-system}" --wait \
-        --ignore-not-found
-    done
+    uninstall_releases
     ;;
   *)
     echo "usage: $0 load|install-previous|upgrade|install|test|uninstall" >&2
