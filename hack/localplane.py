@@ -596,17 +596,27 @@ subjects:
 """kubeadm's role for CoreDNS, bound to the plane's CoreDNS client certificate."""
 
 
+def plane_running(plane: Path) -> bool:
+    """True when a process recorded in ``plane``'s processes.json still runs."""
+    try:
+        state = json.loads((plane / STATE.name).read_text())
+    except (OSError, ValueError):
+        return False
+    return any(alive(int(str(e["pid"])), str(e["binary"])) for e in state.values())
+
+
 def claim_node() -> None:
-    """Make the real node this plane's: clear one left by a plane whose directory is gone;
-    refuse when another plane's runs (one real node per machine)."""
+    """Make the real node this plane's: clear one left by a plane that no longer runs (its
+    directory gone, or none of its processes alive, as after a reboot); refuse when another
+    plane runs (one real node per machine)."""
     holder = node.owner()
     if holder is None or holder == PLANE:
         return
-    if holder.exists():
+    if plane_running(holder):
         sys.exit(
             f"the real node belongs to the plane in {holder}: run `make cluster-down` there first"
         )
-    log(f"clearing the real node left by {holder} (directory gone)")
+    log(f"clearing the real node left by {holder} (that plane no longer runs)")
     node.teardown(BIN, holder)
 
 
