@@ -320,6 +320,14 @@ def port_open(port: int, host: str = HOST) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def socket_open(path: Path) -> bool:
+    """True when something accepts connections on the unix socket ``path`` (a socket file left
+    by a process that died, as after a reboot, exists but refuses them)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(str(path)) == 0
+
+
 def api_get(port: int, path: str) -> tuple[int, bytes]:
     """GET from the API server as admin; (status, body), status 0 when unreachable."""
     ctx = ssl.create_default_context(cafile=str(PKI / "ca.crt"))
@@ -630,7 +638,7 @@ def start_node(ports: Ports, running: Callable[[str], bool]) -> None:
             [f"--config={node.STATE_DIR / 'containerd.toml'}", "--log-level=warn"],
             env=node.containerd_env(BIN),
         )
-        wait_for("containerd", node.SOCKET.exists, 30, "containerd")
+        wait_for("containerd", lambda: socket_open(node.SOCKET), 30, "containerd")
         load(workload_images())
     if not running("registry"):
         (PLANE / "registry.yaml").write_text(registry_config(ports.registry))
@@ -661,7 +669,7 @@ def workload_images() -> list[Path]:
 def load(archives: list[Path]) -> None:
     """Import OCI image archives into the real node's containerd, named as their index says."""
     for archive in archives:
-        subprocess.run(
+        imported = subprocess.run(
             [
                 str(BIN / "ctr"),
                 f"--address={node.SOCKET}",
@@ -670,10 +678,12 @@ def load(archives: list[Path]) -> None:
                 "import",
                 str(archive),
             ],
-            check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,  # ctr warns of cgroup v1 on every call
+            text=True,
         )
+        if imported.returncode != 0:
+            sys.exit(f"importing {archive} into the real node failed:\n{imported.stderr}")
         log(f"loaded {archive.name}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -34,3 +35,15 @@ def test_a_recycled_pid_running_another_binary_does_not_count(tmp_path: Path) ->
 
 def test_a_plane_without_a_directory_does_not_run(tmp_path: Path) -> None:
     assert not localplane.plane_running(tmp_path / "gone")
+
+
+def test_a_socket_file_nobody_serves_is_not_open(tmp_path: Path) -> None:
+    """containerd's socket file outlives a dead containerd: waiting for the file alone let the
+    image import run before the new containerd served (the plane's start failed after a reboot)."""
+    path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        server.listen()
+        assert localplane.socket_open(path)
+    assert path.exists()
+    assert not localplane.socket_open(path)
