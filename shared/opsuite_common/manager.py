@@ -150,6 +150,9 @@ class Manager:
         def deliver(event: Mapping[str, Any]) -> None:
             obj: JSON = dict(event["object"])
             event_type: str | None = event["type"]
+            if store is not None and store.outdated(obj):
+                self._applied(plural, obj)  # the cache holds a newer version: nothing changed
+                return
             previous = store.apply(event_type, obj) if store is not None else None
             if on_event is not None:
                 on_event(event_type, obj, previous)

@@ -49,6 +49,17 @@ def status_only(old: JSON | None, new: JSON) -> bool:
     return old_meta == new_meta
 
 
+def resource_version_order(a: str, b: str) -> int | None:
+    """-1, 0 or 1 as resourceVersion ``a`` is older than, the same as or newer than ``b``; None
+    when either is not a positive integer without leading zeros. Since Kubernetes 1.35 the
+    resourceVersions of one resource are such integers and comparable (KEP-5504, client-go's
+    ``CompareResourceVersion``); other API servers may still send opaque strings."""
+    if not (a.isdigit() and b.isdigit()) or a[0] == "0" or b[0] == "0":
+        return None
+    ka, kb = (len(a), a), (len(b), b)
+    return (ka > kb) - (ka < kb)
+
+
 def object_key(obj: JSON) -> ObjectKey:
     """The (namespace, name) of an object."""
     meta = obj.get("metadata", {})
@@ -90,6 +101,19 @@ class Store:
             self._objects[key] = obj
             self._index(key, obj)
         return old
+
+    def outdated(self, obj: JSON) -> bool:
+        """Whether the cached object under ``obj``'s key is newer than ``obj``: a listing or
+        event that was under way when the operator recorded its own write (a write-through),
+        which must not take the cache back to what the operator just changed."""
+        cached = self._objects.get(object_key(obj))
+        if cached is None:
+            return False
+        new = obj.get("metadata", {}).get("resourceVersion")
+        old = cached.get("metadata", {}).get("resourceVersion")
+        if not isinstance(new, str) or not isinstance(old, str):
+            return False
+        return resource_version_order(new, old) == -1
 
     def cached_keys(self) -> set[ObjectKey]:
         """The keys of every cached object."""

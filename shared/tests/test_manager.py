@@ -70,6 +70,37 @@ def test_a_relisting_prunes_the_store_and_reports_each_pruned_object_as_deleted(
     assert seen == [("DELETED", "gone", True)]
 
 
+def test_a_listing_older_than_the_operators_own_write_leaves_the_cache_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing (or event) under way when the operator recorded its own write carries the
+    version before it: applied, it would take the cache back and make the next reconcile
+    write again (#20: every copy patched five times after a partition healed). It is skipped,
+    and no handler hears of it; newer versions, and deletions, still go through."""
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    store = Store("configmaps")
+    seen: list[tuple[str | None, str]] = []
+
+    def on_event(event_type: str | None, obj: JSON, old: JSON | None) -> None:
+        seen.append((event_type, obj["metadata"]["resourceVersion"]))
+
+    def version(rv: str) -> JSON:
+        return {"metadata": {"namespace": "ns", "name": "cfg", "resourceVersion": rv}}
+
+    manager.watch("", "v1", "configmaps", store=store, on_event=on_event)
+    deliver = manager._routes[("", "configmaps")]
+    store.apply("MODIFIED", version("120"))  # the write-through of the operator's own patch
+    deliver({"type": None, "object": version("99")})
+    deliver({"type": "MODIFIED", "object": version("110")})
+    assert store.get("ns", "cfg") == version("120")
+    assert seen == []
+    deliver({"type": "MODIFIED", "object": version("120")})
+    deliver({"type": "MODIFIED", "object": version("1000")})
+    deliver({"type": "DELETED", "object": version("1001")})
+    assert seen == [("MODIFIED", "120"), ("MODIFIED", "1000"), ("DELETED", "1001")]
+    assert store.get("ns", "cfg") is None
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from opsuite_common.store import Store, status_only, without_managed_fields
+from hypothesis import given
+from hypothesis import strategies as st
+
+from opsuite_common.store import (
+    Store,
+    resource_version_order,
+    status_only,
+    without_managed_fields,
+)
 
 
 def _pod(name: str, **meta: object) -> dict[str, object]:
@@ -50,3 +58,32 @@ def test_only_status_changes_are_told_apart() -> None:
     deleting = {**old, "metadata": {**meta, "deletionTimestamp": "2025-01-01T00:00:00Z"}}
     assert not status_only(old, deleting)
     assert not status_only(None, old)
+
+
+@given(st.integers(min_value=1), st.integers(min_value=1))
+def test_resource_versions_compare_as_the_integers_they_are(a: int, b: int) -> None:
+    """KEP-5504: positive integers without leading zeros, of any length."""
+    assert resource_version_order(str(a), str(b)) == (a > b) - (a < b)
+
+
+def test_resource_versions_that_are_not_such_integers_do_not_compare() -> None:
+    for a, b in (("0", "1"), ("012", "13"), ("abc", "1"), ("", "1"), ("1", "-2"), ("1.5", "2")):
+        assert resource_version_order(a, b) is None
+        assert resource_version_order(b, a) is None
+
+
+def test_only_a_cached_object_newer_than_the_one_offered_makes_it_outdated() -> None:
+    store = Store("configmaps")
+
+    def version(rv: str | None, name: str = "cfg") -> dict[str, object]:
+        meta = {"namespace": "ns", "name": name}
+        return {"metadata": meta if rv is None else {**meta, "resourceVersion": rv}}
+
+    assert not store.outdated(version("5"))  # nothing cached
+    store.apply("MODIFIED", version("20"))
+    assert store.outdated(version("9"))
+    assert not store.outdated(version("20"))
+    assert not store.outdated(version("21"))
+    assert not store.outdated(version("9", name="other"))
+    assert not store.outdated(version(None))
+    assert not store.outdated(version("opaque"))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from configmapsync_operator.copies import MARK_ANNOTATIONS, MARK_LABELS, key_of, slim
+from configmapsync_operator.copies import MARK_ANNOTATIONS, MARK_LABELS, key_of
 from configmapsync_operator.models import (
     API_VERSION,
     FINALIZER,
@@ -78,12 +78,13 @@ def _configmap_path(namespace: str, name: str | None = None) -> str:
 def _write_through(
     cache: Store, key: tuple[str, str], before: Mapping[str, Any] | None, after: JSON | None
 ) -> None:
-    """Record our own write in the cache, unless the watch replaced ``before`` meanwhile."""
+    """Record our own write (the API server's answer: the store slims it) in the cache,
+    unless the watch replaced ``before`` meanwhile."""
     current = cache.get(*key)
     if current is not before:
         return
     if after is not None:
-        cache.apply("MODIFIED", slim(after))
+        cache.apply("MODIFIED", after)
     elif current is not None:
         cache.apply("DELETED", current)
 
