@@ -17,7 +17,6 @@ are printed and written to ``.local/measurements/chaos.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -28,20 +27,19 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes import client
 
-from configmapsync_operator.models import OWNER_LABEL
 from e2e import configmapsync_support, poddebugger_support, podset_support
 from e2e.cluster import ROOT, Cluster, wait_until
+from e2e.fanout import FanOut
+from e2e.measurements import record
 from e2e.operators import OperatorProcess, operator_env
 from poddebugger_operator.reconcile import container_name, parse_spec
 
 pytestmark = pytest.mark.chaos
 
-MEASUREMENTS = ROOT / ".local" / "measurements" / "chaos.json"
 WATCH_TIMEOUT = 5
 REPLICAS = 300
 DESTINATIONS = 200
@@ -63,47 +61,14 @@ def plane(*args: str) -> float:
     return time.monotonic() - started
 
 
-def record(scenario: str, figures: dict[str, Any]) -> None:
-    """Print ``figures`` and merge them into the measurements file."""
-    print(f"\n{scenario}: {json.dumps(figures)}")
-    MEASUREMENTS.parent.mkdir(parents=True, exist_ok=True)
-    data = json.loads(MEASUREMENTS.read_text()) if MEASUREMENTS.exists() else {}
-    data[scenario] = figures
-    MEASUREMENTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-@dataclass
-class Fleet:
-    """The namespaces, objects and operator processes every scenario works on."""
+@dataclass(kw_only=True)
+class Fleet(FanOut):
+    """The fan-out, the PodSet ``web``, the PodDebugger ``dbg`` and the operator processes
+    every scenario works on."""
 
     cluster: Cluster
-    api: client.ApiClient
     log_dir: Path
-    run: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     operators: dict[str, OperatorProcess] = field(default_factory=dict)
-
-    @property
-    def work(self) -> str:
-        return f"chaos-{self.run}-work"
-
-    @property
-    def source(self) -> str:
-        return f"chaos-{self.run}-src"
-
-    @property
-    def label(self) -> str:
-        return f"chaos-{self.run}"
-
-    def destinations(self) -> list[str]:
-        return [f"chaos-{self.run}-d{i}" for i in range(DESTINATIONS)]
-
-    @property
-    def core(self) -> client.CoreV1Api:
-        return client.CoreV1Api(self.api)
-
-    @property
-    def custom(self) -> client.CustomObjectsApi:
-        return client.CustomObjectsApi(self.api)
 
     # --- operators -------------------------------------------------------------------------
 
@@ -117,7 +82,7 @@ class Fleet:
         }
         for command, args in commands.items():
             log = self.log_dir / f"{command}-{uuid.uuid4().hex[:6]}.log"
-            env = operator_env(self.cluster, command, POD_NAME=f"{self.label}-{command}")
+            env = operator_env(self.cluster, command, POD_NAME=f"{self.prefix}{command}")
             self.operators[command] = OperatorProcess(command, [*args, *common], log, env).start()
         for proc in self.operators.values():
             proc.wait_ready(timeout=120)
@@ -143,46 +108,15 @@ class Fleet:
             {"spec": {"replicas": replicas}},
         )
 
-    def set_source(self, value: str) -> None:
-        self.core.patch_namespaced_config_map("cfg", self.source, {"data": {"value": value}})
-
-    def create_sync(self) -> None:
-        body = configmapsync_support.sync_manifest(
-            "fan", "cfg", namespaceSelector={"matchLabels": {self.label: "true"}}
-        )
-        self.custom.create_namespaced_custom_object(
-            configmapsync_support.GROUP,
-            configmapsync_support.VERSION,
-            self.source,
-            configmapsync_support.PLURAL,
-            body,
-        )
-
-    def delete_sync(self) -> None:
+    def remove_sync(self) -> None:
         """Delete the ConfigMapSync and wait until it and its copies are gone."""
-        self.custom.delete_namespaced_custom_object(
-            configmapsync_support.GROUP,
-            configmapsync_support.VERSION,
-            self.source,
-            configmapsync_support.PLURAL,
-            "fan",
+        self.delete_sync()
+        wait_until(
+            lambda: self.syncs() + len(self.copies()),
+            lambda n: n == 0,
+            timeout=180,
+            what="copies removed",
         )
-        wait_until(self._sync_and_copies, lambda n: n == 0, timeout=180, what="copies removed")
-
-    def _sync_and_copies(self) -> int:
-        syncs = self.custom.list_namespaced_custom_object(
-            configmapsync_support.GROUP,
-            configmapsync_support.VERSION,
-            self.source,
-            configmapsync_support.PLURAL,
-        )["items"]
-        return len(syncs) + len(self._copies())
-
-    def _copies(self) -> list[client.V1ConfigMap]:
-        items: list[client.V1ConfigMap] = self.core.list_config_map_for_all_namespaces(
-            label_selector=OWNER_LABEL
-        ).items
-        return [c for c in items if c.metadata.namespace.startswith(f"chaos-{self.run}-")]
 
     def active_pods(self) -> list[client.V1Pod]:
         pods = self.core.list_namespaced_pod(self.work, label_selector="app=web").items
@@ -196,7 +130,7 @@ class Fleet:
         pods = self.active_pods()
         if len(pods) != replicas:
             problems.append(f"{len(pods)}/{replicas} pods")
-        found = self._copies()
+        found = self.copies()
         stale = [c for c in found if (c.data or {}).get("value") != data]
         if len(found) != copies or stale:
             problems.append(f"{len(found)}/{copies} copies, {len(stale)} stale")
@@ -231,8 +165,8 @@ class Fleet:
     def reset(self) -> None:
         """No pods, no sync: the start of every scale-up and fan-out."""
         self.scale(0)
-        if self._sync_and_copies():
-            self.delete_sync()
+        if self.syncs() or self.copies():
+            self.remove_sync()
         wait_until(self.active_pods, lambda pods: not pods, timeout=180, what="no pods")
 
 
@@ -246,24 +180,13 @@ def fleet(
         )
     for support in (podset_support, configmapsync_support, poddebugger_support):
         support.install_crd(cluster)
-    fleet = Fleet(cluster, api, tmp_path_factory.mktemp("chaos"))
-    core = fleet.core
-    for ns in (fleet.work, fleet.source, *fleet.destinations()):
-        labels = {fleet.label: "true"} if ns in fleet.destinations() else {}
-        core.create_namespace({"metadata": {"name": ns, "labels": labels}})
-    wait_until(
-        lambda: core.read_namespaced_service_account("default", fleet.work),
-        bool,
-        timeout=60,
-        what="the work namespace's default ServiceAccount",
-    )
-    core.create_namespaced_config_map(
-        fleet.source,
-        {
-            "metadata": {"name": "cfg", "annotations": {configmapsync_support.ALLOWED: "*"}},
-            "data": {"value": "initial"},
-        },
-    )
+    fleet = Fleet(
+        api=api,
+        destinations=DESTINATIONS,
+        kind="chaos",
+        cluster=cluster,
+        log_dir=tmp_path_factory.mktemp("chaos"),
+    ).create()
     podsets = podset_support.PodSets(api, fleet.work)
     podsets.create(podset_support.podset("web", 0))
     fleet.custom.create_namespaced_custom_object(
@@ -286,8 +209,7 @@ def fleet(
     yield fleet
     for proc in fleet.operators.values():
         proc.stop()
-    for ns in (fleet.work, fleet.source, *fleet.destinations()):
-        core.delete_namespace(ns, propagation_policy="Background")
+    fleet.delete()
 
 
 def _fault_mid_scale(fleet: Fleet, scenario: str, fault: Callable[[], dict[str, float]]) -> None:
@@ -304,12 +226,12 @@ def _fault_mid_scale(fleet: Fleet, scenario: str, fault: Callable[[], dict[str, 
         lambda: len(fleet.active_pods()), lambda n: n >= MID_SCALE, timeout=120, what="mid-scale"
     )
     fleet.create_sync()  # the fan-out is fast: the fault follows its first copy
-    wait_until(lambda: len(fleet._copies()), bool, timeout=60, what="the first copy")
-    before = {"pods_at_fault": len(fleet.active_pods()), "copies_at_fault": len(fleet._copies())}
+    wait_until(lambda: len(fleet.copies()), bool, timeout=60, what="the first copy")
+    before = {"pods_at_fault": len(fleet.active_pods()), "copies_at_fault": len(fleet.copies())}
     figures = fault()
     converged = fleet.wait_converged(REPLICAS, data, timeout=180)
     fleet.assert_no_restart(pids)
-    record(scenario, {**before, **figures, "converged_after_ready_s": round(converged, 1)})
+    record("chaos", scenario, {**before, **figures, "converged_after_ready_s": round(converged, 1)})
     assert converged <= CONVERGE_WITHIN, f"converged {converged:.1f} s after the API server"
 
 
@@ -407,6 +329,7 @@ def test_apiserver_paused_longer_than_the_watch_timeout(fleet: Fleet) -> None:
     converged = fleet.wait_converged(REPLICAS, data, timeout=180)
     fleet.assert_no_restart(pids)
     record(
+        "chaos",
         "apiserver_sigstop",
         {
             "pause_s": PAUSE,
@@ -446,4 +369,4 @@ def test_operators_sigkilled_at_random_points(fleet: Fleet) -> None:
                 "converged_s": round(converged, 1),
             }
         )
-    record("operator_sigkill", {"rounds": rounds})
+    record("chaos", "operator_sigkill", {"rounds": rounds})

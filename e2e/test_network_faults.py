@@ -3,20 +3,19 @@
 Each operator under a fault runs in a network namespace of its own (``e2e.netns``): a partition,
 latency and loss, or watch streams stalled while requests are answered. Writes are attributed to
 each process by its User-Agent (``<command>/<version> (<identity>)``) in the plane's audit log;
-figures go to ``.local/measurements/network-faults.json`` and, through ``python -m e2e.netreport``,
-into docs/robustness.md. Marked ``chaos`` (``make chaos``); needs root and the plane's audit log.
+figures go to ``.local/measurements/network-faults.json`` and, through
+``python -m bench.robustness``, into docs/robustness.md. Marked ``chaos`` (``make chaos``);
+needs root and the plane's audit log.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,9 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e import configmapsync_support, netns, poddebugger_support, podset_support
-from e2e.cluster import ROOT, Cluster, audit_events, flush_audit_log, wait_until
+from e2e.cluster import Cluster, audit_events, flush_audit_log, wait_until
+from e2e.fanout import FanOut
+from e2e.measurements import record
 from e2e.operators import OperatorProcess, operator_env, wait_exit
 from e2e.poddebugger_support import ALLOWED_PREFIX, OPT_OUT, Debuggers, debugger_manifest
 from e2e.podset_support import PodCounter, PodSets, podset
@@ -37,7 +38,6 @@ pytestmark = [
     pytest.mark.local_operators("runs operators in network namespaces of their own"),
 ]
 
-MEASUREMENTS = ROOT / ".local" / "measurements" / "network-faults.json"
 # client-go's defaults, which the manager uses (opsuite_common.leader_election).
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 15.0, 10.0, 2.0
 FAILOVER_BOUND = LEASE_DURATION + RETRY_PERIOD
@@ -70,16 +70,6 @@ def link(cluster: Cluster) -> Iterator[netns.NetNs]:
         yield namespace
     finally:
         namespace.delete()
-
-
-def record(scenario: str, figures: dict[str, Any]) -> None:
-    """Print ``figures`` and merge them, stamped, into the measurements file."""
-    figures = {"measured_at": datetime.now(UTC).isoformat(timespec="seconds"), **figures}
-    print(f"\n{scenario}: {json.dumps(figures)}")
-    MEASUREMENTS.parent.mkdir(parents=True, exist_ok=True)
-    data = json.loads(MEASUREMENTS.read_text()) if MEASUREMENTS.exists() else {}
-    data[scenario] = figures
-    MEASUREMENTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def parse_time(stamp: str) -> float:
@@ -194,8 +184,10 @@ def handover_figures(
 ) -> dict[str, Any]:
     """What the audit log says about a partitioned leader ``old`` and its successor ``new``."""
     old_lease = [w for w in all_writes if w["identity"] == old and w["is_lease"]]
+    # Its acquisition (a create, 201) counts as much as a renewal (an update, 200): both set the
+    # Lease's renewTime, and a partition can come before the first renewal.
     renewed = max(
-        w["completed"] for w in old_lease if w["code"] == 200 and w["completed"] <= took_over
+        w["completed"] for w in old_lease if w["code"] in (200, 201) and w["completed"] <= took_over
     )
     deadline = renewed + RETRY_PERIOD + RENEW_DEADLINE  # its renewal round's end, at the latest
     old_writes = [w for w in all_writes if w["identity"] == old and not w["is_lease"]]
@@ -211,7 +203,7 @@ def handover_figures(
         "writes_after_partition": len([w for w in old_writes if w["received"] > partitioned_at]),
         "writes_after_handover": len([w for w in old_writes if w["received"] > took_over]),
         "lease_writes_after_handover": len(
-            [w for w in old_lease if w["received"] > took_over and w["code"] == 200]
+            [w for w in old_lease if w["received"] > took_over and w["code"] in (200, 201)]
         ),
         "both_wrote_overlap_s": round(max(0.0, last_old - first_new), 3),
         "writes_by_old": len(old_writes),
@@ -289,7 +281,7 @@ def test_leader_partitioned_during_a_podset_scale_up(
         "old_leader_exited_after_s": round(times["exited_after_s"], 2),
         "partition_s": round(times["partition_s"], 1),
     }
-    record("partition_podset", figures)
+    record("network-faults", "partition_podset", figures)
     assert figures["writes_after_renew_deadline"] == 0, all_writes
     assert figures["writes_after_handover"] == 0
     assert figures["both_wrote_overlap_s"] == 0
@@ -300,119 +292,13 @@ def test_leader_partitioned_during_a_podset_scale_up(
     assert figures["lease_writes_after_handover"] == 0
 
 
-@dataclass
-class Work:
-    """Namespaces ``nf-<run>-*`` (a work namespace, a source, ``destinations`` labelled for a
-    ConfigMapSync's selector) and the objects in them; deleted afterwards."""
-
-    api: client.ApiClient
-    destinations: int
-    run: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
-
-    @property
-    def prefix(self) -> str:
-        return f"nf-{self.run}-"
-
-    @property
-    def work(self) -> str:
-        return f"{self.prefix}work"
-
-    @property
-    def source(self) -> str:
-        return f"{self.prefix}src"
-
-    def namespace_flags(self) -> list[str]:
-        """--namespace for each of the run's namespaces: an operator serving only them never
-        touches the objects of tests running alongside on a shared cluster."""
-        return [f"--namespace={ns}" for ns in (self.work, self.source, *self.destination_names())]
-
-    def destination_names(self) -> list[str]:
-        return [f"{self.prefix}d{i}" for i in range(self.destinations)]
-
-    @property
-    def core(self) -> client.CoreV1Api:
-        return client.CoreV1Api(self.api)
-
-    @property
-    def custom(self) -> client.CustomObjectsApi:
-        return client.CustomObjectsApi(self.api)
-
-    def create(self) -> Work:
-        for ns in (self.work, self.source, *self.destination_names()):
-            labels = {self.prefix + "dest": "true"} if ns not in (self.work, self.source) else {}
-            self.core.create_namespace({"metadata": {"name": ns, "labels": labels}})
-        wait_until(
-            lambda: self.core.read_namespaced_service_account("default", self.work),
-            bool,
-            timeout=60,
-            what="the work namespace's default ServiceAccount",
-        )
-        self.core.create_namespaced_config_map(
-            self.source,
-            {
-                "metadata": {"name": "cfg", "annotations": {configmapsync_support.ALLOWED: "*"}},
-                "data": {"value": "initial"},
-            },
-        )
-        return self
-
-    def delete(self) -> None:
-        for ns in (self.work, self.source, *self.destination_names()):
-            with contextlib.suppress(client.ApiException):
-                self.core.delete_namespace(ns, propagation_policy="Background")
-
-    def set_source(self, value: str) -> None:
-        self.core.patch_namespaced_config_map("cfg", self.source, {"data": {"value": value}})
-
-    def create_sync(self) -> None:
-        body = configmapsync_support.sync_manifest(
-            "fan", "cfg", namespaceSelector={"matchLabels": {self.prefix + "dest": "true"}}
-        )
-        self.custom.create_namespaced_custom_object(
-            configmapsync_support.GROUP,
-            configmapsync_support.VERSION,
-            self.source,
-            configmapsync_support.PLURAL,
-            body,
-        )
-
-    def delete_sync(self) -> None:
-        self.custom.delete_namespaced_custom_object(
-            configmapsync_support.GROUP,
-            configmapsync_support.VERSION,
-            self.source,
-            configmapsync_support.PLURAL,
-            "fan",
-        )
-
-    def copies(self) -> list[client.V1ConfigMap]:
-        items: list[client.V1ConfigMap] = self.core.list_config_map_for_all_namespaces(
-            label_selector=configmapsync_support.OWNER_LABEL
-        ).items
-        return [c for c in items if c.metadata.namespace.startswith(self.prefix)]
-
-    def copies_equal(self, value: str) -> int:
-        """Copies holding ``value``; fails when a copy exists outside the destinations."""
-        found = self.copies()
-        assert {c.metadata.namespace for c in found} <= set(self.destination_names())
-        return sum((c.data or {}).get("value") == value for c in found)
-
-    def wait_copies(self, value: str, count: int, timeout: float = 180) -> None:
-        wait_until(
-            lambda: (len(self.copies()), self.copies_equal(value)),
-            lambda seen: seen == (count, count),
-            timeout=timeout,
-            what=f"{count} copies of {value!r}",
-        )
-
-
 @pytest.fixture
-def make_work(api: client.ApiClient) -> Iterator[Callable[[int], Work]]:
-    """Work with that many destinations, deleted at the end of the test."""
-    made: list[Work] = []
+def make_work(api: client.ApiClient) -> Iterator[Callable[[int], FanOut]]:
+    """A fan-out with that many destinations, deleted at the end of the test."""
+    made: list[FanOut] = []
 
-    def make(destinations: int) -> Work:
-        made.append(Work(api, destinations))
+    def make(destinations: int) -> FanOut:
+        made.append(FanOut(api, destinations, "nf"))
         return made[-1].create()
 
     try:
@@ -433,7 +319,7 @@ def lease_flags(lease: tuple[str, str]) -> list[str]:
 def test_leader_partitioned_during_a_configmapsync_fan_out(
     cluster: Cluster,
     api: client.ApiClient,
-    make_work: Callable[[int], Work],
+    make_work: Callable[[int], FanOut],
     processes: Processes,
     link: netns.NetNs,
 ) -> None:
@@ -477,7 +363,7 @@ def test_leader_partitioned_during_a_configmapsync_fan_out(
         "old_leader_exited_after_s": round(times["exited_after_s"], 2),
         "partition_s": round(times["partition_s"], 1),
     }
-    record("partition_configmapsync", figures)
+    record("network-faults", "partition_configmapsync", figures)
     assert not late_copies, late_copies
     assert figures["writes_after_renew_deadline"] == 0, all_writes
     assert figures["both_wrote_overlap_s"] == 0
@@ -493,7 +379,7 @@ WATCH_GAP = 2 * WATCH_TIMEOUT
 def test_a_partition_of_twice_the_watch_timeout(
     cluster: Cluster,
     api: client.ApiClient,
-    make_work: Callable[[int], Work],
+    make_work: Callable[[int], FanOut],
     processes: Processes,
     link: netns.NetNs,
 ) -> None:
@@ -583,7 +469,7 @@ def test_a_partition_of_twice_the_watch_timeout(
         "writes_by_other_operators": len(done) - len(mine),
         "copies_written_by_other_operators": len(contested),
     }
-    record("watch_gap_partition", figures)
+    record("network-faults", "watch_gap_partition", figures)
     assert len(pod_creates) == len(victims), pod_creates
     assert sorted(w["namespace"] for w in copy_creates) == sorted(lost), copy_creates
     assert max(copy_updates.values(), default=0) <= 1, copy_updates
@@ -631,7 +517,7 @@ def test_watch_streams_stalled_while_requests_are_answered(
         "held_chunks": held,
         "old_leader_exit_code": code,
     }
-    record("stalled_watch_streams", figures)
+    record("network-faults", "stalled_watch_streams", figures)
     assert held > 0, "the relay held nothing: the streams were not stalled"
     assert code == 1, processes.logs()
     assert f"watch dead (silent for over {dead_after:.0f} s)" in log, log[-3000:]
@@ -696,7 +582,7 @@ def settled(procs: list[OperatorProcess]) -> tuple[int, int]:
         last = now
 
 
-def workloads(work: Work, procs: list[OperatorProcess], round_: str) -> dict[str, float]:
+def workloads(work: FanOut, procs: list[OperatorProcess], round_: str) -> dict[str, float]:
     """Seconds each workload took to converge, and the requests the operators sent."""
     podsets, debuggers = PodSets(work.api, work.work), Debuggers(work.api)
     before, errors_before = settled(procs)
@@ -739,7 +625,7 @@ def workloads(work: Work, procs: list[OperatorProcess], round_: str) -> dict[str
 def test_latency_and_loss_during_the_benchmark_workloads(
     cluster: Cluster,
     api: client.ApiClient,
-    make_work: Callable[[int], Work],
+    make_work: Callable[[int], FanOut],
     processes: Processes,
     link: netns.NetNs,
 ) -> None:
@@ -778,6 +664,6 @@ def test_latency_and_loss_during_the_benchmark_workloads(
         "slowdown": {k: round(slow[k] / max(mean[k], 0.1), 1) for k in WORKLOAD_KEYS},
         "extra_requests": round(slow["requests"] - mean["requests"]),
     }
-    record("latency_and_loss", figures)
+    record("network-faults", "latency_and_loss", figures)
     for proc in procs:
         assert proc.alive(), proc.log_tail()
