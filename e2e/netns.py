@@ -192,15 +192,21 @@ class Relay:
         self._loop.call_soon_threadsafe(self._flowing.clear if on else self._flowing.set)
 
     def close(self) -> None:
-        def stop() -> None:
+        """Stop serving, end every connection's tasks (each handles its cancellation), stop."""
+
+        async def stop() -> None:
             if self._server is not None:
                 self._server.close()
-            for task in asyncio.all_tasks(self._loop):
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
                 task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             self._loop.stop()
 
-        self._loop.call_soon_threadsafe(stop)
+        asyncio.run_coroutine_threadsafe(stop(), self._loop)
         self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
 
 
 @dataclass
