@@ -43,6 +43,7 @@ from bench.audit import AuditTail, request_summary
 from bench.cpu import cpu_seconds, rss_mib
 from bench.implementations import (
     GO,
+    IMPLEMENTATIONS,
     OPSUITE,
     PAIRS,
     Implementation,
@@ -413,6 +414,9 @@ def run_all(
 ) -> tuple[list[Trial], list[str]]:
     """Every pair's rounds: the trials done and the failed attempts; cleans up whatever
     happens."""
+    for pair in config.pairs:  # a missing Go binary fails now, not after the first trial
+        for implementation in IMPLEMENTATIONS[pair]:
+            implementation.executable()
     _crds(config.pairs)
     compile_bytecode()
     run = Run(api, config)
