@@ -20,7 +20,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -154,6 +155,30 @@ def operator_env(cluster: Cluster, command: str, **extra: str) -> dict[str, str]
     env["KUBECONFIG"] = str(cluster.operator_kubeconfig(command))
     env.update(extra)
     return env
+
+
+def start_operator(
+    cluster: Cluster,
+    command: str,
+    namespaces: Iterable[str],
+    log_dir: Path,
+    *extra: str,
+    **env: str,
+) -> OperatorProcess:
+    """A started ``command`` process serving exactly ``namespaces``, with the flags ``extra`` and
+    the environment ``env`` beside :func:`operator_env`'s; its log is a new file in ``log_dir``."""
+    return OperatorProcess(
+        command,
+        [*(f"--namespace={ns}" for ns in namespaces), *extra],
+        log_dir / f"{command}-{uuid.uuid4().hex[:6]}.log",
+        operator_env(cluster, command, **env),
+    ).start()
+
+
+def stopped_after(handle: OperatorHandle) -> Iterator[OperatorHandle]:
+    """A fixture's body: ``handle`` for the test (or module), stopped after it."""
+    yield handle
+    handle.stop()
 
 
 def wait_exit(proc: OperatorProcess, timeout: float) -> int:
