@@ -19,8 +19,6 @@ import platform
 import signal
 import subprocess
 import sys
-import time
-import traceback
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import FrameType
@@ -29,6 +27,7 @@ from typing import Any
 from bench import curve, operator_bench, plane, probes, readme, scale, versus
 from bench.podset_vs_replicaset import Config, run
 from bench.report import summarize, table, write_json
+from bench.runner import measure
 
 OUTPUT = plane.LOCAL / "measurements" / "bench-podset.json"
 
@@ -252,22 +251,15 @@ def run_one(args: argparse.Namespace) -> int:
         pause=args.pause,
         retries=args.retries,
     )
-    try:
-        plane.ensure_up()
-        api = plane.api_client()
-        load_before = os.getloadavg()
-        started = time.monotonic()
-        trials = run(api, config)
-        rows = summarize(trials, config)
-        env = environment(plane.server_version(api), load_before)
-        env["duration_s"] = round(time.monotonic() - started, 1)
-    except KeyboardInterrupt:
-        print("interrupted; cleaned up", file=sys.stderr)
-        return 130
-    except Exception:
-        traceback.print_exc()
-        print("benchmark failed (operator log: .local/bench/podset-operator.log)", file=sys.stderr)
-        return 2
+    measured = measure(
+        lambda api: run(api, config),
+        environment,
+        "benchmark failed (operator log: .local/bench/podset-operator.log)",
+    )
+    if isinstance(measured, int):
+        return measured
+    trials, env = measured
+    rows = summarize(trials, config)
     print()
     print(table(rows, trials, config))
     output = Path(args.output or OUTPUT)
