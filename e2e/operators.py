@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from typing import Literal, Protocol
 
 from e2e.charts import CHARTS, RELEASE_NAMESPACE
 from e2e.cluster import Cluster, wait_until
+from opsuite_testkit.processes import terminate
 
 VENV_BIN = Path(sys.executable).parent
 Mode = Literal["local", "in-cluster"]
@@ -135,14 +135,7 @@ class OperatorProcess:
         """SIGTERM, then SIGKILL after ``timeout``; the exit code."""
         if self.process is None:
             return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
+        return terminate(self.process, timeout)
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
