@@ -100,10 +100,10 @@ def namespace(request: pytest.FixtureRequest, api: client.ApiClient) -> Iterator
 
 @pytest.fixture(scope="module")
 def operator(
-    cluster: Cluster, pool: NamespacePool, tmp_path_factory: pytest.TempPathFactory
+    pool: NamespacePool, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorHandle]:
     """The operator serving the module's ``pool`` fixture's namespaces, for the whole module."""
-    yield from stopped_after(pool.operator(cluster, tmp_path_factory.mktemp(pool.COMMAND)))
+    yield from stopped_after(pool.operator(tmp_path_factory.mktemp(pool.COMMAND)))
 
 
 @pytest.fixture(scope="module")

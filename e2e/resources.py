@@ -201,14 +201,14 @@ class NamespacePool:
     def all(self) -> list[str]:
         return [self.name(s) for s in self.SUFFIXES]
 
-    def operator(self, cluster: Cluster, log_dir: Path) -> OperatorHandle:
+    def operator(self, log_dir: Path) -> OperatorHandle:
         """The operator for the pool's tests: a ready process serving exactly the pool's
         namespaces with :attr:`FLAGS`, or the one in the cluster (e2e.operators)."""
         return operator_handle(
-            cluster,
+            self.cluster,
             self.COMMAND,
             lambda: start_operator(
-                cluster, self.COMMAND, self.all(), log_dir, *self.FLAGS, POD_NAME=self.identity
+                self.cluster, self.COMMAND, self.all(), log_dir, *self.FLAGS, POD_NAME=self.identity
             ),
         )
 
