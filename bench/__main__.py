@@ -27,7 +27,7 @@ from typing import Any
 from bench import curve, operator_bench, plane, probes, readme, scale, versus
 from bench.podset_vs_replicaset import Config, run
 from bench.report import summarize, table, write_json
-from bench.runner import measure
+from bench.runner import Failed, measure
 
 OUTPUT = plane.LOCAL / "measurements" / "bench-podset.json"
 
@@ -233,7 +233,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_one(args: argparse.Namespace) -> int:
-    """Run one benchmark; its exit status."""
+    """Run one benchmark; its exit status (2 on an error, 130 when interrupted)."""
+    try:
+        return _run(args)
+    except Failed as failed:
+        return failed.code
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run one benchmark; the exit status of a run that completed (0, or 1 with --strict when a
+    target was missed)."""
     if args.benchmark == "scale":
         return scale.main(args, environment)
     if args.benchmark == "versus":
@@ -251,14 +260,11 @@ def run_one(args: argparse.Namespace) -> int:
         pause=args.pause,
         retries=args.retries,
     )
-    measured = measure(
+    trials, env = measure(
         lambda api: run(api, config),
         environment,
         "benchmark failed (operator log: .local/bench/podset-operator.log)",
     )
-    if isinstance(measured, int):
-        return measured
-    trials, env = measured
     rows = summarize(trials, config)
     print()
     print(table(rows, trials, config))

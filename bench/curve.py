@@ -531,21 +531,18 @@ def main(
     args: argparse.Namespace,
     environment: Environment,
 ) -> int:
-    """Run the curve; the exit status (0 done, 1 missed with --strict, 2 error, 130)."""
+    """Run the curve; the exit status (0 done, 1 missed with --strict; bench.runner.Failed)."""
     config = Config(
         sizes=tuple(int(s) for s in args.sizes.split(",")) if args.sizes else SIZES,
         pairs=tuple(args.pairs.split(",")) if args.pairs else PAIRS,
         timeout=max(args.timeout, Config.timeout),
     )
     output = Path(args.output or OUTPUT)
-    measured = measure(
+    points, env = measure(
         lambda api: run(api, config),
         environment,
         f"curve failed (logs: {LOCAL / 'bench'}/curve-*.log)",
     )
-    if isinstance(measured, int):
-        return measured
-    points, env = measured
     previous = json.loads(output.read_text()) if output.exists() else None
     merged = merge(previous, points, env)
     rows = summary(_points(merged))

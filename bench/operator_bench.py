@@ -19,7 +19,7 @@ def main(
     args: argparse.Namespace,
     environment: Environment,
 ) -> int:
-    """Run ``args.benchmark``; the exit status (0 done, 1 missed with --strict, 2 error, 130)."""
+    """Run ``args.benchmark``; the exit status (0 done, 1 missed with --strict; runner.Failed)."""
     name = args.benchmark
     output = Path(args.output or plane.LOCAL / "measurements" / f"bench-{name}.json")
     config: configmapsync.Config | poddebugger.Config
@@ -49,10 +49,7 @@ def main(
         return rows, poddebugger.table(rows, pdb, config), asdict(pdb)
 
     log = configmapsync.OPERATOR_LOG if name == "configmapsync" else poddebugger.OPERATOR_LOG
-    measured = measure(run, environment, f"benchmark failed (operator log: {log})")
-    if isinstance(measured, int):
-        return measured
-    (rows, text, result), env = measured
+    (rows, text, result), env = measure(run, environment, f"benchmark failed (operator log: {log})")
     print()
     print(text)
     document = {

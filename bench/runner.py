@@ -22,15 +22,23 @@ Environment = Callable[[str, tuple[float, ...]], dict[str, Any]]
 """bench.__main__.environment: (Kubernetes version, load average before) -> the environment."""
 
 
+class Failed(Exception):
+    """A run that ended early; ``code`` is the exit status (130 interrupted, 2 an error)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 def measure(
     run: Callable[[client.ApiClient], T],
     environment: Environment,
     failure: str,
     *,
     fake_nodes: int | None = None,
-) -> tuple[T, dict[str, Any]] | int:
+) -> tuple[T, dict[str, Any]]:
     """Bring the local plane up (with ``fake_nodes``) and ``run`` on it: (what ``run``
-    returned, the environment with the run's ``duration_s``); or the exit status, 130 when
+    returned, the environment with the run's ``duration_s``). Raises :class:`Failed`: 130 when
     interrupted, 2 on an error (its traceback and ``failure`` printed)."""
     try:
         plane.ensure_up(fake_nodes=fake_nodes)
@@ -42,11 +50,11 @@ def measure(
         env["duration_s"] = round(time.monotonic() - started, 1)
     except KeyboardInterrupt:
         print("interrupted; cleaned up", file=sys.stderr)
-        return 130
+        raise Failed(130) from None
     except Exception:
         traceback.print_exc()
         print(failure, file=sys.stderr)
-        return 2
+        raise Failed(2) from None
     return outcome, env
 
 

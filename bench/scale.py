@@ -706,7 +706,7 @@ def main(
     args: argparse.Namespace,
     environment: Environment,
 ) -> int:
-    """Run the scale benchmark; the exit status (0 done, 1 missed with --strict, 2 error, 130)."""
+    """Run the scale benchmark; the exit status (0 done, 1 missed with --strict; runner.Failed)."""
     config = Config(
         quiet_s=args.quiet_window if args.quiet_window is not None else Config.quiet_s,
         settle_s=args.settle,
@@ -714,15 +714,12 @@ def main(
         profile=not args.no_profile,
     )
     output = Path(args.output or OUTPUT)
-    measured = measure(
+    result, env = measure(
         lambda api: run(api, config),
         environment,
         f"scale benchmark failed (operator logs: {LOG_DIR}/scale-*.log)",
         fake_nodes=FAKE_NODES,
     )
-    if isinstance(measured, int):
-        return measured
-    result, env = measured
     print()
     print(table(result, config))
     rows = goals(result)
