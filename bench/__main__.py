@@ -19,8 +19,6 @@ import platform
 import signal
 import subprocess
 import sys
-import time
-import traceback
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import FrameType
@@ -29,6 +27,7 @@ from typing import Any
 from bench import curve, operator_bench, plane, probes, readme, scale, versus
 from bench.podset_vs_replicaset import Config, run
 from bench.report import summarize, table, write_json
+from bench.runner import Failed, measure
 
 OUTPUT = plane.LOCAL / "measurements" / "bench-podset.json"
 
@@ -234,7 +233,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_one(args: argparse.Namespace) -> int:
-    """Run one benchmark; its exit status."""
+    """Run one benchmark; its exit status (2 on an error, 130 when interrupted)."""
+    try:
+        return _run(args)
+    except Failed as failed:
+        return failed.code
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run one benchmark; the exit status of a run that completed (0, or 1 with --strict when a
+    target was missed)."""
     if args.benchmark == "scale":
         return scale.main(args, environment)
     if args.benchmark == "versus":
@@ -252,22 +260,12 @@ def run_one(args: argparse.Namespace) -> int:
         pause=args.pause,
         retries=args.retries,
     )
-    try:
-        plane.ensure_up()
-        api = plane.api_client()
-        load_before = os.getloadavg()
-        started = time.monotonic()
-        trials = run(api, config)
-        rows = summarize(trials, config)
-        env = environment(plane.server_version(api), load_before)
-        env["duration_s"] = round(time.monotonic() - started, 1)
-    except KeyboardInterrupt:
-        print("interrupted; cleaned up", file=sys.stderr)
-        return 130
-    except Exception:
-        traceback.print_exc()
-        print("benchmark failed (operator log: .local/bench/podset-operator.log)", file=sys.stderr)
-        return 2
+    trials, env = measure(
+        lambda api: run(api, config),
+        environment,
+        "benchmark failed (operator log: .local/bench/podset-operator.log)",
+    )
+    rows = summarize(trials, config)
     print()
     print(table(rows, trials, config))
     output = Path(args.output or OUTPUT)

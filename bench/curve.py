@@ -24,11 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
-import sys
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -55,6 +52,7 @@ from bench.implementations import (
 from bench.objwatch import Tracker, timed_parallel, wide_client
 from bench.operator import OperatorProcess
 from bench.plane import LOCAL, ROOT, read, request, request_json
+from bench.runner import Environment, measure, write_document
 from bench.workloads import PODSET, pod_template
 from opsuite_common.kube import resource_path
 
@@ -531,30 +529,20 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main(
     args: argparse.Namespace,
-    environment: Callable[[str, tuple[float, ...]], dict[str, Any]],
+    environment: Environment,
 ) -> int:
-    """Run the curve; the exit status (0 done, 1 missed with --strict, 2 error, 130)."""
+    """Run the curve; the exit status (0 done, 1 missed with --strict; bench.runner.Failed)."""
     config = Config(
         sizes=tuple(int(s) for s in args.sizes.split(",")) if args.sizes else SIZES,
         pairs=tuple(args.pairs.split(",")) if args.pairs else PAIRS,
         timeout=max(args.timeout, Config.timeout),
     )
     output = Path(args.output or OUTPUT)
-    try:
-        plane.ensure_up()
-        api = plane.api_client()
-        load_before = os.getloadavg()
-        started = time.monotonic()
-        points = run(api, config)
-        env = environment(plane.server_version(api), load_before)
-        env["duration_s"] = round(time.monotonic() - started, 1)
-    except KeyboardInterrupt:
-        print("interrupted; cleaned up", file=sys.stderr)
-        return 130
-    except Exception:
-        traceback.print_exc()
-        print(f"curve failed (logs: {LOCAL / 'bench'}/curve-*.log)", file=sys.stderr)
-        return 2
+    points, env = measure(
+        lambda api: run(api, config),
+        environment,
+        f"curve failed (logs: {LOCAL / 'bench'}/curve-*.log)",
+    )
     previous = json.loads(output.read_text()) if output.exists() else None
     merged = merge(previous, points, env)
     rows = summary(_points(merged))
@@ -568,7 +556,4 @@ def main(
         "summary": rows,
         "targets_met": all(r["met"] is not False for r in rows),
     }
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"\nwritten to {output}")
-    return 1 if args.strict and not document["targets_met"] else 0
+    return write_document(output, document, strict=args.strict)

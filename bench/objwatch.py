@@ -1,30 +1,28 @@
 """Follow any collection (a namespace's pods, configmaps across namespaces by label) through a
 raw watch stream, and record when each object first satisfies a predicate.
 
-Like :mod:`bench.podwatch` (list, then watch, JSON parsed by the benchmark, every event stamped
-with ``time.monotonic()`` when its line arrives), but generic: the tracker keeps, per object
-(namespace, name), a small summary computed by ``summarize``; an :class:`Arm` records, for each
-object, the first instant its summary satisfies a predicate, and fires once ``count`` objects
-did. Also a few helpers the operator benchmarks share: an admin client with a larger connection
-pool, a thread pool that times each call, percentiles.
+Like :mod:`bench.podwatch` (both are :mod:`bench.rawwatch`: list, then watch, JSON parsed by the
+benchmark, every event stamped with ``time.monotonic()`` when its line arrives), but generic: the
+tracker keeps, per object (namespace, name), a small summary computed by ``summarize``; an
+:class:`Arm` records, for each object, the first instant its summary satisfies a predicate, and
+fires once ``count`` objects did. Also a few helpers the operator benchmarks share: an admin client
+with a larger connection pool, a thread pool that times each call, percentiles.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import math
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from kubernetes import client
 
-from bench.plane import api_client, read, request, watch_events
+from bench.plane import api_client
+from bench.rawwatch import RawWatch
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +101,7 @@ class Arm:
         return max(self.times.values())
 
 
-class Tracker(Generic[S]):
+class Tracker(RawWatch, Generic[S]):
     """Objects of one collection path (optionally label-selected) as the watch delivers them."""
 
     def __init__(
@@ -113,34 +111,15 @@ class Tracker(Generic[S]):
         summarize: Callable[[dict[str, Any]], S],
         label_selector: str | None = None,
     ) -> None:
-        self._api = api
-        self._path = path
+        query = {"labelSelector": label_selector} if label_selector else {}
+        super().__init__(api, path, query, f"watch of {path}", list_timeout=60)
         self._summarize = summarize
-        self._selector = label_selector
-        self._lock = threading.Lock()
         self.state: dict[Key, S] = {}
         self._arms: list[Arm] = []
-        self._synced = threading.Event()
-        self._stopping = threading.Event()
-        self._response: Any = None
-        self._thread = threading.Thread(target=self._run, name=f"watch-{path}", daemon=True)
-        self.events = 0
 
-    def start(self, timeout: float = 60.0) -> Tracker[S]:
+    def start(self, timeout: float = 60.0) -> Self:
         """Start following; return once the initial list is loaded."""
-        self._thread.start()
-        if not self._synced.wait(timeout):
-            raise TimeoutError(f"watch of {self._path} not synced after {timeout:.0f} s")
-        return self
-
-    def stop(self) -> None:
-        """Stop the watch thread (shuts the open stream's socket down)."""
-        self._stopping.set()
-        sock = getattr(getattr(self._response, "connection", None), "sock", None)
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self._thread.join(timeout=5)
+        return super().start(timeout)
 
     def arm(self, description: str, predicate: Callable[[Key, Any], bool], count: int) -> Arm:
         """An :class:`Arm` checked on every event from now on (and against the current state)."""
@@ -175,50 +154,12 @@ class Tracker(Generic[S]):
         meta = obj.get("metadata") or {}
         return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
-    def _query(self) -> dict[str, str]:
-        return {"labelSelector": self._selector} if self._selector else {}
+    def _replace(self, items: list[dict[str, Any]], at: float) -> None:
+        fresh = {self._key(o): o for o in items}
+        for key in set(self.state) - set(fresh):
+            self._set(key, None, at)
+        for key, obj in fresh.items():
+            self._set(key, self._summarize(obj), at)
 
-    def _list(self) -> str:
-        response = request(self._api, "GET", self._path, query=self._query(), timeout=(5, 60))
-        body = json.loads(read(response))
-        at = time.monotonic()
-        with self._lock:
-            fresh = {self._key(o): o for o in body.get("items") or []}
-            for key in set(self.state) - set(fresh):
-                self._set(key, None, at)
-            for key, obj in fresh.items():
-                self._set(key, self._summarize(obj), at)
-        version: str = body["metadata"]["resourceVersion"]
-        return version
-
-    def _watch(self, resource_version: str) -> Iterator[tuple[float, dict[str, Any]]]:
-        return watch_events(self._api, self._path, self._query(), resource_version, self._hold)
-
-    def _hold(self, response: Any) -> None:
-        self._response = response
-
-    def _run(self) -> None:
-        version: str | None = None
-        while not self._stopping.is_set():
-            try:
-                if version is None:
-                    version = self._list()
-                    self._synced.set()
-                for at, event in self._watch(version):
-                    kind, obj = event.get("type", ""), event.get("object") or {}
-                    if kind == "ERROR":
-                        version = None
-                        break
-                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
-                    if kind == "BOOKMARK":
-                        continue
-                    with self._lock:
-                        self.events += 1
-                        summary = None if kind == "DELETED" else self._summarize(obj)
-                        self._set(self._key(obj), summary, at)
-            except Exception as exc:
-                if self._stopping.is_set():
-                    return
-                log.debug("watch of %s interrupted (%s); listing again", self._path, exc)
-                version = None
-                time.sleep(0.2)
+    def _apply(self, kind: str, obj: dict[str, Any], at: float) -> None:
+        self._set(self._key(obj), None if kind == "DELETED" else self._summarize(obj), at)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import IO
 
 from bench.plane import KUBECONFIG
+from opsuite_testkit.processes import terminate
 
 
 def free_port() -> int:
@@ -112,13 +112,7 @@ class OperatorProcess:
         """SIGTERM, SIGKILL after ``timeout``; the exit code (None if never started)."""
         if self.process is None:
             return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        code = terminate(self.process, timeout)
         if self._log is not None:
             self._log.close()
-        return self.process.returncode
+        return code

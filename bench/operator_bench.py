@@ -5,24 +5,21 @@ PodSet benchmark."""
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
-import time
-import traceback
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
 from bench import configmapsync, plane, poddebugger
+from bench.runner import Environment, measure, write_document
 
 
 def main(
     args: argparse.Namespace,
-    environment: Callable[[str, tuple[float, ...]], dict[str, Any]],
+    environment: Environment,
 ) -> int:
-    """Run ``args.benchmark``; the exit status (0 done, 1 missed with --strict, 2 error, 130)."""
+    """Run ``args.benchmark``; the exit status (0 done, 1 missed with --strict; runner.Failed)."""
     name = args.benchmark
     output = Path(args.output or plane.LOCAL / "measurements" / f"bench-{name}.json")
     config: configmapsync.Config | poddebugger.Config
@@ -40,31 +37,19 @@ def main(
             rounds=args.rounds or poddebugger.Config.rounds,
             timeout=args.timeout,
         )
-    try:
-        plane.ensure_up()
-        api = plane.api_client()
-        load_before = os.getloadavg()
-        started = time.monotonic()
+
+    def run(api: client.ApiClient) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+        """(summary rows, table, result)."""
         if isinstance(config, configmapsync.Config):
             cms = configmapsync.run(api, config)
             rows = configmapsync.summary(cms, config)
-            text = configmapsync.table(rows, cms, config)
-            result: dict[str, Any] = asdict(cms)
-        else:
-            pdb = poddebugger.run(api, config)
-            rows = poddebugger.summary(pdb, config)
-            text = poddebugger.table(rows, pdb, config)
-            result = asdict(pdb)
-        env = environment(plane.server_version(api), load_before)
-        env["duration_s"] = round(time.monotonic() - started, 1)
-    except KeyboardInterrupt:
-        print("interrupted; cleaned up", file=sys.stderr)
-        return 130
-    except Exception:
-        traceback.print_exc()
-        log = configmapsync.OPERATOR_LOG if name == "configmapsync" else poddebugger.OPERATOR_LOG
-        print(f"benchmark failed (operator log: {log})", file=sys.stderr)
-        return 2
+            return rows, configmapsync.table(rows, cms, config), asdict(cms)
+        pdb = poddebugger.run(api, config)
+        rows = poddebugger.summary(pdb, config)
+        return rows, poddebugger.table(rows, pdb, config), asdict(pdb)
+
+    log = configmapsync.OPERATOR_LOG if name == "configmapsync" else poddebugger.OPERATOR_LOG
+    (rows, text, result), env = measure(run, environment, f"benchmark failed (operator log: {log})")
     print()
     print(text)
     document = {
@@ -75,8 +60,4 @@ def main(
         "summary": rows,
         "targets_met": all(r["met"] for r in rows),
     }
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(document, indent=2, default=str) + "\n")
-    print(f"\nwritten to {output}")
-    met = all(r["met"] for r in rows)
-    return 1 if args.strict and not met else 0
+    return write_document(output, document, strict=args.strict)

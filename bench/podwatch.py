@@ -9,19 +9,17 @@ holds.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from kubernetes import client
 
-from bench.plane import READ_TIMEOUT, read, request, watch_events
+from bench.plane import READ_TIMEOUT
+from bench.rawwatch import RawWatch
 from opsuite_common.kube import resource_path
 
 log = logging.getLogger(__name__)
@@ -65,46 +63,23 @@ class Milestone:
         return self.reached_at
 
 
-class PodTracker:
+class PodTracker(RawWatch):
     """Pods of one namespace as the watch delivers them; start it, then arm milestones."""
 
     def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        self._api = api
-        self._path = resource_path("v1", "pods", namespace)
+        path = resource_path("v1", "pods", namespace)
+        super().__init__(api, path, {}, f"pod watch of {namespace}", list_timeout=READ_TIMEOUT)
         self.namespace = namespace
-        self._lock = threading.Lock()
         self._phase: dict[str, str] = {}
         """Pod name -> phase, or "Terminating" once a deletionTimestamp is set."""
         self._added: set[str] = set()
         self._milestones: list[Milestone] = []
-        self._synced = threading.Event()
-        self._stopping = threading.Event()
-        self._response: Any = None
-        self._thread = threading.Thread(target=self._run, name=f"podwatch-{namespace}", daemon=True)
-        self.error: BaseException | None = None
-        self.events = 0
 
     # ------------------------------------------------------------------ public
 
-    def start(self, timeout: float = 30.0) -> PodTracker:
+    def start(self, timeout: float = 30.0) -> Self:
         """Start following the namespace; return once the initial list is loaded."""
-        self._thread.start()
-        if not self._synced.wait(timeout):
-            raise TimeoutError(f"pod watch of {self.namespace} not synced after {timeout:.0f} s")
-        return self
-
-    def stop(self) -> None:
-        """Stop the watch thread (closes the open stream)."""
-        self._stopping.set()
-        response = self._response
-        connection = getattr(response, "connection", None)
-        sock = getattr(connection, "sock", None)
-        if sock is not None:
-            # Closing the response would wait for the blocked read; shutting the socket
-            # down ends that read at once.
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self._thread.join(timeout=5)
+        return super().start(timeout)
 
     def counts(self) -> PodCounts:
         """The current counts."""
@@ -140,68 +115,27 @@ class PodTracker:
             milestone.check(counts, at)
         self._milestones = [m for m in self._milestones if m.reached_at is None]
 
-    def _apply(self, event_type: str, pod: dict[str, Any], at: float) -> None:
-        meta = pod.get("metadata") or {}
-        name = meta.get("name")
+    @staticmethod
+    def _phase_of(pod: dict[str, Any]) -> str:
+        if (pod.get("metadata") or {}).get("deletionTimestamp") is not None:
+            return "Terminating"
+        return str((pod.get("status") or {}).get("phase") or "Pending")
+
+    def _apply(self, kind: str, obj: dict[str, Any], at: float) -> None:
+        name = (obj.get("metadata") or {}).get("name")
         if not name:
             return
-        with self._lock:
-            if event_type == "DELETED":
-                self._phase.pop(name, None)
-            else:
-                if name not in self._phase:
-                    self._added.add(name)
-                deleting = meta.get("deletionTimestamp") is not None
-                phase = (pod.get("status") or {}).get("phase") or "Pending"
-                self._phase[name] = "Terminating" if deleting else phase
-            self.events += 1
-            self._changed(at)
+        if kind == "DELETED":
+            self._phase.pop(name, None)
+        else:
+            if name not in self._phase:
+                self._added.add(name)
+            self._phase[name] = self._phase_of(obj)
+        self._changed(at)
 
-    def _list(self) -> str:
-        """Replace the state with a fresh list; its resourceVersion."""
-        response = request(self._api, "GET", self._path, timeout=(5, READ_TIMEOUT))
-        body = json.loads(read(response))
-        at = time.monotonic()
-        with self._lock:
-            fresh: dict[str, str] = {}
-            for pod in body.get("items") or []:
-                meta = pod["metadata"]
-                phase = (pod.get("status") or {}).get("phase") or "Pending"
-                fresh[meta["name"]] = (
-                    "Terminating" if meta.get("deletionTimestamp") is not None else phase
-                )
-            if self._synced.is_set():
-                self._added.update(set(fresh) - set(self._phase))
-            self._phase = fresh
-            self._changed(at)
-        version: str = body["metadata"]["resourceVersion"]
-        return version
-
-    def _watch(self, resource_version: str) -> Iterator[tuple[float, dict[str, Any]]]:
-        return watch_events(self._api, self._path, {}, resource_version, self._hold)
-
-    def _hold(self, response: Any) -> None:
-        self._response = response
-
-    def _run(self) -> None:
-        version: str | None = None
-        while not self._stopping.is_set():
-            try:
-                if version is None:
-                    version = self._list()
-                    self._synced.set()
-                for at, event in self._watch(version):
-                    kind, obj = event.get("type", ""), event.get("object") or {}
-                    if kind == "ERROR":  # 410 Gone: the version is too old; list again
-                        version = None
-                        break
-                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
-                    if kind != "BOOKMARK":
-                        self._apply(kind, obj, at)
-            except Exception as exc:
-                if self._stopping.is_set():
-                    return
-                log.debug("pod watch of %s interrupted (%s); listing again", self.namespace, exc)
-                self.error = exc
-                version = None
-                time.sleep(0.2)
+    def _replace(self, items: list[dict[str, Any]], at: float) -> None:
+        fresh = {pod["metadata"]["name"]: self._phase_of(pod) for pod in items}
+        if self._synced.is_set():
+            self._added.update(set(fresh) - set(self._phase))
+        self._phase = fresh
+        self._changed(at)

@@ -28,7 +28,6 @@ import secrets
 import signal
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,6 +44,7 @@ from bench.cpu import CpuMeter, RssSampler, plane_pid, rss_mib
 from bench.objwatch import Arm, Tracker, timed_parallel, wide_client
 from bench.operator import OperatorProcess
 from bench.plane import AUDIT_LOG, KUBECONFIG, LOCAL, ROOT, read, request, request_json
+from bench.runner import Environment, measure, write_document
 from opsuite_common.kube import resource_path
 
 RUN_LABEL = "opsuite.dev/scale"
@@ -704,9 +704,9 @@ def table(result: Result, config: Config) -> str:
 
 def main(
     args: argparse.Namespace,
-    environment: Callable[[str, tuple[float, ...]], dict[str, Any]],
+    environment: Environment,
 ) -> int:
-    """Run the scale benchmark; the exit status (0 done, 1 missed with --strict, 2 error, 130)."""
+    """Run the scale benchmark; the exit status (0 done, 1 missed with --strict; runner.Failed)."""
     config = Config(
         quiet_s=args.quiet_window if args.quiet_window is not None else Config.quiet_s,
         settle_s=args.settle,
@@ -714,21 +714,12 @@ def main(
         profile=not args.no_profile,
     )
     output = Path(args.output or OUTPUT)
-    try:
-        plane.ensure_up(fake_nodes=FAKE_NODES)
-        api = plane.api_client()
-        load_before = os.getloadavg()
-        started = time.monotonic()
-        result = run(api, config)
-        env = environment(plane.server_version(api), load_before)
-        env["duration_s"] = round(time.monotonic() - started, 1)
-    except KeyboardInterrupt:
-        print("interrupted; cleaned up", file=sys.stderr)
-        return 130
-    except Exception:
-        traceback.print_exc()
-        print(f"scale benchmark failed (operator logs: {LOG_DIR}/scale-*.log)", file=sys.stderr)
-        return 2
+    result, env = measure(
+        lambda api: run(api, config),
+        environment,
+        f"scale benchmark failed (operator logs: {LOG_DIR}/scale-*.log)",
+        fake_nodes=FAKE_NODES,
+    )
     print()
     print(table(result, config))
     rows = goals(result)
@@ -740,7 +731,4 @@ def main(
         "summary": rows,
         "targets_met": all(r["met"] is not False for r in rows),
     }
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"\nwritten to {output}")
-    return 1 if args.strict and not document["targets_met"] else 0
+    return write_document(output, document, strict=args.strict)

@@ -23,11 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
-import sys
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -56,6 +53,7 @@ from bench.implementations import (
 from bench.objwatch import Tracker, timed_parallel, wide_client
 from bench.operator import OperatorProcess
 from bench.plane import AUDIT_LOG, LOCAL, ROOT, read, request, request_json
+from bench.runner import Environment, measure, write_document
 from bench.workloads import PODSET
 from opsuite_common.kube import resource_path
 
@@ -530,9 +528,9 @@ def merge(previous: dict[str, Any] | None, pairs: tuple[str, ...]) -> list[Trial
 
 def main(
     args: argparse.Namespace,
-    environment: Callable[[str, tuple[float, ...]], dict[str, Any]],
+    environment: Environment,
 ) -> int:
-    """Run the side-by-side benchmark; the exit status (0 done, 1 missed with --strict, 2, 130)."""
+    """Run the side-by-side benchmark; the exit status (0, 1 missed with --strict; Failed)."""
     config = Config(
         pairs=tuple(args.pairs.split(",")) if args.pairs else PAIRS,
         rounds=args.rounds or Config.rounds,
@@ -544,23 +542,13 @@ def main(
         retries=args.retries,
     )
     output = Path(args.output or OUTPUT)
-    try:
-        plane.ensure_up()
-        api = plane.api_client()
-        load_before = os.getloadavg()
-        started = time.monotonic()
-        trials, failures = run_all(api, config)
-        env = environment(plane.server_version(api), load_before)
-        env["duration_s"] = round(time.monotonic() - started, 1)
-        for trial in trials:
-            trial.environment = env
-    except KeyboardInterrupt:
-        print("interrupted; cleaned up", file=sys.stderr)
-        return 130
-    except Exception:
-        traceback.print_exc()
-        print(f"benchmark failed (logs: {LOCAL / 'bench'}/vs-*.log)", file=sys.stderr)
-        return 2
+    (trials, failures), env = measure(
+        lambda api: run_all(api, config),
+        environment,
+        f"benchmark failed (logs: {LOCAL / 'bench'}/vs-*.log)",
+    )
+    for trial in trials:
+        trial.environment = env
     previous = json.loads(output.read_text()) if output.exists() else None
     kept = merge(previous, config.pairs)
     trials = [*kept, *trials]
@@ -580,7 +568,4 @@ def main(
         "summary": rows,
         "targets_met": all(r["met"] is not False for r in rows),
     }
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"\nwritten to {output}")
-    return 1 if args.strict and not document["targets_met"] else 0
+    return write_document(output, document, strict=args.strict)

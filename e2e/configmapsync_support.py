@@ -8,7 +8,6 @@ other suites never see or count each other's objects and requests.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -18,8 +17,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.cluster import ROOT, Cluster, audit_events, condition, wait_observed, wait_until
-from e2e.operators import OperatorHandle, OperatorProcess, operator_env, operator_handle
+from e2e.cluster import ROOT, Cluster, audit_events, wait_until
+from e2e.resources import CustomObjects, CustomResource, NamespacePool
 
 GROUP, VERSION, PLURAL = "sync.opsuite.dev", "v1alpha1", "configmapsyncs"
 CRD_DIR = ROOT / "charts" / "configmapsync-operator" / "crds"
@@ -32,70 +31,37 @@ ALLOWED = "sync.opsuite.dev/allowed-namespaces"
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
-def install_crd(cluster: Cluster) -> None:
-    """Apply the generated ConfigMapSync CRD and wait until it is served."""
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{PLURAL}.{GROUP}")
+RESOURCE = CustomResource(GROUP, VERSION, "ConfigMapSync", PLURAL, CRD_DIR)
+install_crd = RESOURCE.install_crd
 
 
-class Pool:
+class Pool(NamespacePool):
     """The namespaces of one test run: ``name("a")`` is ``cms-<run>-a``."""
 
+    RESOURCE = RESOURCE
+    PREFIX = "cms"
     SUFFIXES = ("src", "a", "b", "c", "sel-1", "sel-2", "sel-3", "late", "big", "quiet", "gone")
     CREATED_UP_FRONT = ("src", "a", "b", "c", "sel-1", "sel-2", "big", "quiet")
+    COMMAND = "configmapsync-operator"
 
-    def __init__(self) -> None:
-        self.run = uuid.uuid4().hex[:6]
-        self.identity = f"cms-e2e-{self.run}"
+    def __init__(self, cluster: Cluster, api: client.ApiClient) -> None:
+        super().__init__(cluster, api)
         self.label = f"cms-e2e-{self.run}"
         """A label key only this run's namespaces carry (for selectors)."""
-
-    def name(self, suffix: str) -> str:
-        assert suffix in self.SUFFIXES, suffix
-        return f"cms-{self.run}-{suffix}"
-
-    def all(self) -> list[str]:
-        return [self.name(s) for s in self.SUFFIXES]
-
-
-def start_operator(cluster: Cluster, pool: Pool, log_dir: Path, *extra: str) -> OperatorProcess:
-    """A configmapsync-operator serving exactly the pool's namespaces."""
-    log = log_dir / f"configmapsync-operator-{uuid.uuid4().hex[:6]}.log"
-    return OperatorProcess(
-        "configmapsync-operator",
-        [*(f"--namespace={ns}" for ns in pool.all()), *extra],
-        log,
-        operator_env(cluster, "configmapsync-operator", POD_NAME=pool.identity),
-    ).start()
-
-
-def pool_operator(cluster: Cluster, pool: Pool, log_dir: Path) -> OperatorHandle:
-    """The configmapsync-operator for the pool's tests: a ready process serving exactly the pool's
-    namespaces, or the one in the cluster (e2e.operators)."""
-    return operator_handle(
-        cluster, "configmapsync-operator", lambda: start_operator(cluster, pool, log_dir)
-    )
 
 
 def sync_manifest(name: str, config_map: str, **spec: Any) -> dict[str, Any]:
     """A ConfigMapSync manifest; ``spec`` keys are the API's camelCase fields."""
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "ConfigMapSync",
-        "metadata": {"name": name},
-        "spec": {"configMapName": config_map, **spec},
-    }
+    return RESOURCE.manifest(name, {"configMapName": config_map, **spec})
 
 
-class Syncs:
+class Syncs(CustomObjects):
     """ConfigMapSync and ConfigMap access; remembers the syncs it created for clean-up."""
 
     def __init__(self, api: client.ApiClient, cluster: Cluster | None = None) -> None:
-        self.custom = client.CustomObjectsApi(api)
-        self.core = client.CoreV1Api(api)
+        super().__init__(api, RESOURCE)
         self.cluster = cluster
         """Given: the CRD is re-applied when the cluster's turns out older than this tree's."""
-        self.created: list[tuple[str, str]] = []
 
     # --- ConfigMapSyncs ---------------------------------------------------------------------
 
@@ -104,83 +70,20 @@ class Syncs:
         older CRD meanwhile, whose schema prunes this tree's newer fields: then apply ours
         again, and create again."""
         for _ in range(5):
-            result: dict[str, Any] = self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, body
-            )
-            self.created.append((namespace, body["metadata"]["name"]))
+            result = super().create(namespace, body)
             if self.cluster is None or result["spec"].keys() >= body["spec"].keys():
                 return result
-            self.delete(namespace, body["metadata"]["name"])
+            self.delete(namespace, body["metadata"]["name"], wait=True)
             install_crd(self.cluster)
         raise AssertionError(f"the cluster's CRD keeps pruning {body['spec']}")
 
-    def get(self, namespace: str, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.custom.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name
-        )
-        return result
-
-    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, patch
-        )
-        return result
-
-    def delete(self, namespace: str, name: str, *, wait: bool = True) -> None:
-        """Delete a ConfigMapSync; with ``wait``, until it is gone."""
-        try:
-            self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-        if wait:
-            wait_until(
-                lambda: self.exists(namespace, name),
-                lambda present: not present,
-                timeout=60,
-                what=f"ConfigMapSync {namespace}/{name} gone",
-            )
-
-    def exists(self, namespace: str, name: str) -> bool:
-        try:
-            self.get(namespace, name)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
-
-    def wait(
-        self,
-        namespace: str,
-        name: str,
-        done: Callable[[dict[str, Any]], bool],
-        what: str,
-        timeout: float = 60,
-    ) -> dict[str, Any]:
-        """Wait until the sync satisfies ``done`` with a status of its current generation."""
-        return wait_observed(
-            lambda: self.get(namespace, name), done, what=f"{name}: {what}", timeout=timeout
-        )
-
     def wait_ready(self, namespace: str, name: str, synced: int, timeout: float = 60) -> Any:
         """Wait for Ready=True with ``synced`` destinations in sync."""
-        return self.wait(
-            namespace,
-            name,
-            lambda o: (
-                condition(o, "Ready").get("status") == "True"
-                and o["status"].get("syncedNamespaces") == synced
-            ),
-            f"Ready with {synced} synced",
-            timeout,
-        )
+        return self.wait_ready_with(namespace, name, "syncedNamespaces", synced, timeout)
 
-    def cleanup(self) -> None:
-        for namespace, name in reversed(self.created):
-            self.delete(namespace, name, wait=False)
-        for namespace, name in self.created:
-            self.delete(namespace, name, wait=True)
+    def cleanup(self, *, wait: bool = True) -> None:
+        """Delete every sync created here and wait until all are gone (their finalizers ran)."""
+        super().cleanup(wait=wait)
 
     # --- ConfigMaps ---------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Fixtures shared by every e2e test: the cluster, an API client, a namespace per test."""
+"""Fixtures shared by every e2e test: the cluster, an API client, a namespace per test; and those
+of the modules that run a PodSet operator for one test's namespace."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from e2e import poddebugger_support
 from e2e.charts import install_identities
 from e2e.cluster import Cluster, docker_available, start_local_plane, wait_until
-from e2e.operators import operators_mode
+from e2e.operators import OperatorHandle, operators_mode, stopped_after
+from e2e.poddebugger_support import Debuggers
+from e2e.podset_support import PodSets, install_crd, podset_operator
+from e2e.resources import NamespacePool
 
 pytestmark = pytest.mark.e2e
 
@@ -91,3 +96,53 @@ def namespace(request: pytest.FixtureRequest, api: client.ApiClient) -> Iterator
     )
     yield name
     core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture(scope="module")
+def operator(
+    pool: NamespacePool, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorHandle]:
+    """The operator serving the module's ``pool`` fixture's namespaces, for the whole module."""
+    yield from stopped_after(pool.operator(tmp_path_factory.mktemp(pool.COMMAND)))
+
+
+@pytest.fixture(scope="module")
+def podset_crd(cluster: Cluster) -> None:
+    """The generated PodSet CRD, applied."""
+    install_crd(cluster)
+
+
+@pytest.fixture
+def podset_op(
+    cluster: Cluster, podset_crd: None, namespace: str, tmp_path: Path
+) -> Iterator[OperatorHandle]:
+    """A podset-operator serving the test's namespace (e2e.podset_support.podset_operator)."""
+    yield from stopped_after(podset_operator(cluster, namespace, tmp_path))
+
+
+@pytest.fixture
+def podsets(api: client.ApiClient, namespace: str) -> PodSets:
+    """PodSet access in the test's namespace."""
+    return PodSets(api, namespace)
+
+
+@pytest.fixture(scope="module")
+def poddebugger_crd(cluster: Cluster) -> None:
+    """The generated PodDebugger CRD, applied."""
+    poddebugger_support.install_crd(cluster)
+
+
+@pytest.fixture
+def pdbg_op(
+    cluster: Cluster, poddebugger_crd: None, namespace: str, tmp_path: Path
+) -> Iterator[OperatorHandle]:
+    """A pod-debugger-operator serving the test's namespace
+    (e2e.poddebugger_support.namespace_operator)."""
+    yield from stopped_after(poddebugger_support.namespace_operator(cluster, namespace, tmp_path))
+
+
+@pytest.fixture
+def debuggers(api: client.ApiClient, pdbg_op: OperatorHandle) -> Iterator[Debuggers]:
+    """PodDebugger access; deletes the debuggers created through it afterwards."""
+    with Debuggers(api) as access:
+        yield access

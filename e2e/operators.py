@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
 from e2e.charts import CHARTS, RELEASE_NAMESPACE
 from e2e.cluster import Cluster, wait_until
+from opsuite_testkit.processes import terminate
 
 VENV_BIN = Path(sys.executable).parent
 Mode = Literal["local", "in-cluster"]
@@ -134,14 +135,7 @@ class OperatorProcess:
         """SIGTERM, then SIGKILL after ``timeout``; the exit code."""
         if self.process is None:
             return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
+        return terminate(self.process, timeout)
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -154,6 +148,30 @@ def operator_env(cluster: Cluster, command: str, **extra: str) -> dict[str, str]
     env["KUBECONFIG"] = str(cluster.operator_kubeconfig(command))
     env.update(extra)
     return env
+
+
+def start_operator(
+    cluster: Cluster,
+    command: str,
+    namespaces: Iterable[str],
+    log_dir: Path,
+    *extra: str,
+    **env: str,
+) -> OperatorProcess:
+    """A started ``command`` process serving exactly ``namespaces``, with the flags ``extra`` and
+    the environment ``env`` beside :func:`operator_env`'s; its log is a new file in ``log_dir``."""
+    return OperatorProcess(
+        command,
+        [*(f"--namespace={ns}" for ns in namespaces), *extra],
+        log_dir / f"{command}-{uuid.uuid4().hex[:6]}.log",
+        operator_env(cluster, command, **env),
+    ).start()
+
+
+def stopped_after(handle: OperatorHandle) -> Iterator[OperatorHandle]:
+    """A fixture's body: ``handle`` for the test (or module), stopped after it."""
+    yield handle
+    handle.stop()
 
 
 def wait_exit(proc: OperatorProcess, timeout: float) -> int:

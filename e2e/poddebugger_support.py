@@ -7,17 +7,16 @@ carries ``pdbg-e2e-<run>`` (POD_NAME), so concurrent runs never see each other's
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
-from e2e.cluster import ROOT, Cluster, condition, wait_observed, wait_until
-from e2e.operators import OperatorHandle, OperatorProcess, operator_env, operator_handle
+from e2e.cluster import ROOT, Cluster, wait_until
+from e2e.operators import OperatorHandle, operator_handle, start_operator
 from e2e.placement import real_pod_spec
+from e2e.resources import CustomObjects, CustomResource, NamespacePool
 
 GROUP, VERSION, PLURAL = "debug.opsuite.dev", "v1alpha1", "poddebuggers"
 CRD_DIR = ROOT / "charts" / "pod-debugger-operator" / "crds"
@@ -40,83 +39,53 @@ RESTRICTED_CONTAINER = {
 }
 
 
-def install_crd(cluster: Cluster) -> None:
-    """Apply the generated PodDebugger CRD and wait until it is served."""
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{PLURAL}.{GROUP}")
+RESOURCE = CustomResource(GROUP, VERSION, "PodDebugger", PLURAL, CRD_DIR)
+install_crd = RESOURCE.install_crd
 
 
-class Pool:
-    """The namespaces of one test run: ``name("a")`` is ``pdbg-<run>-a``."""
+class Pool(NamespacePool):
+    """The namespaces of one test run: ``name("a")`` is ``pdbg-<run>-a``; its operator runs with
+    --allowed-image-prefix=busybox and :data:`OPT_OUT`."""
 
+    RESOURCE = RESOURCE
+    PREFIX = "pdbg"
+    COMMAND = "pod-debugger-operator"
+    FLAGS = (f"--allowed-image-prefix={ALLOWED_PREFIX}", OPT_OUT)
     SUFFIXES = ("a", "b", "c", "d", "e", "other", "psa", "relax", "policy", "images")
-
-    def __init__(self) -> None:
-        self.run = uuid.uuid4().hex[:6]
-        self.identity = f"pdbg-e2e-{self.run}"
-
-    def name(self, suffix: str) -> str:
-        assert suffix in self.SUFFIXES, suffix
-        return f"pdbg-{self.run}-{suffix}"
-
-    def all(self) -> list[str]:
-        return [self.name(s) for s in self.SUFFIXES]
-
-
-def start_operator(cluster: Cluster, pool: Pool, log_dir: Path, *extra: str) -> OperatorProcess:
-    """A pod-debugger-operator serving exactly the pool's namespaces."""
-    log = log_dir / f"pod-debugger-operator-{uuid.uuid4().hex[:6]}.log"
-    return OperatorProcess(
-        "pod-debugger-operator",
-        [*(f"--namespace={ns}" for ns in pool.all()), *extra],
-        log,
-        operator_env(cluster, "pod-debugger-operator", POD_NAME=pool.identity),
-    ).start()
+    CREATED_UP_FRONT = SUFFIXES
+    LABELS: ClassVar[Mapping[str, Mapping[str, str]]] = {
+        s: {"pod-security.kubernetes.io/enforce": "restricted"} for s in ("psa", "relax")
+    }
 
 
 def namespace_operator(cluster: Cluster, namespace: str, log_dir: Path) -> OperatorHandle:
     """The pod-debugger-operator for a test in ``namespace``: a ready process serving only it
-    with --allowed-image-prefix=busybox (and :data:`OPT_OUT`), or the one in the cluster
-    (e2e.operators)."""
-    log = log_dir / f"pod-debugger-operator-{uuid.uuid4().hex[:6]}.log"
+    with the pool's flags, or the one in the cluster (e2e.operators)."""
     return operator_handle(
         cluster,
-        "pod-debugger-operator",
-        lambda: OperatorProcess(
-            "pod-debugger-operator",
-            [f"--namespace={namespace}", f"--allowed-image-prefix={ALLOWED_PREFIX}", OPT_OUT],
-            log,
-            operator_env(cluster, "pod-debugger-operator", POD_NAME=f"pdbg-e2e-{namespace}"),
-        ).start(),
-    )
-
-
-def pool_operator(cluster: Cluster, pool: Pool, log_dir: Path) -> OperatorHandle:
-    """The pod-debugger-operator for the pool's tests: a ready process serving exactly the pool's
-    namespaces with --allowed-image-prefix=busybox (and :data:`OPT_OUT`), or the one in the
-    cluster (e2e.operators)."""
-    return operator_handle(
-        cluster,
-        "pod-debugger-operator",
+        Pool.COMMAND,
         lambda: start_operator(
-            cluster, pool, log_dir, f"--allowed-image-prefix={ALLOWED_PREFIX}", OPT_OUT
+            cluster,
+            Pool.COMMAND,
+            [namespace],
+            log_dir,
+            *Pool.FLAGS,
+            POD_NAME=f"pdbg-e2e-{namespace}",
         ),
     )
 
 
 def debugger_manifest(name: str, labels: dict[str, str], **spec: Any) -> dict[str, Any]:
     """A PodDebugger selecting ``labels``; ``spec`` keys are the API's camelCase fields."""
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "PodDebugger",
-        "metadata": {"name": name},
-        "spec": {
+    return RESOURCE.manifest(
+        name,
+        {
             "selector": {"matchLabels": labels},
             "image": "busybox",
             "command": ["sleep", "3600"],
             **spec,
         },
-    }
+    )
 
 
 def ephemeral(pod: client.V1Pod) -> list[str]:
@@ -124,69 +93,15 @@ def ephemeral(pod: client.V1Pod) -> list[str]:
     return [c.name for c in pod.spec.ephemeral_containers or []]
 
 
-class Debuggers:
+class Debuggers(CustomObjects):
     """PodDebugger and pod access; remembers the debuggers it created for clean-up."""
 
     def __init__(self, api: client.ApiClient) -> None:
-        self.custom = client.CustomObjectsApi(api)
-        self.core = client.CoreV1Api(api)
-        self.created: list[tuple[str, str]] = []
-
-    def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.custom.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, body
-        )
-        self.created.append((namespace, body["metadata"]["name"]))
-        return result
-
-    def get(self, namespace: str, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.custom.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name
-        )
-        return result
-
-    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, patch
-        )
-        return result
-
-    def delete(self, namespace: str, name: str) -> None:
-        try:
-            self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-
-    def wait(
-        self,
-        namespace: str,
-        name: str,
-        done: Callable[[dict[str, Any]], bool],
-        what: str,
-        timeout: float = 60,
-    ) -> dict[str, Any]:
-        """Wait until the debugger satisfies ``done`` with a status of its current generation."""
-        return wait_observed(
-            lambda: self.get(namespace, name), done, what=f"{name}: {what}", timeout=timeout
-        )
+        super().__init__(api, RESOURCE)
 
     def wait_debugged(self, namespace: str, name: str, count: int, timeout: float = 60) -> Any:
         """Wait for Ready=True with ``count`` pods holding the current container."""
-        return self.wait(
-            namespace,
-            name,
-            lambda o: (
-                condition(o, "Ready").get("status") == "True"
-                and o["status"].get("debuggedCount") == count
-            ),
-            f"Ready with {count} debugged",
-            timeout,
-        )
-
-    def cleanup(self) -> None:
-        for namespace, name in self.created:
-            self.delete(namespace, name)
+        return self.wait_ready_with(namespace, name, "debuggedCount", count, timeout)
 
     # --- pods ------------------------------------------------------------------------------
 

@@ -5,36 +5,28 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Self
 
 from kubernetes import client, watch
 
 from e2e.cluster import ROOT, Cluster, condition, wait_until
-from e2e.operators import OperatorHandle, OperatorProcess, operator_env, operator_handle
+from e2e.operators import OperatorHandle, OperatorProcess, operator_handle, start_operator
+from e2e.resources import CustomResource
 
 GROUP, VERSION, PLURAL = "apps.opsuite.dev", "v1alpha1", "podsets"
 CRD_DIR = ROOT / "charts" / "podset-operator" / "crds"
 
 
-def install_crd(cluster: Cluster) -> None:
-    """Apply the generated PodSet CRD and wait until it is served."""
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{PLURAL}.{GROUP}")
+RESOURCE = CustomResource(GROUP, VERSION, "PodSet", PLURAL, CRD_DIR)
+install_crd = RESOURCE.install_crd
 
 
 def start_podset_operator(
     cluster: Cluster, namespace: str, log_dir: Path, *extra: str
 ) -> OperatorProcess:
     """A podset-operator serving only ``namespace``."""
-    log = log_dir / f"podset-operator-{uuid.uuid4().hex[:6]}.log"
-    return OperatorProcess(
-        "podset-operator",
-        [f"--namespace={namespace}", *extra],
-        log,
-        operator_env(cluster, "podset-operator"),
-    ).start()
+    return start_operator(cluster, "podset-operator", [namespace], log_dir, *extra)
 
 
 def podset_operator(cluster: Cluster, namespace: str, log_dir: Path) -> OperatorHandle:
@@ -50,11 +42,9 @@ def podset(
 ) -> dict[str, Any]:
     """A PodSet manifest running busybox sleepers."""
     labels = labels or {"app": name}
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "PodSet",
-        "metadata": {"name": name},
-        "spec": {
+    return RESOURCE.manifest(
+        name,
+        {
             "replicas": replicas,
             "template": {
                 "metadata": {"labels": labels},
@@ -66,7 +56,7 @@ def podset(
             },
             **spec,
         },
-    }
+    )
 
 
 class PodSets:

@@ -24,9 +24,9 @@ import yaml
 from kubernetes import client
 
 from e2e.charts import token_kubeconfig
-from e2e.cluster import ROOT, Cluster, wait_until
+from e2e.cluster import ROOT, Cluster, condition, wait_until
 from e2e.operators import OperatorProcess
-from e2e.poddebugger_support import Debuggers, condition, debugger_manifest, ephemeral
+from e2e.poddebugger_support import Debuggers, debugger_manifest, ephemeral
 from opsuite_packaging.bundle import TARGET_NAMESPACES_ENV
 
 PACKAGES = ("podset-operator", "configmapsync-operator", "pod-debugger-operator")

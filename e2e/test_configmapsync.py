@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 
 from configmapsync_manifests import admission_policy
 from configmapsync_operator.models import ConfigMapSyncSpec
-from e2e.cluster import Cluster, service_account_client, wait_until
+from e2e.cluster import Cluster, condition, service_account_client, wait_until
 from e2e.configmapsync_support import (
     ALLOWED,
     FINALIZER,
@@ -32,45 +32,20 @@ from e2e.configmapsync_support import (
     VERSION,
     Pool,
     Syncs,
-    condition,
     describe,
     has_data,
     install_crd,
     metric_value,
     owned_by,
-    pool_operator,
     sync_manifest,
     writes_by,
 )
 from e2e.operators import OperatorHandle
+from e2e.resources import pool_fixture
 from opsuite_common.kube_model import LabelSelector, LabelSelectorRequirement
 from opsuite_testkit import DNS_SUBDOMAIN
 
-
-@pytest.fixture(scope="module")
-def pool(cluster: Cluster, api: client.ApiClient) -> Iterator[Pool]:
-    """The run's namespaces (those created later by tests are removed too)."""
-    install_crd(cluster)
-    pool = Pool()
-    core = client.CoreV1Api(api)
-    for suffix in pool.CREATED_UP_FRONT:
-        core.create_namespace({"metadata": {"name": pool.name(suffix)}})
-    yield pool
-    for name in pool.all():
-        try:
-            core.delete_namespace(name, propagation_policy="Background")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-
-
-@pytest.fixture(scope="module")
-def operator(
-    cluster: Cluster, pool: Pool, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorHandle]:
-    handle = pool_operator(cluster, pool, tmp_path_factory.mktemp("configmapsync"))
-    yield handle
-    handle.stop()
+pool = pool_fixture(Pool)
 
 
 @pytest.fixture
@@ -78,9 +53,8 @@ def syncs(api: client.ApiClient, cluster: Cluster, operator: OperatorHandle) -> 
     # On a shared cluster another checkout's run may have applied its own (older) CRD, which
     # prunes newer fields even from stored objects: this tree's goes back before each test.
     install_crd(cluster)
-    access = Syncs(api, cluster)
-    yield access
-    access.cleanup()
+    with Syncs(api, cluster) as access:
+        yield access
 
 
 def uid_of(obj: dict[str, Any]) -> str:
@@ -686,7 +660,7 @@ def test_two_syncs_on_one_destination_the_first_owner_keeps_it(pool: Pool, syncs
     )
     assert condition(syncs.get(src, "first"), "Ready")["status"] == "True"
     # Once the first owner is gone (and its copy with it), the second one fills the place.
-    syncs.delete(src, "first")
+    syncs.delete(src, "first", wait=True)
     syncs.wait_copies([a], "contested", owned_by(uid_of(second)), "second owner", 30)
     assert syncs.configmap(a, "contested").data == {"from": "c"}
     syncs.wait_ready(c, "second", 1)
@@ -728,7 +702,7 @@ def test_deleting_a_sync_removes_exactly_its_copies(
     cluster.kubectl("create", "-n", a, "-f", "-", stdin=json.dumps(saved))
     time.sleep(3)  # passes triggered by the new ConfigMap run in well under a second
     assert syncs.configmap(a, "doomed-saved") is not None
-    syncs.delete(src, "doomed")
+    syncs.delete(src, "doomed", wait=True)
     # No finalizer: the copies go right after the ConfigMapSync (as dependents after their
     # owner in Kubernetes' garbage collection).
     syncs.wait_copies([a, b], "doomed", lambda cm: cm is None, "copies deleted", 30)
@@ -801,7 +775,7 @@ def test_a_sync_re_created_while_the_operator_was_away_takes_over_or_ends_the_ol
     kept_uid = syncs.configmap(a, "reborn").metadata.uid
     operator.stop()
     try:
-        syncs.delete(src, "reborn")
+        syncs.delete(src, "reborn", wait=True)
         syncs.put_source(src, "reborn", {"k": "v2"})
         new = syncs.create(src, sync_manifest("reborn", "reborn", destinationNamespaces=[a]))
     finally:
@@ -829,7 +803,7 @@ def test_orphan_policy_leaves_unmarked_copies(pool: Pool, syncs: Syncs) -> None:
         ),
     )
     syncs.wait_ready(src, "orphaned", 1)
-    syncs.delete(src, "orphaned")
+    syncs.delete(src, "orphaned", wait=True)
     kept = syncs.wait_copies(
         [a],
         "orphaned",
@@ -1021,7 +995,7 @@ def test_admission_policy_requires_the_rights_a_copy_by_hand_would_need(
             except ApiException as exc:
                 return exc.status, exc.body or ""
             # Admitted before the API server loaded the policy: undo, and try again.
-            syncs.delete(a, "guarded")
+            syncs.delete(a, "guarded", wait=True)
             return 201, ""
 
         status, text = wait_until(try_create, lambda r: r[0] != 201, timeout=30, what="denial")

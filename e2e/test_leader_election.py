@@ -29,7 +29,7 @@ from kubernetes.client.rest import ApiException
 from e2e.charts import RELEASE_NAMESPACE, token_kubeconfig
 from e2e.cluster import ROOT, Cluster, flush_audit_log, wait_until
 from e2e.operators import OperatorProcess, operator_env, wait_exit
-from e2e.podset_support import PodSets, install_crd, podset
+from e2e.podset_support import PodSets, podset
 from opsuite_common.kopf_settings import watch_dead_after
 from opsuite_common.manager import WATCHDOG_PERIOD
 from podset_manifests import CHART_SPEC as PODSET_CHART
@@ -67,11 +67,6 @@ OPERATOR_UA = re.compile(r"^podset-operator/\S+ \((?P<identity>[^)]+)\)")
 MEASUREMENTS = ROOT / ".local" / "measurements" / "leader-failover.json"
 
 
-@pytest.fixture(scope="module")
-def crd(cluster: Cluster) -> None:
-    install_crd(cluster)
-
-
 @pytest.fixture
 def lease(cluster: Cluster, api: client.ApiClient, namespace: str) -> Iterator[tuple[str, str]]:
     """(namespace, name) of the Lease: the one the chart's RBAC allows when the operator runs
@@ -85,18 +80,13 @@ def lease(cluster: Cluster, api: client.ApiClient, namespace: str) -> Iterator[t
 
 
 @pytest.fixture
-def lease_id(lease: tuple[str, str]) -> str:
-    return lease[1]
-
-
-@pytest.fixture
-def lease_namespace(lease: tuple[str, str]) -> str:
-    return lease[0]
+def leases(api: client.ApiClient, lease: tuple[str, str]) -> Leases:
+    return Leases(api, *lease)
 
 
 @pytest.fixture
 def fleet(
-    cluster: Cluster, crd: None, namespace: str, lease: tuple[str, str], tmp_path: Path
+    cluster: Cluster, podset_crd: None, namespace: str, lease: tuple[str, str], tmp_path: Path
 ) -> Iterator[Fleet]:
     fleet = Fleet(cluster, namespace, lease, tmp_path)
     yield fleet
@@ -394,13 +384,11 @@ def test_one_leader_reconciles_and_fails_over(
     cluster: Cluster,
     api: client.ApiClient,
     namespace: str,
-    lease_namespace: str,
-    lease_id: str,
     fleet: Fleet,
+    leases: Leases,
+    podsets: PodSets,
 ) -> None:
     started = time.time()  # the Lease may be shared with earlier tests (and runs)
-    leases = Leases(api, lease_namespace, lease_id)
-    podsets = PodSets(api, namespace)
     intervals: dict[str, list[float]] = {}  # identity -> [start, end] of its leadership
 
     def lead_started(identity: str) -> None:
@@ -417,7 +405,10 @@ def test_one_leader_reconciles_and_fails_over(
     for proc in procs.values():
         proc.wait_ready()  # the standby too
     wait_until(
-        lambda: (master_status(procs[first], lease_id), master_status(procs[second], lease_id)),
+        lambda: (
+            master_status(procs[first], leases.name),
+            master_status(procs[second], leases.name),
+        ),
         lambda s: s == (1.0, 0.0),
         timeout=10,
         what="leader_election_master_status 1 on the leader, 0 on the standby",
@@ -442,7 +433,7 @@ def test_one_leader_reconciles_and_fails_over(
     assert killed.wait(timeout=10) == -signal.SIGKILL
     assert KILL_FAILOVER_FLOOR <= kill_failover <= KILL_FAILOVER_BOUND + POLL_SLACK, fleet.logs()
     wait_until(
-        lambda: master_status(procs[second], lease_id), lambda s: s == 1.0, timeout=10, what="1"
+        lambda: master_status(procs[second], leases.name), lambda s: s == 1.0, timeout=10, what="1"
     )
     podsets.patch("web", {"spec": {"replicas": 3}})
     podsets.wait_running("app=web", 3)
@@ -452,7 +443,7 @@ def test_one_leader_reconciles_and_fails_over(
     procs["c"] = fleet.start("c")
     procs["c"].wait_ready()
     wait_until(
-        lambda: master_status(procs["c"], lease_id), lambda s: s == 0.0, timeout=10, what="0"
+        lambda: master_status(procs["c"], leases.name), lambda s: s == 0.0, timeout=10, what="0"
     )
     assert leases.holder() == second
     # Stopped in the middle of a burst of creates: the writes in flight must be answered
@@ -499,7 +490,7 @@ def test_one_leader_reconciles_and_fails_over(
     flush_audit_log(cluster, api)
     all_writes = [
         w
-        for w in operator_writes(audit_log, {namespace, lease_namespace}, lease_id)
+        for w in operator_writes(audit_log, {namespace, leases.namespace}, leases.name)
         if w["received"] >= started
     ]
     for identity in (second, "c"):  # stopped with SIGTERM: released the Lease
@@ -524,13 +515,11 @@ def test_leader_exits_when_its_lease_is_taken(
     cluster: Cluster,
     api: client.ApiClient,
     namespace: str,
-    lease_namespace: str,
-    lease_id: str,
     fleet: Fleet,
+    leases: Leases,
+    podsets: PodSets,
 ) -> None:
     started = time.time()  # the Lease may be shared with earlier tests (and runs)
-    leases = Leases(api, lease_namespace, lease_id)
-    podsets = PodSets(api, namespace)
     leader = fleet.start("a")
     wait_holder(leases, {"a"}, timeout=60)
     leader.wait_ready()
@@ -543,7 +532,7 @@ def test_leader_exits_when_its_lease_is_taken(
     # Take the lease with the current resourceVersion, under a User-Agent of our own.
     with cluster.api_client() as thief_api:
         thief_api.user_agent = "e2e-lease-thief"
-        thief = Leases(thief_api, lease_namespace, lease_id)
+        thief = Leases(thief_api, leases.namespace, leases.name)
 
         def take() -> dict[str, Any]:
             lease = thief.get()
@@ -570,7 +559,7 @@ def test_leader_exits_when_its_lease_is_taken(
     flush_audit_log(cluster, api)
     takeover = [
         e
-        for e in namespace_audit_events(audit_log, lease_namespace)
+        for e in namespace_audit_events(audit_log, leases.namespace)
         if e.get("userAgent") == "e2e-lease-thief"
         and parse_time(e["requestReceivedTimestamp"]) >= started
         and e.get("verb") == "update"
@@ -581,7 +570,7 @@ def test_leader_exits_when_its_lease_is_taken(
     taken = parse_time(takeover[0]["stageTimestamp"])
     writes = [
         w
-        for w in operator_writes(audit_log, {namespace, lease_namespace}, lease_id)
+        for w in operator_writes(audit_log, {namespace, leases.namespace}, leases.name)
         if w["identity"] == "a" and w["received"] >= started
     ]
     # Of the Lease, only a renewal attempt may follow, and it must be refused.
@@ -599,7 +588,7 @@ def test_leader_exits_when_its_lease_is_taken(
 
 
 def test_a_leader_whose_watch_dies_steps_down_and_the_standby_takes_over(
-    cluster: Cluster, api: client.ApiClient, namespace: str, crd: None, tmp_path: Path
+    cluster: Cluster, api: client.ApiClient, namespace: str, podset_crd: None, tmp_path: Path
 ) -> None:
     """#16, item 7. The leader's own ServiceAccount loses its RBAC for pods: its pods watch is
     refused when it reconnects (kopf retries, then its watcher dies) and goes silent, while

@@ -22,7 +22,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from e2e.charts import token_kubeconfig
-from e2e.cluster import Cluster, kubectl_binary, service_account_client, wait_until
+from e2e.cluster import Cluster, condition, kubectl_binary, service_account_client, wait_until
 from e2e.configmapsync_support import describe, metric_value, writes_by
 from e2e.operators import OperatorHandle
 from e2e.placement import BUSYBOX
@@ -33,56 +33,20 @@ from e2e.poddebugger_support import (
     VERSION,
     Debuggers,
     Pool,
-    condition,
     debugger_manifest,
     ephemeral,
-    install_crd,
-    pool_operator,
 )
+from e2e.resources import pool_fixture
 from poddebugger_manifests import image_allowlist_policy
 from poddebugger_operator.policy import admission_policy
 
-
-@pytest.fixture(scope="module")
-def pool(cluster: Cluster, api: client.ApiClient) -> Iterator[Pool]:
-    install_crd(cluster)
-    pool = Pool()
-    core = client.CoreV1Api(api)
-    for suffix in pool.SUFFIXES:
-        labels = {}
-        if suffix in ("psa", "relax"):
-            labels = {"pod-security.kubernetes.io/enforce": "restricted"}
-        core.create_namespace({"metadata": {"name": pool.name(suffix), "labels": labels}})
-    for suffix in pool.SUFFIXES:
-        wait_until(
-            lambda s=suffix: core.read_namespaced_service_account("default", pool.name(s)),
-            lambda sa: sa is not None,
-            timeout=60,
-            what="default ServiceAccount",
-        )
-    yield pool
-    for name in pool.all():
-        try:
-            core.delete_namespace(name, propagation_policy="Background")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-
-
-@pytest.fixture(scope="module")
-def operator(
-    cluster: Cluster, pool: Pool, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorHandle]:
-    handle = pool_operator(cluster, pool, tmp_path_factory.mktemp("poddebugger"))
-    yield handle
-    handle.stop()
+pool = pool_fixture(Pool)
 
 
 @pytest.fixture
 def debuggers(api: client.ApiClient, operator: OperatorHandle) -> Iterator[Debuggers]:
-    access = Debuggers(api)
-    yield access
-    access.cleanup()
+    with Debuggers(api) as access:
+        yield access
 
 
 WEB = {"app": "web"}

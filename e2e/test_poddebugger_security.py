@@ -36,7 +36,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from e2e.charts import KUBE_VERSION, chart_dir, helm
-from e2e.cluster import Cluster, service_account_client, wait_until
+from e2e.cluster import Cluster, condition, service_account_client, wait_until
 from e2e.operators import LocalOperator, OperatorProcess, operator_env
 from e2e.poddebugger_support import (
     GROUP,
@@ -44,7 +44,6 @@ from e2e.poddebugger_support import (
     PLURAL,
     VERSION,
     Debuggers,
-    condition,
     debugger_manifest,
     ephemeral,
     install_crd,

@@ -6,7 +6,6 @@ import json
 import os
 import random
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,10 +25,8 @@ from e2e.podset_support import (
     PodCounter,
     PodSets,
     condition,
-    install_crd,
     podset,
     podset_events,
-    podset_operator,
     start_podset_operator,
 )
 
@@ -39,30 +36,11 @@ WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 OVERCREATE_MEASUREMENTS = ROOT / ".local" / "measurements" / "podset-overcreate.json"
 
 
-@pytest.fixture(scope="module")
-def crd(cluster: Cluster) -> None:
-    install_crd(cluster)
-
-
-@pytest.fixture
-def operator(
-    cluster: Cluster, crd: None, namespace: str, tmp_path: Path
-) -> Iterator[OperatorHandle]:
-    handle = podset_operator(cluster, namespace, tmp_path)
-    yield handle
-    handle.stop()
-
-
-@pytest.fixture
-def podsets(api: client.ApiClient, namespace: str) -> PodSets:
-    return PodSets(api, namespace)
-
-
 @pytest.mark.smoke
 def test_scale_up_down_and_garbage_collection(
-    cluster: Cluster, operator: OperatorHandle, podsets: PodSets, namespace: str
+    cluster: Cluster, podset_op: OperatorHandle, podsets: PodSets, namespace: str
 ) -> None:
-    reconciles_before = _successful_reconciles(operator)
+    reconciles_before = _successful_reconciles(podset_op)
     podsets.create(podset("web", 3))
     pods = podsets.wait_running("app=web", 3)
     for pod in pods:
@@ -103,7 +81,7 @@ def test_scale_up_down_and_garbage_collection(
     podsets.delete("web")
     wait_until(lambda: podsets.pods("app=web"), lambda p: not p, timeout=60, what="pods collected")
 
-    assert _successful_reconciles(operator) > reconciles_before
+    assert _successful_reconciles(podset_op) > reconciles_before
 
 
 def _successful_reconciles(operator: OperatorHandle) -> float:
@@ -113,7 +91,7 @@ def _successful_reconciles(operator: OperatorHandle) -> float:
     return metric_value(operator.metrics(), "controller_runtime_reconcile_total", labels)
 
 
-def test_deleted_and_failed_pods_are_replaced(operator: OperatorHandle, podsets: PodSets) -> None:
+def test_deleted_and_failed_pods_are_replaced(podset_op: OperatorHandle, podsets: PodSets) -> None:
     podsets.create(podset("replace", 3))
     pods = podsets.wait_running("app=replace", 3)
     podsets.core.delete_namespaced_pod(pods[0].metadata.name, podsets.namespace)
@@ -135,7 +113,7 @@ def test_deleted_and_failed_pods_are_replaced(operator: OperatorHandle, podsets:
     assert pods[2].metadata.name in {p.metadata.name for p in survivors}
 
 
-def test_rolling_update_stays_within_surge(operator: OperatorHandle, podsets: PodSets) -> None:
+def test_rolling_update_stays_within_surge(podset_op: OperatorHandle, podsets: PodSets) -> None:
     strategy = {
         "updateStrategy": {
             "type": "RollingUpdate",
@@ -172,7 +150,7 @@ def test_rolling_update_stays_within_surge(operator: OperatorHandle, podsets: Po
     assert condition(ps, "Progressing")["status"] == "False"
 
 
-def test_adoption_and_release(operator: OperatorHandle, podsets: PodSets) -> None:
+def test_adoption_and_release(podset_op: OperatorHandle, podsets: PodSets) -> None:
     orphan = {
         "metadata": {"name": "orphan", "labels": {"app": "adopt"}},
         "spec": {"containers": [{"name": "main", "image": "busybox"}]},
@@ -206,7 +184,7 @@ def test_adoption_and_release(operator: OperatorHandle, podsets: PodSets) -> Non
 
 
 def test_rejected_template_sets_degraded_and_others_keep_working(
-    operator: OperatorHandle, podsets: PodSets
+    podset_op: OperatorHandle, podsets: PodSets
 ) -> None:
     bad = podset("bad", 2)
     bad["spec"]["template"]["spec"]["containers"][0]["name"] = "Not_A_DNS_Label"
@@ -222,7 +200,7 @@ def test_rejected_template_sets_degraded_and_others_keep_working(
     assert degraded["reason"] == "FailedCreate"
     assert "Not_A_DNS_Label" in degraded["message"]
     podsets.wait_running("app=good", 2)
-    assert operator.alive()
+    assert podset_op.alive()
 
     # The failure is also an Event on the PodSet, as the ReplicaSet controller posts it, and
     # the operator keeps retrying (with backoff): the same Event's count grows.
@@ -259,7 +237,7 @@ SELECTOR_UPDATES = [
     ("case", "before", "after"), SELECTOR_UPDATES, ids=[c[0] for c in SELECTOR_UPDATES]
 )
 def test_selector_is_immutable(
-    crd: None,
+    podset_crd: None,
     podsets: PodSets,
     case: str,
     before: dict[str, Any] | None,
@@ -289,7 +267,7 @@ def _active_names(podsets: PodSets, selector: str) -> set[str]:
 
 @pytest.mark.local_operators("stops the operator to stage pods, then starts a new one")
 def test_scale_down_deletes_in_replicaset_order(
-    cluster: Cluster, crd: None, podsets: PodSets, namespace: str, tmp_path: Path
+    cluster: Cluster, podset_crd: None, podsets: PodSets, namespace: str, tmp_path: Path
 ) -> None:
     """Unscheduled < Pending < not ready < lower deletion cost < newest, on real pods."""
     core = podsets.core
@@ -424,7 +402,7 @@ KILLS_PER_RAMP = 2
 @pytest.mark.local_operators("SIGKILLs and restarts the operator process ten times")
 def test_operator_killed_during_scale_up_never_over_creates(
     cluster: Cluster,
-    crd: None,
+    podset_crd: None,
     api: client.ApiClient,
     podsets: PodSets,
     namespace: str,
@@ -532,13 +510,13 @@ def _replica_gauges(operator: OperatorHandle, namespace: str, name: str) -> dict
 
 
 def test_replica_gauges_and_events_follow_the_podset(
-    operator: OperatorHandle, podsets: PodSets, namespace: str
+    podset_op: OperatorHandle, podsets: PodSets, namespace: str
 ) -> None:
-    reconciles_before = _successful_reconciles(operator)
+    reconciles_before = _successful_reconciles(podset_op)
     podsets.create(podset("gauged", 3))
     podsets.wait_running("app=gauged", 3)
     wait_until(
-        lambda: _replica_gauges(operator, namespace, "gauged"),
+        lambda: _replica_gauges(podset_op, namespace, "gauged"),
         lambda g: g == {"desired": 3, "current": 3, "ready": 3},
         timeout=30,
         what="replica gauges 3/3/3",
@@ -546,7 +524,7 @@ def test_replica_gauges_and_events_follow_the_podset(
     podsets.patch("gauged", {"spec": {"replicas": 1}})
     podsets.wait_running("app=gauged", 1)
     wait_until(
-        lambda: _replica_gauges(operator, namespace, "gauged"),
+        lambda: _replica_gauges(podset_op, namespace, "gauged"),
         lambda g: g == {"desired": 1, "current": 1, "ready": 1},
         timeout=30,
         what="replica gauges 1/1/1",
@@ -559,10 +537,10 @@ def test_replica_gauges_and_events_follow_the_podset(
     )
     deleted = [e for e in events if e.reason == "SuccessfulDelete"]
     assert sorted(e.message.removeprefix("Deleted pod: ")[:7] for e in deleted) == ["gauged-"] * 2
-    assert _successful_reconciles(operator) > reconciles_before
+    assert _successful_reconciles(podset_op) > reconciles_before
     podsets.delete("gauged")
     wait_until(
-        lambda: _replica_gauges(operator, namespace, "gauged"),
+        lambda: _replica_gauges(podset_op, namespace, "gauged"),
         lambda g: g == {},
         timeout=30,
         what="the gauges of the deleted PodSet removed",
@@ -600,7 +578,7 @@ QUIET_SECONDS = 60
 
 
 def test_steady_state_makes_no_writes(
-    cluster: Cluster, operator: OperatorHandle, podsets: PodSets, namespace: str
+    cluster: Cluster, podset_op: OperatorHandle, podsets: PodSets, namespace: str
 ) -> None:
     """20 reconciled PodSets: no create/update/patch/delete by the operator for 60 s."""
     if cluster.audit_log is None:
@@ -632,4 +610,4 @@ def test_steady_state_makes_no_writes(
         f"/{w['objectRef'].get('subresource', '')} {w['objectRef'].get('name')}"
         for w in during
     )
-    assert operator.alive()
+    assert podset_op.alive()

@@ -22,7 +22,7 @@ from kubernetes import client
 
 from e2e.cluster import ROOT, Cluster
 from e2e.operators import OperatorProcess, http_get
-from e2e.podset_support import PodSets, install_crd, podset, start_podset_operator
+from e2e.podset_support import PodSets, podset, start_podset_operator
 
 pytestmark = pytest.mark.local_operators(
     "pauses the API server under a local operator process and reads its /readyz"
@@ -36,14 +36,9 @@ WATCHED = ("podsets", "pods")
 PROCESSES = ROOT / ".local" / "plane" / "processes.json"
 
 
-@pytest.fixture(scope="module")
-def crd(cluster: Cluster) -> None:
-    install_crd(cluster)
-
-
 @pytest.fixture
 def operator(
-    cluster: Cluster, crd: None, namespace: str, tmp_path: Path
+    cluster: Cluster, podset_crd: None, namespace: str, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
     proc = start_podset_operator(cluster, namespace, tmp_path, f"--watch-timeout={WATCH_TIMEOUT:g}")
     proc.wait_ready()

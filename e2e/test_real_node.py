@@ -9,29 +9,22 @@ user a debug container runs as and the kubelet's reasons are the kubelet's, not 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from e2e.cluster import Cluster, wait_until
+from e2e.cluster import Cluster, condition, wait_until
 from e2e.operators import OperatorHandle
 from e2e.placement import BUSYBOX, is_kwok, real_pod_spec, sleeper
-from e2e.poddebugger_support import Debuggers, debugger_manifest, ephemeral, namespace_operator
-from e2e.poddebugger_support import condition as pdbg_condition
-from e2e.poddebugger_support import install_crd as install_poddebugger_crd
+from e2e.poddebugger_support import Debuggers, debugger_manifest, ephemeral
 from e2e.podset_support import (
     ConditionHistory,
     PodCounter,
     PodSets,
-    condition,
     podset,
-    podset_operator,
 )
-from e2e.podset_support import install_crd as install_podset_crd
 
 TEMPLATE_HASH_LABEL = "opsuite.dev/pod-template-hash"
 RESTRICTED_USER = "65532"
@@ -47,49 +40,6 @@ has it on kind: the kubelet cannot pull it."""
 START_FAILURES = frozenset({"RunContainerError", "StartError"})
 MISSING_COMMAND = "/no/such/command"
 """Not in busybox: the runtime fails to start the container (RunContainerError)."""
-
-
-# --- fixtures ----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def podset_crd(cluster: Cluster) -> None:
-    install_podset_crd(cluster)
-
-
-@pytest.fixture
-def podset_op(
-    cluster: Cluster, podset_crd: None, namespace: str, tmp_path: Path
-) -> Iterator[OperatorHandle]:
-    handle = podset_operator(cluster, namespace, tmp_path)
-    yield handle
-    handle.stop()
-
-
-@pytest.fixture
-def podsets(api: client.ApiClient, namespace: str) -> PodSets:
-    return PodSets(api, namespace)
-
-
-@pytest.fixture(scope="module")
-def poddebugger_crd(cluster: Cluster) -> None:
-    install_poddebugger_crd(cluster)
-
-
-@pytest.fixture
-def pdbg_op(
-    cluster: Cluster, poddebugger_crd: None, namespace: str, tmp_path: Path
-) -> Iterator[OperatorHandle]:
-    handle = namespace_operator(cluster, namespace, tmp_path)
-    yield handle
-    handle.stop()
-
-
-@pytest.fixture
-def debuggers(api: client.ApiClient, pdbg_op: OperatorHandle) -> Iterator[Debuggers]:
-    access = Debuggers(api)
-    yield access
-    access.cleanup()
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -392,14 +342,14 @@ def test_debug_container_runs_as_the_restricted_user(
         namespace,
         "shell",
         lambda o: (
-            pdbg_condition(o, "Ready").get("status") == "True"
+            condition(o, "Ready").get("status") == "True"
             and _entries(o).get("target", {}).get("state") == "Running"
         ),
         "Ready with the container Running",
         timeout=60,
     )
     assert _entries(obj)["target"]["container"] == container
-    assert pdbg_condition(obj, "Degraded")["status"] == "False", obj["status"]
+    assert condition(obj, "Degraded")["status"] == "False", obj["status"]
 
 
 def _kubelet_failure(status: client.V1ContainerStatus | None) -> tuple[str, str, str] | None:
@@ -469,7 +419,7 @@ def test_debug_container_that_cannot_start_is_reported_with_the_kubelets_reason(
         return (
             kubelet is not None
             and reported == (kubelet[0], kubelet[1], kubelet[2][:MAX_STATE_MESSAGE])
-            and pdbg_condition(obj, "Degraded").get("status") == "True"
+            and condition(obj, "Degraded").get("status") == "True"
             and obj["status"].get("observedGeneration") == obj["metadata"]["generation"]
         )
 
@@ -479,7 +429,7 @@ def test_debug_container_that_cannot_start_is_reported_with_the_kubelets_reason(
     entry = _entries(obj)["target"]
     assert (entry["container"], entry["image"]) == (container, spec["image"]), entry
     assert entry["reason"] in reasons, entry
-    ready, degraded = pdbg_condition(obj, "Ready"), pdbg_condition(obj, "Degraded")
+    ready, degraded = condition(obj, "Ready"), condition(obj, "Degraded")
     assert (ready["status"], ready["reason"]) == ("False", "ContainerFailed"), obj["status"]
     assert degraded["reason"] == "ContainerFailed", obj["status"]
     assert f"target/{container}: {entry['reason']}" in degraded["message"], degraded

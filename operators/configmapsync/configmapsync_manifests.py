@@ -25,7 +25,7 @@ from opsuite_packaging.chart_values import (
     ChartValues,
     ImageValues,
 )
-from opsuite_packaging.crd import CrdDescriptor, PrinterColumn
+from opsuite_packaging.crd import CrdDescriptor, PrinterColumn, condition_column
 
 CHART = "configmapsync-operator"
 
@@ -34,36 +34,20 @@ CRD = CrdDescriptor(
     version=VERSION,
     kind=KIND,
     plural=PLURAL,
-    singular="configmapsync",
     description="ConfigMapSync copies a ConfigMap into other namespaces (listed, or selected "
     "by label) and keeps the copies identical to the source.",
     spec_model=ConfigMapSyncSpec,
     status_model=ConfigMapSyncStatus,
     short_names=("cms",),
-    categories=("opsuite",),
     printer_columns=(
         PrinterColumn("Source", "string", ".status.source", "The source ConfigMap"),
         PrinterColumn("Targets", "integer", ".status.targetNamespaces", "Destination namespaces"),
         PrinterColumn(
             "Synced", "integer", ".status.syncedNamespaces", "Destinations holding a current copy"
         ),
-        PrinterColumn(
-            "Ready",
-            "string",
-            '.status.conditions[?(@.type=="Ready")].status',
-            "Every destination holds a current copy",
-        ),
+        condition_column("Ready", "Ready", "status", "Every destination holds a current copy"),
     ),
 )
-
-
-def _sync(name: str, spec: ConfigMapSyncSpec) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": KIND,
-        "metadata": {"name": name},
-        "spec": spec.to_kube(),
-    }
 
 
 SAMPLES = [
@@ -77,7 +61,7 @@ SAMPLES = [
         },
         "data": {"log-level": "info", "features": "search,beta"},
     },
-    _sync(
+    CRD.sample(
         "shared-settings-to-labelled-namespaces",
         ConfigMapSyncSpec(
             config_map_name="shared-settings",

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from opsuite_common.kube_model import TemplateMetadata
 from opsuite_packaging.bundle import BundleText
 from opsuite_packaging.chart import ChartSpec, PolicyRule
 from opsuite_packaging.chart_values import IMAGE_REGISTRY, ChartValues, ImageValues
-from opsuite_packaging.crd import CrdDescriptor, PrinterColumn, ScaleSubresource
+from opsuite_packaging.crd import CrdDescriptor, PrinterColumn, ScaleSubresource, condition_column
 from podset_operator.models import (
     GROUP,
     KIND,
@@ -28,13 +26,11 @@ CRD = CrdDescriptor(
     version=VERSION,
     kind=KIND,
     plural=PLURAL,
-    singular="podset",
     description="PodSet keeps a number of pods from a template running, like a ReplicaSet, "
     "with rolling updates and the scale subresource (kubectl scale, HPA).",
     spec_model=PodSetSpec,
     status_model=PodSetStatus,
     short_names=("pset",),
-    categories=("opsuite",),
     printer_columns=(
         PrinterColumn("Desired", "integer", ".spec.replicas", "Desired pods"),
         PrinterColumn("Current", "integer", ".status.replicas", "Active pods"),
@@ -45,10 +41,10 @@ CRD = CrdDescriptor(
         PrinterColumn(
             "Available", "integer", ".status.availableReplicas", "Available pods", priority=1
         ),
-        PrinterColumn(
+        condition_column(
             "Progress",
-            "string",
-            '.status.conditions[?(@.type=="Progressing")].reason',
+            "Progressing",
+            "reason",
             "Why the PodSet is or is not progressing (RollingUpdate, ProgressDeadlineExceeded, "
             "Complete, ...)",
             priority=1,
@@ -58,17 +54,8 @@ CRD = CrdDescriptor(
 )
 
 
-def _podset(name: str, spec: PodSetSpec) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": KIND,
-        "metadata": {"name": name},
-        "spec": spec.to_kube(),
-    }
-
-
 SAMPLES = [
-    _podset(
+    CRD.sample(
         "busybox-sleepers",
         PodSetSpec(
             replicas=3,

@@ -14,6 +14,13 @@ from opsuite_common.kube_model import Condition, ConditionStatus
 
 MAX_MESSAGE_LENGTH = 32768
 
+READY = "Ready"
+"""The condition every opsuite custom resource reports: its desired state is reached."""
+DEGRADED = "Degraded"
+"""True when something keeps the resource from its desired state (a message says what)."""
+AS_EXPECTED = "AsExpected"
+"""The reason of Degraded=False."""
+
 ConditionDicts = Sequence[Mapping[str, Any]] | None
 
 

@@ -19,6 +19,8 @@ import yaml
 from pydantic import BaseModel
 from pydantic.config import JsonDict
 
+from opsuite_common.kube_model import KubeModel
+
 Schema: TypeAlias = dict[str, Any]
 
 _XV = "x-kubernetes-validations"
@@ -104,6 +106,15 @@ class PrinterColumn:
         return column
 
 
+def condition_column(
+    name: str, condition: str, field: str, description: str, priority: int = 0
+) -> PrinterColumn:
+    """A string column showing ``field`` (``status``, ``reason``) of the condition
+    ``condition``."""
+    path = f'.status.conditions[?(@.type=="{condition}")].{field}'
+    return PrinterColumn(name, "string", path, description, priority=priority)
+
+
 @dataclass(frozen=True)
 class ScaleSubresource:
     """The ``scale`` subresource; paths are checked against the generated schema."""
@@ -113,7 +124,7 @@ class ScaleSubresource:
     label_selector_path: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CrdDescriptor:
     """Everything needed to render one single-version CRD."""
 
@@ -121,19 +132,23 @@ class CrdDescriptor:
     version: str
     kind: str
     plural: str
-    singular: str
+    singular: str = ""
+    """Default: the kind in lower case (as the API server defaults it)."""
     description: str
     spec_model: type[BaseModel]
     status_model: type[BaseModel]
     scope: Literal["Namespaced", "Cluster"] = "Namespaced"
     short_names: tuple[str, ...] = ()
-    categories: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ("opsuite",)
+    """Default: ``opsuite``, so that ``kubectl get opsuite`` lists every opsuite resource."""
     printer_columns: tuple[PrinterColumn, ...] = ()
     scale: ScaleSubresource | None = None
     validations: tuple[JsonDict, ...] = ()
     """Root-level CEL rules (from ``cel()``); ``self`` is the whole object."""
 
     def __post_init__(self) -> None:
+        if not self.singular:
+            object.__setattr__(self, "singular", self.kind.lower())
         if not _GROUP.fullmatch(self.group):
             raise ValueError(f"group {self.group!r} must be a DNS subdomain with a dot")
         if not _KIND.fullmatch(self.kind):
@@ -144,6 +159,15 @@ class CrdDescriptor:
         for name in names:
             if not _DNS_LABEL.fullmatch(name):
                 raise ValueError(f"{name!r} must be a lowercase DNS-1035 label")
+
+    def sample(self, name: str, spec: KubeModel) -> dict[str, Any]:
+        """An object of this resource named ``name`` with ``spec`` (for the chart's samples)."""
+        return {
+            "apiVersion": f"{self.group}/{self.version}",
+            "kind": self.kind,
+            "metadata": {"name": name},
+            "spec": spec.to_kube(),
+        }
 
 
 def build_crd(desc: CrdDescriptor) -> dict[str, Any]:

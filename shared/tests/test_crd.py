@@ -31,6 +31,7 @@ from opsuite_packaging.crd import (
     PrinterColumn,
     ScaleSubresource,
     build_crd,
+    condition_column,
     crd_yaml,
     structural_schema,
 )
@@ -296,12 +297,10 @@ DESCRIPTOR = CrdDescriptor(
     version="v1alpha1",
     kind="Sample",
     plural="samples",
-    singular="sample",
     description="A sample resource.",
     spec_model=SampleSpec,
     status_model=SampleStatus,
     short_names=("smp",),
-    categories=("opsuite",),
     printer_columns=(
         PrinterColumn("Replicas", "integer", ".status.replicas", "Observed replicas"),
         PrinterColumn("Mode", "string", ".spec.mode", priority=1),
@@ -595,6 +594,7 @@ def test_list_map_key_needs_required_or_default() -> None:
 
 
 def test_build_crd_layout() -> None:
+    """The singular name defaults to the kind in lower case, the categories to opsuite."""
     crd = build_crd(DESCRIPTOR)
     assert crd["metadata"] == {"name": "samples.samples.opsuite.dev"}
     spec = crd["spec"]
@@ -642,7 +642,7 @@ def test_spec_is_required_when_it_has_required_fields() -> None:
             version="v1",
             kind="Port",
             plural="ports",
-            singular="port",
+            singular="portable",
             description="d",
             spec_model=Port,
             status_model=SampleStatus,
@@ -653,7 +653,28 @@ def test_spec_is_required_when_it_has_required_fields() -> None:
     assert root["required"] == ["spec"]
     assert "scale" not in crd["spec"]["versions"][0]["subresources"]
     assert crd["spec"]["scope"] == "Cluster"
+    assert crd["spec"]["names"]["singular"] == "portable"
     assert_structural(root)
+
+
+def test_condition_column_shows_a_field_of_one_condition() -> None:
+    column = condition_column("Why", "Ready", "reason", "Why it is ready or not", priority=1)
+    assert column.to_kube() == {
+        "name": "Why",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+        "description": "Why it is ready or not",
+        "priority": 1,
+    }
+
+
+def test_sample_is_an_object_of_the_resource() -> None:
+    assert DESCRIPTOR.sample("one", SampleSpec(max_replicas=3)) == {
+        "apiVersion": "samples.opsuite.dev/v1alpha1",
+        "kind": "Sample",
+        "metadata": {"name": "one"},
+        "spec": SampleSpec(max_replicas=3).to_kube(),
+    }
 
 
 @pytest.mark.parametrize(

@@ -67,31 +67,19 @@ func (s *ConfigMapSync) DeepCopyInto(out *ConfigMapSync) {
 }
 
 // DeepCopy returns a deep copy of s.
-func (s *ConfigMapSync) DeepCopy() *ConfigMapSync {
-	out := &ConfigMapSync{}
-	s.DeepCopyInto(out)
-	return out
-}
+func (s *ConfigMapSync) DeepCopy() *ConfigMapSync { return deepCopy(s) }
 
 // DeepCopyObject implements runtime.Object.
-func (s *ConfigMapSync) DeepCopyObject() runtime.Object {
-	return s.DeepCopy()
-}
+func (s *ConfigMapSync) DeepCopyObject() runtime.Object { return s.DeepCopy() }
 
 // DeepCopyObject implements runtime.Object.
 func (l *ConfigMapSyncList) DeepCopyObject() runtime.Object {
-	out := &ConfigMapSyncList{TypeMeta: l.TypeMeta}
+	out := &ConfigMapSyncList{TypeMeta: l.TypeMeta, Items: deepCopyItems(l.Items)}
 	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	out.Items = make([]ConfigMapSync, len(l.Items))
-	for i := range l.Items {
-		l.Items[i].DeepCopyInto(&out.Items[i])
-	}
 	return out
 }
 
 // AddConfigMapSync registers ConfigMapSync and ConfigMapSyncList.
 func AddConfigMapSync(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(ConfigMapSyncGroupVersion, &ConfigMapSync{}, &ConfigMapSyncList{})
-	metav1.AddToGroupVersion(scheme, ConfigMapSyncGroupVersion)
-	return nil
+	return register(scheme, ConfigMapSyncGroupVersion, &ConfigMapSync{}, &ConfigMapSyncList{})
 }

@@ -85,31 +85,19 @@ func (d *PodDebugger) DeepCopyInto(out *PodDebugger) {
 }
 
 // DeepCopy returns a deep copy of d.
-func (d *PodDebugger) DeepCopy() *PodDebugger {
-	out := &PodDebugger{}
-	d.DeepCopyInto(out)
-	return out
-}
+func (d *PodDebugger) DeepCopy() *PodDebugger { return deepCopy(d) }
 
 // DeepCopyObject implements runtime.Object.
-func (d *PodDebugger) DeepCopyObject() runtime.Object {
-	return d.DeepCopy()
-}
+func (d *PodDebugger) DeepCopyObject() runtime.Object { return d.DeepCopy() }
 
 // DeepCopyObject implements runtime.Object.
 func (l *PodDebuggerList) DeepCopyObject() runtime.Object {
-	out := &PodDebuggerList{TypeMeta: l.TypeMeta}
+	out := &PodDebuggerList{TypeMeta: l.TypeMeta, Items: deepCopyItems(l.Items)}
 	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	out.Items = make([]PodDebugger, len(l.Items))
-	for i := range l.Items {
-		l.Items[i].DeepCopyInto(&out.Items[i])
-	}
 	return out
 }
 
 // AddPodDebugger registers PodDebugger and PodDebuggerList.
 func AddPodDebugger(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(PodDebuggerGroupVersion, &PodDebugger{}, &PodDebuggerList{})
-	metav1.AddToGroupVersion(scheme, PodDebuggerGroupVersion)
-	return nil
+	return register(scheme, PodDebuggerGroupVersion, &PodDebugger{}, &PodDebuggerList{})
 }

@@ -60,31 +60,19 @@ func (p *PodSet) DeepCopyInto(out *PodSet) {
 }
 
 // DeepCopy returns a deep copy of p.
-func (p *PodSet) DeepCopy() *PodSet {
-	out := &PodSet{}
-	p.DeepCopyInto(out)
-	return out
-}
+func (p *PodSet) DeepCopy() *PodSet { return deepCopy(p) }
 
 // DeepCopyObject implements runtime.Object.
-func (p *PodSet) DeepCopyObject() runtime.Object {
-	return p.DeepCopy()
-}
+func (p *PodSet) DeepCopyObject() runtime.Object { return p.DeepCopy() }
 
 // DeepCopyObject implements runtime.Object.
 func (l *PodSetList) DeepCopyObject() runtime.Object {
-	out := &PodSetList{TypeMeta: l.TypeMeta}
+	out := &PodSetList{TypeMeta: l.TypeMeta, Items: deepCopyItems(l.Items)}
 	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	out.Items = make([]PodSet, len(l.Items))
-	for i := range l.Items {
-		l.Items[i].DeepCopyInto(&out.Items[i])
-	}
 	return out
 }
 
 // AddPodSet registers PodSet and PodSetList.
 func AddPodSet(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(PodSetGroupVersion, &PodSet{}, &PodSetList{})
-	metav1.AddToGroupVersion(scheme, PodSetGroupVersion)
-	return nil
+	return register(scheme, PodSetGroupVersion, &PodSet{}, &PodSetList{})
 }

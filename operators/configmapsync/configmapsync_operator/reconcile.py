@@ -58,17 +58,14 @@ from configmapsync_operator.models import (
     FailedTarget,
 )
 from configmapsync_operator.spec import InvalidSpecError, ObjectKey, parse_spec, source_key
-from opsuite_common.conditions import set_condition, timestamp
+from opsuite_common.conditions import AS_EXPECTED, DEGRADED, READY, set_condition, timestamp
 from opsuite_common.kube_model import ConditionStatus
 
 JSON = dict[str, Any]
 
-READY = "Ready"
-DEGRADED = "Degraded"
 
 SYNCED = "Synced"
 SYNCING = "Syncing"
-AS_EXPECTED = "AsExpected"
 INVALID_SPEC = "InvalidSpec"
 SOURCE_NOT_FOUND = "SourceNotFound"
 SOURCE_NOT_WATCHED = "SourceNotWatched"

@@ -47,7 +47,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from opsuite_common.conditions import parse_timestamp, set_condition, timestamp
+from opsuite_common.conditions import (
+    AS_EXPECTED,
+    DEGRADED,
+    READY,
+    parse_timestamp,
+    set_condition,
+    timestamp,
+)
 from opsuite_common.kube_model import ConditionStatus
 from poddebugger_operator import images
 from poddebugger_operator.models import (
@@ -66,13 +73,10 @@ from poddebugger_operator.models import (
 
 JSON = dict[str, Any]
 
-READY = "Ready"
-DEGRADED = "Degraded"
 DEBUGGED = "Debugged"
 STARTING = "Starting"
 CONTAINER_FAILED = "ContainerFailed"
 NO_MATCHING_PODS = "NoMatchingPods"
-AS_EXPECTED = "AsExpected"
 INVALID_SPEC = "InvalidSpec"
 INJECTION_FAILED = "InjectionFailed"
 IMAGE_NOT_ALLOWED = "ImageNotAllowed"

@@ -7,14 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from opsuite_common.conditions import set_condition
+from opsuite_common.conditions import AS_EXPECTED, DEGRADED, READY, set_condition
 from opsuite_common.kube_model import ConditionStatus
 from podset_operator import models
 from podset_operator.pod_state import Pod, is_available, is_ready, is_updated, pod_name
 
-READY = "Ready"
 PROGRESSING = "Progressing"
-DEGRADED = "Degraded"
 
 FAILED_CREATE = "FailedCreate"
 FAILED_DELETE = "FailedDelete"
@@ -137,7 +135,7 @@ def _conditions(status: PodSetStatus, failure: Failure | None) -> list[_Conditio
     degraded: _Condition = (
         (DEGRADED, "True", failure.reason, failure.message)
         if failure
-        else (DEGRADED, "False", "AsExpected", "")
+        else (DEGRADED, "False", AS_EXPECTED, "")
     )
     return [(READY, *ready, counts), progressing, degraded]
 

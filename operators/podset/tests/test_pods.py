@@ -1,11 +1,12 @@
 """Example-based tests of pod predicates, ownership, deletion ranking, scaling, rollout and plan."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from opsuite_common.kube_model import LabelSelector
+from opsuite_testkit.podset import HASH, OLD, T0, TEMPLATE, UID, iso, pod
 from podset_operator.models import MAX_POD_NAMES, NAME_LABEL, PodSetStatus
 from podset_operator.ownership import claim_pods
 from podset_operator.pod_ranking import log_bucket, rank_for_deletion, select_victims
@@ -24,79 +25,8 @@ from podset_operator.reconcile import Plan, plan
 from podset_operator.rollout import rolling_update_step
 from podset_operator.scaling import BURST_REPLICAS, replica_set_step
 from podset_operator.status import FAILED_CREATE, Failure
-from podset_operator.template import template_hash
 
-T0 = datetime(2025, 1, 1, 12, tzinfo=UTC)
-UID = "u-1"
-TEMPLATE: dict[str, Any] = {
-    "metadata": {"labels": {"app": "web"}},
-    "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-}
-HASH = template_hash(TEMPLATE)
-OLD = "oldoldoldo"
 SELECTOR = LabelSelector(match_labels={"app": "web"})
-
-
-def iso(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def pod(
-    name: str,
-    *,
-    hash_: str | None = HASH,
-    phase: str = "Running",
-    ready: bool = True,
-    ready_at: datetime | None = T0 - timedelta(hours=1),
-    node: str = "n1",
-    owner: str | None = UID,
-    labels: dict[str, str] | None = None,
-    created: datetime | None = T0 - timedelta(hours=2),
-    restarts: int = 0,
-    sidecar_restarts: int | None = None,
-    cost: str | None = None,
-    deleting: bool = False,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": "ns",
-        "uid": f"uid-{name}",
-        "labels": dict(labels if labels is not None else {"app": "web"}),
-    }
-    if hash_ is not None:
-        meta["labels"][TEMPLATE_HASH_LABEL] = hash_
-    if owner is not None:
-        meta["ownerReferences"] = [
-            {"kind": "PodSet", "name": "web", "uid": owner, "controller": True}
-        ]
-    if created is not None:
-        meta["creationTimestamp"] = iso(created)
-    if cost is not None:
-        meta["annotations"] = {"controller.kubernetes.io/pod-deletion-cost": cost}
-    if deleting:
-        meta["deletionTimestamp"] = iso(T0)
-    condition: dict[str, Any] = {"type": "Ready", "status": "True" if ready else "False"}
-    if ready_at is not None:
-        condition["lastTransitionTime"] = iso(ready_at)
-    result: dict[str, Any] = {
-        "metadata": meta,
-        "spec": {"nodeName": node},
-        "status": {
-            "phase": phase,
-            "conditions": [condition],
-            "containerStatuses": [{"restartCount": restarts}, {"restartCount": 0}],
-        },
-    }
-    if sidecar_restarts is not None:
-        result["spec"]["initContainers"] = [
-            {"name": "init", "image": "busybox"},
-            {"name": "proxy", "image": "envoy", "restartPolicy": "Always"},
-        ]
-        result["status"]["initContainerStatuses"] = [
-            {"name": "init", "restartCount": 50},
-            {"name": "proxy", "restartCount": sidecar_restarts},
-        ]
-    return result
 
 
 def podset(replicas: int = 3, **spec: Any) -> dict[str, Any]:

@@ -8,55 +8,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from opsuite_testkit.podset import OLD, T0, TEMPLATE, UID, iso, pod
 from podset_operator.reconcile import plan, rollout_progress
 from podset_operator.spec import InvalidSpecError, parse_spec
 from podset_operator.status import PROGRESS_DEADLINE_EXCEEDED, PodSetStatus, status_patch
-from podset_operator.template import template_hash
 
-T0 = datetime(2025, 1, 1, 12, tzinfo=UTC)
-UID = "u-1"
-TEMPLATE: dict[str, Any] = {
-    "metadata": {"labels": {"app": "web"}},
-    "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-}
-HASH = template_hash(TEMPLATE)
-OLD = "oldoldoldo"
 DEADLINE = 600
-
-
-def iso(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def pod(name: str, *, hash_: str = HASH, ready: bool = True) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": "ns",
-            "uid": f"uid-{name}",
-            "labels": {"app": "web", "opsuite.dev/pod-template-hash": hash_},
-            "ownerReferences": [{"kind": "PodSet", "name": "web", "uid": UID, "controller": True}],
-            "creationTimestamp": iso(T0 - timedelta(hours=2)),
-        },
-        "spec": {"nodeName": "n1"},
-        "status": {
-            "phase": "Running",
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True" if ready else "False",
-                    "lastTransitionTime": iso(T0 - timedelta(hours=1)),
-                }
-            ],
-        },
-    }
 
 
 def podset(replicas: int = 4, generation: int = 1, **spec: Any) -> dict[str, Any]:

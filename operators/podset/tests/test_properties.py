@@ -6,7 +6,7 @@ import copy
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -21,10 +21,11 @@ from opsuite_testkit import (
     label_errors,
     schema_errors,
 )
+from opsuite_testkit.podset import HASH, OLD, T0, TEMPLATE, UID, iso
+from opsuite_testkit.podset import pod as make_pod
 from podset_operator.models import NAME_LABEL, PodSetSpec, PodSetStatus
 from podset_operator.pod_ranking import log_bucket, rank_for_deletion
 from podset_operator.pod_state import (
-    TEMPLATE_HASH_LABEL,
     Pod,
     creation_time,
     deletion_cost,
@@ -46,14 +47,6 @@ from podset_operator.reconcile import Plan, plan
 from podset_operator.rollout import resolve_fenceposts
 from podset_operator.template import owner_reference, template_hash
 
-T0 = datetime(2025, 1, 1, 12, tzinfo=UTC)
-UID = "u-1"
-TEMPLATE: dict[str, Any] = {
-    "metadata": {"labels": {"app": "web"}},
-    "spec": {"containers": [{"name": "c", "image": "nginx:2"}]},
-}
-HASH = template_hash(TEMPLATE)
-OLD = "oldoldoldo"
 WEB_AND_NAME = {"app": "web", NAME_LABEL: "web"}
 NODES = ("", "n0", "n1", "n2")
 FENCEPOSTS: st.SearchStrategy[int | str] = st.sampled_from(
@@ -61,63 +54,6 @@ FENCEPOSTS: st.SearchStrategy[int | str] = st.sampled_from(
 )
 SIM = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FAST = settings(max_examples=80, deadline=None)
-
-
-def iso(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def make_pod(
-    name: str,
-    *,
-    owner: str | None = UID,
-    labels: dict[str, str] | None = None,
-    hash_: str | None = HASH,
-    phase_: str = "Running",
-    ready_at: datetime | None = T0 - timedelta(hours=1),
-    ready: bool = True,
-    node: str = "n0",
-    restarts: int = 0,
-    sidecar_restarts: int | None = None,
-    cost: str | None = None,
-    created: datetime | None = T0 - timedelta(hours=2),
-    deleting: bool = False,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": "ns",
-        "uid": f"uid-{name}",
-        "labels": dict({"app": "web"} if labels is None else labels),
-        "annotations": {},
-    }
-    if hash_ is not None:
-        meta["labels"][TEMPLATE_HASH_LABEL] = hash_
-    if owner is not None:
-        meta["ownerReferences"] = [{"kind": "PodSet", "uid": owner, "controller": True}]
-    if cost is not None:
-        meta["annotations"]["controller.kubernetes.io/pod-deletion-cost"] = cost
-    if created is not None:
-        meta["creationTimestamp"] = iso(created)
-    if deleting:
-        meta["deletionTimestamp"] = iso(T0)
-    condition: dict[str, Any] = {"type": "Ready", "status": "True" if ready else "False"}
-    if ready_at is not None:
-        condition["lastTransitionTime"] = iso(ready_at)
-    result: dict[str, Any] = {
-        "metadata": meta,
-        "spec": {"nodeName": node},
-        "status": {
-            "phase": phase_,
-            "conditions": [condition],
-            "containerStatuses": [{"restartCount": restarts}],
-        },
-    }
-    if sidecar_restarts is not None:
-        result["spec"]["initContainers"] = [{"name": "proxy", "restartPolicy": "Always"}]
-        result["status"]["initContainerStatuses"] = [
-            {"name": "proxy", "restartCount": sidecar_restarts}
-        ]
-    return result
 
 
 def make_podset(
@@ -157,7 +93,7 @@ def any_pod(draw: st.DrawFn, name: str, active_only: bool = False) -> dict[str, 
             st.sampled_from([{"app": "web"}, WEB_AND_NAME, WEB_AND_NAME, {"app": "db"}, {}])
         ),
         hash_=draw(st.sampled_from([HASH, OLD, None])),
-        phase_=draw(st.sampled_from(phases if active_only else [*phases, "Succeeded", "Failed"])),
+        phase=draw(st.sampled_from(phases if active_only else [*phases, "Succeeded", "Failed"])),
         ready=draw(st.booleans()),
         ready_at=None if ready_age is None else T0 - timedelta(seconds=ready_age),
         node=draw(st.sampled_from(NODES)),
@@ -499,7 +435,7 @@ def schema_podsets(draw: st.DrawFn) -> tuple[dict[str, Any], list[Pod]]:
             owner=draw(st.sampled_from([UID, None])),
             labels=draw(st.sampled_from([labels, {}])),
             hash_=draw(st.sampled_from([template_hash(template), OLD])),
-            phase_=draw(st.sampled_from(["Running", "Pending", "Failed"])),
+            phase=draw(st.sampled_from(["Running", "Pending", "Failed"])),
             ready=draw(st.booleans()),
         )
         for i in range(draw(st.integers(0, 5)))

@@ -3,10 +3,8 @@
 package main
 
 import (
-	"os"
-
 	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"opsuite.dev/bench/reference/api"
 	"opsuite.dev/bench/reference/internal/app"
@@ -14,15 +12,7 @@ import (
 )
 
 func main() {
-	opts := app.ParseFlags("configmapsync")
-	scheme := app.NewScheme(api.AddConfigMapSync)
-	mgr, err := app.NewManager(opts, scheme, &api.ConfigMapSync{}, &corev1.ConfigMap{}, &corev1.Namespace{})
-	if err == nil {
-		err = (&configmapsync.Reconciler{Client: mgr.GetClient(), Namespace: opts.Namespace}).SetupWithManager(mgr)
-	}
-	if err != nil {
-		ctrl.Log.Error(err, "unable to set up the manager")
-		os.Exit(1)
-	}
-	app.Run(mgr)
+	app.Main("configmapsync", api.AddConfigMapSync, func(mgr manager.Manager, opts app.Options) error {
+		return (&configmapsync.Reconciler{Client: mgr.GetClient(), Namespace: opts.Namespace}).SetupWithManager(mgr)
+	}, &api.ConfigMapSync{}, &corev1.ConfigMap{}, &corev1.Namespace{})
 }

@@ -4,10 +4,8 @@
 package main
 
 import (
-	"os"
-
 	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"opsuite.dev/bench/reference/api"
 	"opsuite.dev/bench/reference/internal/app"
@@ -15,15 +13,7 @@ import (
 )
 
 func main() {
-	opts := app.ParseFlags("poddebugger")
-	scheme := app.NewScheme(api.AddPodDebugger)
-	mgr, err := app.NewManager(opts, scheme, &api.PodDebugger{}, &corev1.Pod{})
-	if err == nil {
-		err = (&poddebugger.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
-	}
-	if err != nil {
-		ctrl.Log.Error(err, "unable to set up the manager")
-		os.Exit(1)
-	}
-	app.Run(mgr)
+	app.Main("poddebugger", api.AddPodDebugger, func(mgr manager.Manager, _ app.Options) error {
+		return (&poddebugger.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+	}, &api.PodDebugger{}, &corev1.Pod{})
 }

@@ -2,10 +2,8 @@
 package main
 
 import (
-	"os"
-
 	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"opsuite.dev/bench/reference/api"
 	"opsuite.dev/bench/reference/internal/app"
@@ -13,15 +11,7 @@ import (
 )
 
 func main() {
-	opts := app.ParseFlags("podset")
-	scheme := app.NewScheme(api.AddPodSet)
-	mgr, err := app.NewManager(opts, scheme, &api.PodSet{}, &corev1.Pod{})
-	if err == nil {
-		err = (&podset.Reconciler{Client: mgr.GetClient(), Scheme: scheme}).SetupWithManager(mgr)
-	}
-	if err != nil {
-		ctrl.Log.Error(err, "unable to set up the manager")
-		os.Exit(1)
-	}
-	app.Run(mgr)
+	app.Main("podset", api.AddPodSet, func(mgr manager.Manager, _ app.Options) error {
+		return (&podset.Reconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme()}).SetupWithManager(mgr)
+	}, &api.PodSet{}, &corev1.Pod{})
 }

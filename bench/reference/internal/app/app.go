@@ -44,8 +44,8 @@ type Options struct {
 	LeaderElectionPrefix string
 }
 
-// ParseFlags reads the flags from os.Args; name names the Lease (<name>.reference.opsuite.dev).
-func ParseFlags(name string) Options {
+// parseFlags reads the flags from os.Args; name names the Lease (<name>.reference.opsuite.dev).
+func parseFlags(name string) Options {
 	opts := Options{LeaderElectionPrefix: name, ZapOptions: zap.Options{Development: false}}
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080",
 		`The address the metrics endpoint binds to; "0" disables it.`)
@@ -71,11 +71,11 @@ func NewScheme(add func(*runtime.Scheme) error) *runtime.Scheme {
 	return scheme
 }
 
-// NewManager is a manager with controller-runtime's default options (full objects cached, no
+// newManager is a manager with controller-runtime's default options (full objects cached, no
 // transforms; client QPS and burst as ctrl.GetConfig leaves them: client-side rate limiting off,
 // as opsuite's client has none either), the cache restricted to --namespace when given, and
 // /healthz (ping) and /readyz (the informers of watched synced).
-func NewManager(opts Options, scheme *runtime.Scheme, watched ...client.Object) (manager.Manager, error) {
+func newManager(opts Options, scheme *runtime.Scheme, watched ...client.Object) (manager.Manager, error) {
 	var cacheOpts cache.Options
 	if opts.Namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
@@ -120,8 +120,29 @@ func CacheSynced(c cache.Cache, watched ...client.Object) healthz.Checker {
 	}
 }
 
-// Run starts the manager and exits 1 when it fails.
-func Run(mgr manager.Manager) {
+// Main is a reference operator's main: the flags (name names the Lease), the scheme add
+// registers the custom resource in, a manager whose caches hold the watched types, and the
+// reconciler setup wires into it; it exits 1 when any of that fails or the manager does.
+func Main(
+	name string,
+	add func(*runtime.Scheme) error,
+	setup func(mgr manager.Manager, opts Options) error,
+	watched ...client.Object,
+) {
+	opts := parseFlags(name)
+	mgr, err := newManager(opts, NewScheme(add), watched...)
+	if err == nil {
+		err = setup(mgr, opts)
+	}
+	if err != nil {
+		ctrl.Log.Error(err, "unable to set up the manager")
+		os.Exit(1)
+	}
+	run(mgr)
+}
+
+// run starts the manager and exits 1 when it fails.
+func run(mgr manager.Manager) {
 	log := ctrl.Log.WithName("setup")
 	log.Info("starting manager")
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
