@@ -58,6 +58,9 @@ MAX_PARALLEL_REQUESTS = 64
 EVENT_WRITERS = 2
 """Event writes in flight at once: client-go's broadcaster writes them one by one from its own
 goroutine, so that a burst of Events never delays the writes that do the operator's work."""
+IDLE_CONNECTION_TIMEOUT = 90.0
+"""Seconds an idle connection is kept for reuse (client-go's IdleConnTimeout; aiohttp's default
+of 15 s would make a burst after a quiet spell open, and TLS-handshake, its connections anew)."""
 
 
 UNACKNOWLEDGED_TIMEOUT = 2.0
@@ -126,6 +129,7 @@ class _Session:
             https = self.configuration.host.startswith("https:")
             connector = aiohttp.TCPConnector(
                 limit=0,  # each KubeApi bounds its own requests in flight
+                keepalive_timeout=IDLE_CONNECTION_TIMEOUT,
                 ssl=_ssl_context(self.configuration) if https else False,
                 socket_factory=api_socket,
             )

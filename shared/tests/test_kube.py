@@ -335,8 +335,10 @@ async def test_bytes_sent_to_a_vanished_api_server_are_dropped_before_a_standby_
     margin = config.lease_duration - config.retry_period - config.renew_deadline
     assert 0 < UNACKNOWLEDGED_TIMEOUT < margin
     host, seen = api_server
-    await kube_of(host).get(f"{PODS}/a")
-    [sock] = sockets
+    kube = kube_of(host)
+    await kube.get(f"{PODS}/a")
+    await kube.get(f"{PODS}/a")
+    [sock] = sockets  # one connection, reused
     assert sock.getsockname() == seen.requests[0].transport.get_extra_info("peername")  # type: ignore[union-attr]
     option = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
     assert option == int(UNACKNOWLEDGED_TIMEOUT * 1000)
