@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import socket
 import ssl
@@ -194,28 +195,21 @@ class KubeApi:
     ) -> None:
         """Requests to ``configuration``'s API server; ``fence=None`` lets writes through
         always (only for :meth:`unfenced`'s purposes)."""
-        timeout = aiohttp.ClientTimeout(total=request_timeout)
-        self._init(_Session(configuration, user_agent), fence, timeout, max_parallel)
-
-    def _init(
-        self,
-        session: _Session,
-        fence: WriteFence | None,
-        timeout: aiohttp.ClientTimeout,
-        max_parallel: int,
-    ) -> None:
-        self._session = session
+        self._session = _Session(configuration, user_agent)
         self._fence = fence
-        self._timeout = timeout
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
         self._slots = asyncio.Semaphore(max_parallel)
         self._requests: set[asyncio.Task[JSON]] = set()
 
     def _derive(
         self, fence: WriteFence | None, timeout: float | None, max_parallel: int
     ) -> KubeApi:
-        derived = KubeApi.__new__(KubeApi)
-        total = self._timeout if timeout is None else aiohttp.ClientTimeout(total=timeout)
-        derived._init(self._session, fence, total, max_parallel)
+        derived = copy.copy(self)  # the same session
+        derived._fence = fence
+        if timeout is not None:
+            derived._timeout = aiohttp.ClientTimeout(total=timeout)
+        derived._slots = asyncio.Semaphore(max_parallel)
+        derived._requests = set()
         return derived
 
     def with_parallelism(self, max_parallel: int) -> KubeApi:
