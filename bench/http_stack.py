@@ -1,13 +1,15 @@
-"""The operators' write path against an asyncio-only one, measured side by side (#21, item 3).
+"""The operators' write path against the thread-pool design it replaced, side by side (#21,
+item 3; docs/http-stack.md).
 
     python -m bench.http_stack [--writes 500] [--rounds 3] [--concurrency 64]
 
 Two ways to send the same writes from one asyncio operator process:
 
-- ``threads``: what the operators do, :class:`opsuite_common.kube.KubeApi`: the blocking
-  ``kubernetes`` client (urllib3) in a pool of ``--concurrency`` threads;
-- ``aiohttp``: one ``aiohttp`` session on the event loop (the library kopf's watches already
-  use), at most ``--concurrency`` requests in flight. Written here for the measurement only.
+- ``threads``: the former design, kept here only as the baseline: the blocking ``kubernetes``
+  client (urllib3) in a pool of ``--concurrency`` threads (:class:`ThreadPoolWriter`);
+- ``aiohttp``: what the operators do, :class:`opsuite_common.kube.KubeApi`: one ``aiohttp``
+  session on the event loop, at most ``--concurrency`` requests in flight, each write passing
+  an open write fence.
 
 The workload is a PodSet-like burst: ``--writes`` pod creates at once, then as many deletes, in a
 fresh namespace of the local plane (kwok nodes take the pods; nothing runs). Each stack runs in
@@ -25,22 +27,21 @@ import asyncio
 import json
 import os
 import resource
-import ssl
 import statistics
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from kubernetes import client, config
 
 from bench import plane
 from opsuite_common.fence import WriteFence
-from opsuite_common.kube import KubeApi, load_api_client, resource_path
+from opsuite_common.kube import KubeApi, load_configuration, resource_path
 
 STACKS = ("threads", "aiohttp")
 OUTPUT = plane.LOCAL / "measurements" / "bench-http-stack.json"
@@ -60,38 +61,41 @@ def _pod(name: str) -> JSON:
     }
 
 
-class AiohttpWriter:
-    """The same requests as :class:`KubeApi` through one aiohttp session."""
+class ThreadPoolWriter:
+    """The former ``KubeApi`` write path, the baseline: each request built as it built them
+    (auth headers only, no model serialisation) and sent by the blocking client in a thread."""
 
     def __init__(self, kubeconfig: Path, concurrency: int) -> None:
-        self.configuration = client.Configuration()
-        config.load_kube_config(str(kubeconfig), client_configuration=self.configuration)  # type: ignore[no-untyped-call]
-        context = ssl.create_default_context(cafile=self.configuration.ssl_ca_cert)
-        if self.configuration.cert_file:
-            context.load_cert_chain(self.configuration.cert_file, self.configuration.key_file)
-        self.headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
-        token = self.configuration.api_key.get("authorization")
-        if token:
-            self.headers["Authorization"] = token
-        self.connector = aiohttp.TCPConnector(ssl=context, limit=concurrency)
-        self.session: aiohttp.ClientSession | None = None
-        self.slots = asyncio.Semaphore(concurrency)
+        configuration = client.Configuration()
+        config.load_kube_config(str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
+        configuration.connection_pool_maxsize = concurrency
+        self.api = client.ApiClient(configuration)
+        self.api.user_agent = USER_AGENT
+        self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kube-api")
+
+    def _send(self, method: str, path: str, body: object) -> JSON:
+        headers = {
+            **self.api.default_headers,
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+        }
+        self.api.update_params_for_auth(headers, None, ["BearerToken"], path, method, body)
+        url = self.api.configuration.host + path
+        response = self.api.call_api(
+            method, url, header_params=headers, body=body, _request_timeout=30
+        )
+        response.read()  # type: ignore[no-untyped-call]
+        if not 200 <= response.status <= 299:
+            raise RuntimeError(f"{method} {path}: {response.status}")
+        data: JSON = json.loads(response.data) if response.data else {}
+        return data
 
     async def request(self, method: str, path: str, body: object) -> JSON:
-        if self.session is None:
-            self.session = aiohttp.ClientSession(connector=self.connector, headers=self.headers)
-        async with (
-            self.slots,
-            self.session.request(method, self.configuration.host + path, json=body) as response,
-        ):
-            data: JSON = await response.json(content_type=None) or {}
-            if response.status >= 300:
-                raise RuntimeError(f"{method} {path}: {response.status} {data.get('message')}")
-            return data
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, self._send, method, path, body)
 
     async def close(self) -> None:
-        if self.session is not None:
-            await self.session.close()
+        self.pool.shutdown()
 
 
 async def _burst(
@@ -124,23 +128,22 @@ def _rss_mib() -> float:
 
 async def _worker(stack: str, kubeconfig: Path, namespace: str, writes: int, width: int) -> JSON:
     if stack == "threads":
+        writer = ThreadPoolWriter(kubeconfig, width)
+        send, close = writer.request, writer.close
+    else:
         fence = WriteFence()
         fence.open()
-        api = KubeApi(load_api_client(USER_AGENT, pool_size=width), fence=fence, max_parallel=width)
+        api = KubeApi(load_configuration(), user_agent=USER_AGENT, fence=fence, max_parallel=width)
 
         async def send(method: str, path: str, body: object) -> JSON:
             return await api.request(method, path, body=body)
 
-        close: Callable[[], Awaitable[None]] | None = None
-    else:
-        writer = AiohttpWriter(kubeconfig, width)
-        send, close = writer.request, writer.close
+        close = api.close
     before = resource.getrusage(resource.RUSAGE_SELF)
     latencies = await _burst(send, namespace, writes)
     after = resource.getrusage(resource.RUSAGE_SELF)
     rss = _rss_mib()
-    if close is not None:
-        await close()
+    await close()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     latencies.sort()
     return {
@@ -161,7 +164,7 @@ def _run_worker(stack: str, namespace: str, args: argparse.Namespace) -> JSON:
         "--writes", str(args.writes), "--concurrency", str(args.concurrency),
         "--kubeconfig", str(args.kubeconfig),
     ]  # fmt: skip
-    env = {**os.environ, "KUBECONFIG": str(args.kubeconfig)}  # what load_api_client reads
+    env = {**os.environ, "KUBECONFIG": str(args.kubeconfig)}  # what load_configuration reads
     done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600, env=env)
     result: JSON = json.loads(done.stdout)
     return result

@@ -2,10 +2,11 @@
 
 client-go offers no fencing; a controller-runtime manager that loses its Lease exits, and the
 writes its goroutines had in flight go on until then. Here every write the operator sends
-through :class:`~opsuite_common.kube.KubeApi` passes the fence right before it leaves its worker
-thread: while the fence is open it is counted in flight until its response; once closed it is
-refused with :class:`WriteFenced` and never sent. So a write queued in the 64-thread pool (or a
-PodDebugger injection sent without waiting) when leadership ends is dropped, and after
+through :class:`~opsuite_common.kube.KubeApi` passes the fence right before it is sent, when its
+turn among the requests in flight comes: while the fence is open it is counted in flight until
+its response; once closed it is refused with :class:`WriteFenced` and never sent. So a write
+waiting for its turn (or a PodDebugger injection sent without waiting) when leadership ends is
+dropped, and after
 :meth:`WriteFence.close` returns, the writes that can still reach the API server are exactly
 those already in flight, which :meth:`WriteFence.drain` waits for before the Lease is released.
 Those reach the API server within ``kube.UNACKNOWLEDGED_TIMEOUT`` of being sent or never: a
@@ -17,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 from collections.abc import Iterator
 
 log = logging.getLogger(__name__)
@@ -28,13 +28,14 @@ class WriteFenced(Exception):
 
 
 class WriteFence:
-    """Open while this process leads; thread-safe."""
+    """Open while this process leads; used on the event loop (by KubeApi and the elector)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Condition()
         self._open = False
         self._in_flight = 0
         self._refused = 0
+        self._drained = asyncio.Event()
+        self._drained.set()
 
     @property
     def is_open(self) -> bool:
@@ -53,37 +54,39 @@ class WriteFence:
 
     def open(self) -> None:
         """Let writes leave: this process leads."""
-        with self._lock:
-            self._open = True
-            self._refused = 0
+        self._open = True
+        self._refused = 0
 
     def close(self) -> None:
         """Refuse every write not sent yet: from now on this process does not lead."""
-        with self._lock:
-            if not self._open:
-                return
-            self._open = False
-            in_flight = self._in_flight
-        log.info("write fence closed: no write leaves from now on (%d in flight)", in_flight)
+        if not self._open:
+            return
+        self._open = False
+        log.info("write fence closed: no write leaves from now on (%d in flight)", self._in_flight)
 
     @contextlib.contextmanager
     def write(self, what: str) -> Iterator[None]:
         """Around sending one write: raise WriteFenced when closed, else count it in flight."""
-        with self._lock:
-            if not self._open:
-                self._refused += 1
-                raise WriteFenced(f"{what}: refused, this process does not lead")
-            self._in_flight += 1
+        if not self._open:
+            self._refused += 1
+            raise WriteFenced(f"{what}: refused, this process does not lead")
+        self._in_flight += 1
+        self._drained.clear()
         try:
             yield
         finally:
-            with self._lock:
-                self._in_flight -= 1
-                self._lock.notify_all()
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._drained.set()
 
     async def drain(self, max_wait: float) -> bool:
         """Wait up to ``max_wait`` s for the writes in flight to be answered; whether they were."""
-        drained = await asyncio.to_thread(self._wait_drained, max_wait)
+        drained = True
+        try:
+            async with asyncio.timeout(max_wait):
+                await self._drained.wait()
+        except TimeoutError:
+            drained = False
         if drained:
             log.info("writes drained (%d refused unsent)", self._refused)
         else:
@@ -94,7 +97,3 @@ class WriteFence:
                 self._refused,
             )
         return drained
-
-    def _wait_drained(self, max_wait: float) -> bool:
-        with self._lock:
-            return self._lock.wait_for(lambda: self._in_flight == 0, max_wait)

@@ -1,31 +1,35 @@
-"""A small async facade over the ``kubernetes`` client that speaks plain dicts.
+"""The operators' one HTTP stack to the API server: a facade over one aiohttp session that
+speaks plain dicts (#21, item 3; docs/http-stack.md has the measurement that chose it).
 
-Operators read from their watch caches and write through this facade. Responses are parsed
-JSON dicts, not the client's model objects: those cost most of a kopf operator's memory
-(kopf's docs/critiques), and dicts are what the reconcile functions take anyway. The blocking
-client runs in worker threads; every request carries the operator's User-Agent, so the audit
-log tells which process did what, and is counted in ``rest_client_requests_total{code,method,host}``
-as client-go counts it (the Lease requests of leader election too: they go through the same
-client; kopf's own watch and list requests do not, they use kopf's aiohttp session). Every
-write passes the leader's :class:`~opsuite_common.fence.WriteFence` right before it leaves.
+Operators read from their watch caches and write through :class:`KubeApi`; leader election's
+Lease requests and the metrics endpoint's TokenReviews and SubjectAccessReviews go through it
+too, on the same session (kopf's watches and lists use kopf's own aiohttp session). Everything
+runs on the event loop: no thread. Responses are parsed JSON dicts, not the ``kubernetes``
+client's model objects: those cost most of a kopf operator's memory (kopf's docs/critiques), and
+dicts are what the reconcile functions take anyway. The ``kubernetes`` package only loads the
+configuration (in-cluster service account, else KUBECONFIG); the bearer token is read from it
+for every request, so a rotated service account token is re-read as the package's own client
+would. Every request carries the operator's User-Agent, so the audit log tells which process
+did what, and is counted in ``rest_client_requests_total{code,method,host}`` as client-go counts
+it. Every write passes the leader's :class:`~opsuite_common.fence.WriteFence` right before it
+leaves, once it has its turn among the requests in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
+import copy
 import json
 import socket
-import weakref
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import ssl
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlsplit
 
+import aiohttp
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
-from urllib3.connection import HTTPConnection
 
 from opsuite_common.fence import WriteFence
 from opsuite_common.metrics import REST_CLIENT_REQUESTS
@@ -34,9 +38,9 @@ __all__ = [
     "UNACKNOWLEDGED_TIMEOUT",
     "ApiException",
     "KubeApi",
-    "count_requests",
+    "api_socket",
     "gather_results",
-    "load_api_client",
+    "load_configuration",
     "resource_path",
 ]
 
@@ -51,10 +55,13 @@ PATCH_TYPES = {
 
 
 MAX_PARALLEL_REQUESTS = 64
-"""Requests in flight at once per operator: threads, and connections kept open for reuse."""
+"""Requests of the operator's work in flight at once, each on its own connection."""
 EVENT_WRITERS = 2
 """Event writes in flight at once: client-go's broadcaster writes them one by one from its own
 goroutine, so that a burst of Events never delays the writes that do the operator's work."""
+IDLE_CONNECTION_TIMEOUT = 90.0
+"""Seconds an idle connection is kept for reuse (client-go's IdleConnTimeout; aiohttp's default
+of 15 s would make a burst after a quiet spell open, and TLS-handshake, its connections anew)."""
 
 
 UNACKNOWLEDGED_TIMEOUT = 2.0
@@ -67,51 +74,73 @@ at the renew deadline at the latest, and what was in flight then must arrive, or
 the lease can expire for anyone else."""
 
 
-def socket_options() -> list[tuple[int, int, int]]:
-    """urllib3's defaults (no Nagle) and the bound on unacknowledged bytes."""
-    return [
-        *HTTPConnection.default_socket_options,
-        (socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(UNACKNOWLEDGED_TIMEOUT * 1000)),
-    ]
+class ApiException(Exception):
+    """The API server answered an error status; ``body`` is its answer (a Status, mostly)."""
+
+    def __init__(self, status: int, reason: str = "", body: str = "") -> None:
+        super().__init__(f"({status}) {reason}: {body[:300]}")
+        self.status = status
+        self.reason = reason
+        self.body = body
 
 
-def load_api_client(user_agent: str, *, pool_size: int = MAX_PARALLEL_REQUESTS) -> client.ApiClient:
-    """An API client from in-cluster config, else KUBECONFIG / ~/.kube/config; its connections
-    carry :func:`socket_options`."""
+def api_socket(addr_info: tuple[Any, ...]) -> socket.socket:
+    """A socket to the API server: no Nagle, and the bound on unacknowledged bytes."""
+    family, type_, proto, _name, _address = addr_info
+    sock = socket.socket(family, type_, proto)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    timeout_ms = int(UNACKNOWLEDGED_TIMEOUT * 1000)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, timeout_ms)
+    return sock
+
+
+def load_configuration() -> client.Configuration:
+    """The API server and credentials: in-cluster config, else KUBECONFIG / ~/.kube/config."""
     configuration = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    configuration.connection_pool_maxsize = pool_size
-    configuration.socket_options = socket_options()
-    api_client = client.ApiClient(configuration)
-    api_client.user_agent = user_agent
-    return api_client
+    return configuration
 
 
-_COUNTED_POOLS: weakref.WeakSet[object] = weakref.WeakSet()
+def _ssl_context(configuration: client.Configuration) -> ssl.SSLContext:
+    """The CA, client certificate and verification the configuration asks for."""
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
 
 
-def count_requests(api_client: client.ApiClient) -> None:
-    """Count every HTTP request ``api_client`` sends in rest_client_requests_total (once, however
-    often called): the status code, or ``<error>`` when no response came, as client-go does."""
-    pool = api_client.rest_client.pool_manager
-    if pool in _COUNTED_POOLS:
-        return
-    send = pool.request
+class _Session:
+    """The process's one aiohttp session to the API server, made on first use (it belongs to
+    the running event loop) and shared by a KubeApi and the ones derived from it."""
 
-    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        code = "<error>"
-        try:
-            response = send(method, url, *args, **kwargs)
-            code = str(response.status)
-            return response
-        finally:
-            REST_CLIENT_REQUESTS.labels(code, method.upper(), urlsplit(url).netloc).inc()
+    def __init__(self, configuration: client.Configuration, user_agent: str) -> None:
+        self.configuration = configuration
+        self.host = urlsplit(configuration.host).netloc
+        self._user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
 
-    pool.request = request  # type: ignore[method-assign]
-    _COUNTED_POOLS.add(pool)
+    def get(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            https = self.configuration.host.startswith("https:")
+            connector = aiohttp.TCPConnector(
+                limit=0,  # each KubeApi bounds its own requests in flight
+                keepalive_timeout=IDLE_CONNECTION_TIMEOUT,
+                ssl=_ssl_context(self.configuration) if https else False,
+                socket_factory=api_socket,
+            )
+            headers = {"User-Agent": self._user_agent, "Accept": "application/json"}
+            self._session = aiohttp.ClientSession(connector=connector, headers=headers)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
 
 
 async def gather_results(futures: Sequence[asyncio.Future[JSON]]) -> list[JSON | ApiException]:
@@ -146,38 +175,63 @@ def resource_path(
 
 class KubeApi:
     """Async REST calls returning dicts; raises ``ApiException`` on an error status, and
-    ``WriteFenced`` for a write (any method but GET) while ``fence`` is closed."""
+    ``WriteFenced`` for a write (any method but GET) while ``fence`` is closed.
+
+    At most ``max_parallel`` requests are in flight; the others wait for their turn, and a
+    write passes the fence only when its turn comes, right before it is sent: a write that was
+    waiting when leadership ended is refused, never sent. A request, once made, runs to its
+    end even if its caller stops waiting (is cancelled), as a request handed to a thread did:
+    a write stays counted in the fence's flight until its answer comes.
+    """
 
     def __init__(
         self,
-        api_client: client.ApiClient,
+        configuration: client.Configuration,
         *,
-        fence: WriteFence,
+        user_agent: str,
+        fence: WriteFence | None,
         request_timeout: float = 30.0,
         max_parallel: int = MAX_PARALLEL_REQUESTS,
     ) -> None:
-        self._client = api_client
+        """Requests to ``configuration``'s API server; ``fence=None`` lets writes through
+        always (only for :meth:`unfenced`'s purposes)."""
+        self._session = _Session(configuration, user_agent)
         self._fence = fence
-        self._timeout = request_timeout
-        count_requests(api_client)
-        # Its own pool: asyncio's default one has min(32, cores + 4) threads (6 on 2 cores),
-        # which would cap a burst of pod creates at 6 requests in flight.
-        self._pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="kube-api")
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+        self._slots = asyncio.Semaphore(max_parallel)
+        self._requests: set[asyncio.Task[JSON]] = set()
+
+    def _derive(
+        self, fence: WriteFence | None, timeout: float | None, max_parallel: int
+    ) -> KubeApi:
+        derived = copy.copy(self)  # the same session
+        derived._fence = fence
+        if timeout is not None:
+            derived._timeout = aiohttp.ClientTimeout(total=timeout)
+        derived._slots = asyncio.Semaphore(max_parallel)
+        derived._requests = set()
+        return derived
 
     def with_parallelism(self, max_parallel: int) -> KubeApi:
-        """A KubeApi on the same client (credentials, connections, fence) with its own, smaller
-        pool."""
-        return KubeApi(
-            self._client,
-            fence=self._fence,
-            request_timeout=self._timeout,
-            max_parallel=max_parallel,
-        )
+        """A KubeApi on the same session (credentials, connections) and fence, with its own
+        bound on requests in flight."""
+        return self._derive(self._fence, None, max_parallel)
+
+    def unfenced(self, max_parallel: int, *, request_timeout: float | None = None) -> KubeApi:
+        """A KubeApi on the same session whose writes pass whether this process leads or not,
+        for the requests that are not the operator's work: the Lease (taken while the fence
+        is closed, released after it closed) and the metrics endpoint's reviews (a standby
+        serves /metrics too)."""
+        return self._derive(None, request_timeout, max_parallel)
 
     @property
-    def api_client(self) -> client.ApiClient:
-        """The underlying client (for code that needs the generated API classes)."""
-        return self._client
+    def configuration(self) -> client.Configuration:
+        """The API server and credentials (kopf logs in with the same)."""
+        return self._session.configuration
+
+    async def close(self) -> None:
+        """Close the session (shared with the KubeApis derived from this one)."""
+        await self._session.close()
 
     def request(
         self,
@@ -188,11 +242,13 @@ class KubeApi:
         query: Mapping[str, str] | None = None,
         content_type: str = "application/json",
     ) -> asyncio.Future[JSON]:
-        """One API request in a worker thread; a future of the parsed JSON (``{}`` if empty)."""
-        call = functools.partial(self._request, method, path, body, query, content_type)
-        return asyncio.get_running_loop().run_in_executor(self._pool, call)
+        """Make one API request now; a future of the parsed JSON (``{}`` if empty)."""
+        task = asyncio.ensure_future(self._send(method, path, body, query, content_type))
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
+        return asyncio.shield(task)
 
-    def _request(
+    async def _send(
         self,
         method: str,
         path: str,
@@ -200,33 +256,72 @@ class KubeApi:
         query: Mapping[str, str] | None,
         content_type: str,
     ) -> JSON:
-        # The generated client's request building (param_serialize) walks and copies every
-        # body for model objects we never send; only its authentication step is needed.
-        client_ = self._client
-        headers = {
-            **client_.default_headers,
-            "Accept": "application/json",
-            "Content-Type": content_type,
-        }
-        client_.update_params_for_auth(headers, None, ["BearerToken"], path, method, body)
-        url = client_.configuration.host + path
-        if query:
-            url += "?" + urlencode(query)
-        # The fence is passed here, in the worker thread, as late as possible: a write that was
-        # queued for a thread when leadership ended is refused, never sent.
-        fence: AbstractContextManager[None] = (
-            self._fence.write(f"{method} {path}") if method != "GET" else nullcontext()
-        )
-        with fence:
-            response = client_.call_api(
-                method, url, header_params=headers, body=body, _request_timeout=self._timeout
+        data = body if body is None or isinstance(body, str | bytes) else json.dumps(body)
+        async with self._slots:
+            # Its turn has come: pass the fence now, as late as possible.
+            fence: AbstractContextManager[None] = (
+                self._fence.write(f"{method} {path}")
+                if self._fence is not None and method != "GET"
+                else nullcontext()
             )
-            response.read()  # type: ignore[no-untyped-call]
-        raw = response.data or b""
+            with fence:
+                async with self._response(method, path, query, data, content_type) as response:
+                    raw = await response.read()
         if not 200 <= response.status <= 299:
-            raise ApiException.from_response(http_resp=response, body=raw.decode(), data=None)
+            raise ApiException(response.status, response.reason or "", raw.decode(errors="replace"))
         parsed: JSON = json.loads(raw) if raw else {}
         return parsed
+
+    @contextlib.asynccontextmanager
+    async def _response(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | None,
+        data: object = None,
+        content_type: str = "application/json",
+        limits: aiohttp.ClientTimeout | None = None,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """One request on the session, counted in rest_client_requests_total: the status code,
+        or ``<error>`` when no response came, as client-go does."""
+        session = self._session
+        conf = session.configuration
+        headers = {"Content-Type": content_type}
+        # Read for every request: the loaders re-read a rotated token when it is due.
+        token = conf.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:
+            headers["Authorization"] = token
+        code = "<error>"
+        try:
+            async with session.get().request(
+                method,
+                conf.host + path,
+                params=query,
+                data=data,
+                headers=headers,
+                timeout=limits or self._timeout,
+                proxy=conf.proxy,
+                server_hostname=conf.tls_server_name,
+            ) as response:
+                code = str(response.status)
+                yield response
+        finally:
+            REST_CLIENT_REQUESTS.labels(code, method, session.host).inc()
+
+    async def wait_for_event(self, path: str, query: Mapping[str, str], max_wait: float) -> None:
+        """Watch ``path`` (``query`` without ``watch``) and return at its first event, or when
+        the server ends the watch; raise ApiException on an error status. The connection is
+        closed after, never reused; cancelling the wait ends the watch."""
+        limits = aiohttp.ClientTimeout(total=max_wait + 5, sock_connect=self._timeout.total)
+        async with (
+            self._slots,
+            self._response("GET", path, {**query, "watch": "true"}, limits=limits) as response,
+        ):
+            if response.status != 200:
+                body = (await response.read()).decode(errors="replace")
+                raise ApiException(response.status, response.reason or "", body)
+            await response.content.readline()
+            response.close()
 
     async def get(self, path: str) -> JSON | None:
         """GET an object; None when it does not exist."""

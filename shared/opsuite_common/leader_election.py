@@ -36,21 +36,18 @@ increments ``leaseTransitions``, and calls ``sys.exit`` on a bad config.
 """
 
 import asyncio
-import contextlib
-import json
 import logging
 import math
 import os
 import random
 import socket
-import threading
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from kubernetes.client import ApiClient, ApiException
+from opsuite_common.kube import ApiException, KubeApi, resource_path
 
 log = logging.getLogger(__name__)
 
@@ -426,7 +423,9 @@ def _failure(task: asyncio.Task[None]) -> BaseException | None:
 
 
 class KubernetesLeaseApi:
-    """LeaseApi over the sync kubernetes ApiClient, each call in a worker thread.
+    """LeaseApi through the operator's :class:`~opsuite_common.kube.KubeApi` (its session, on
+    the event loop), unfenced: the Lease is taken while the write fence is closed and released
+    after it closed.
 
     Requests and responses are plain JSON rather than ``V1Lease`` models: the
     generated client re-serialises MicroTime with ``isoformat()``, which drops
@@ -435,107 +434,51 @@ class KubernetesLeaseApi:
     cannot cost leadership; controller-runtime uses max(1s, renewDeadline/2).
     """
 
-    def __init__(self, api_client: ApiClient | None = None, *, request_timeout: float = 5.0):
-        """Use ``api_client`` (default: a new ApiClient from the default configuration)."""
-        self._client = api_client if api_client is not None else ApiClient()
-        self._timeout = request_timeout
+    PARALLEL = 2
+    """Lease requests in flight at most: a round's read and write, or a standby's watch; they
+    never wait behind the operator's own requests."""
+
+    def __init__(self, kube: KubeApi, *, request_timeout: float = 5.0):
+        """Send through ``kube``'s session."""
+        self._kube = kube.unfenced(self.PARALLEL, request_timeout=request_timeout)
+
+    @staticmethod
+    def _path(namespace: str, name: str | None = None) -> str:
+        return resource_path("coordination.k8s.io/v1", "leases", namespace, name)
 
     async def get(self, namespace: str, name: str) -> Lease | None:
         """Return the Lease, or None when it does not exist."""
-        try:
-            return await asyncio.to_thread(self._request, "GET", namespace, name, None)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return await self._kube.get(self._path(namespace, name))
 
     async def create(self, namespace: str, lease: Lease) -> Lease:
         """Create the Lease; raise LeaseConflictError if it exists."""
-        return await asyncio.to_thread(self._request, "POST", namespace, None, lease)
+        return await self._write("POST", self._path(namespace), lease)
 
     async def replace(self, namespace: str, name: str, lease: Lease) -> Lease:
         """Replace the Lease; raise LeaseConflictError on a stale resourceVersion."""
-        return await asyncio.to_thread(self._request, "PUT", namespace, name, lease)
+        return await self._write("PUT", self._path(namespace, name), lease)
+
+    async def _write(self, method: str, path: str, lease: Lease) -> Lease:
+        try:
+            return await self._kube.request(method, path, body=lease)
+        except ApiException as exc:
+            if exc.status == 409:
+                raise LeaseConflictError(f"{method} {path}: 409 Conflict") from exc
+            raise
 
     async def wait_for_change(
         self, namespace: str, name: str, resource_version: str, max_wait: float
     ) -> None:
-        """Watch the Lease from ``resource_version`` until its first event, or ``max_wait`` s.
-
-        Runs in a daemon thread, so a cancelled wait never delays the process's exit.
-        """
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-
-        def finish(error: BaseException | None) -> None:
-            if not done.done():
-                if error is None:
-                    done.set_result(None)
-                else:
-                    done.set_exception(error)
-
-        def watch() -> None:
-            try:
-                self._watch_once(namespace, name, resource_version, max_wait)
-            except Exception as exc:
-                loop.call_soon_threadsafe(finish, exc)
-            else:
-                loop.call_soon_threadsafe(finish, None)
-
-        threading.Thread(target=watch, name="lease-watch", daemon=True).start()
+        """Watch the Lease from ``resource_version`` until its first event, or ``max_wait`` s."""
+        query = {
+            "fieldSelector": f"metadata.name={name}",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(max(1, math.ceil(max_wait))),
+        }
         # The server ends the watch on whole seconds; the caller's deadline is exact.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(max_wait):
-                await done
-
-    def _watch_once(
-        self, namespace: str, name: str, resource_version: str, max_wait: float
-    ) -> None:
-        request = self._client.param_serialize(
-            method="GET",
-            resource_path="/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
-            path_params={"namespace": namespace},
-            query_params=[
-                ("watch", "true"),
-                ("fieldSelector", f"metadata.name={name}"),
-                ("resourceVersion", resource_version),
-                ("timeoutSeconds", str(max(1, math.ceil(max_wait)))),
-            ],
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        rest = self._client.call_api(*request, _request_timeout=(self._timeout, max_wait + 5))
-        response = rest.response
         try:
-            if response.status != 200:
-                raise ApiException(http_resp=response)
-            response.readline()  # the first event, or end of stream at the server's timeout
-        finally:
-            # The stream may still be open: close the connection, never hand it back for reuse.
-            response.close()
-            response.release_conn()
-
-    def _request(self, method: str, namespace: str, name: str | None, body: Lease | None) -> Lease:
-        path = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-        params = {"namespace": namespace}
-        if name is not None:
-            path += "/{name}"
-            params["name"] = name
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        request = self._client.param_serialize(
-            method=method,
-            resource_path=path,
-            path_params=params,
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        response = self._client.call_api(*request, _request_timeout=self._timeout).response
-        if response.status == 409:
-            raise LeaseConflictError(f"{method} lease {namespace}/{name}: 409 Conflict")
-        if not 200 <= response.status < 300:
-            raise ApiException(http_resp=response)
-        lease: Lease = json.loads(response.data)
-        return lease
+            async with asyncio.timeout(max_wait) as deadline:
+                await self._kube.wait_for_event(self._path(namespace), query, max_wait)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the request's own timeout: a failure, not the end of the wait

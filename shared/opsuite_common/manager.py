@@ -42,7 +42,7 @@ from opsuite_common.kopf_settings import (
     track_watch_activity,
     watch_dead_after,
 )
-from opsuite_common.kube import EVENT_WRITERS, KubeApi, load_api_client
+from opsuite_common.kube import EVENT_WRITERS, KubeApi, load_configuration
 from opsuite_common.leader_election import (
     KubernetesLeaseApi,
     LeaderElectionConfig,
@@ -91,7 +91,9 @@ class Manager:
         self.registry = kopf.OperatorRegistry()
         self.fence = WriteFence()
         self.kube = KubeApi(
-            load_api_client(f"{name}/{package_version()} ({self.identity})"), fence=self.fence
+            load_configuration(),
+            user_agent=f"{name}/{package_version()} ({self.identity})",
+            fence=self.fence,
         )
         self.controllers: list[Controller] = []
         self.activity = WatchActivity(clock)
@@ -111,7 +113,7 @@ class Manager:
 
     def _login(self, **_kwargs: Any) -> kopf.ConnectionInfo:
         """kopf's credentials: the same configuration as our own client (one source)."""
-        conf = self.kube.api_client.configuration
+        conf = self.kube.configuration
         header = conf.get_api_key_with_prefix("BearerToken") or conf.get_api_key_with_prefix(
             "authorization"
         )
@@ -127,7 +129,8 @@ class Manager:
         )
 
     def event_recorder(self) -> EventRecorder:
-        """The recorder of this operator's Events, writing through its own small pool."""
+        """The recorder of this operator's Events, with its own small bound on writes in
+        flight."""
         return EventRecorder(self.kube.with_parallelism(EVENT_WRITERS), self.name, self.identity)
 
     def add_controller(self, name: str, reconcile: Reconciler) -> Controller:
@@ -326,7 +329,7 @@ async def _start_metrics(manager: Manager) -> HttpServer:
     return await metrics.start_metrics_server(
         options.metrics_bind_address,
         ssl_context=context,
-        auth=MetricsAuth(KubeReviewApi(manager.kube.api_client)),
+        auth=MetricsAuth(KubeReviewApi(manager.kube)),
     )
 
 
@@ -348,7 +351,7 @@ async def _serve(manager: Manager) -> int:
             await manager.lead()
             return 0
         elector = LeaderElector(
-            KubernetesLeaseApi(manager.kube.api_client),
+            KubernetesLeaseApi(manager.kube),
             LeaderElectionConfig(
                 name=options.leader_election_id,
                 namespace=_lease_namespace(options),
@@ -372,12 +375,14 @@ async def _serve(manager: Manager) -> int:
         await health.stop()
         if metrics_server is not None:
             await metrics_server.stop()
+        await manager.kube.close()
 
 
 def run_main(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """``asyncio.run(main())`` without joining the default executor's threads at the end: one
-    blocked on an unreachable API server (a Lease request's connect timeouts and retries) would
-    hold the exit until kopf's ultimate exiting timeout SIGKILLs the process (#20)."""
+    blocked on the network (aiohttp resolves the API server's name with ``getaddrinfo`` there,
+    kopf waits on flags there) would hold the exit until kopf's ultimate exiting timeout
+    SIGKILLs the process (#20)."""
 
     async def without_waiting() -> int:
         try:
@@ -418,9 +423,9 @@ def run_operator(
     code = 0
     with contextlib.suppress(KeyboardInterrupt):
         code = run_main(main)
-    # The watches are closed and the Lease is released. A request thread still blocked on an
-    # unreachable API server would hold the interpreter's exit (it joins pool threads) past the
-    # pod's grace period, so leave at once, as controller-runtime's manager does.
+    # The watches are closed and the Lease is released. A default-executor thread still blocked
+    # on the network would hold the interpreter's exit (it joins such threads) past the pod's
+    # grace period, so leave at once, as controller-runtime's manager does.
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -6,12 +6,14 @@ HTTPS with each request authenticated and authorized (``metrics_auth``). ``_crea
 series are disabled process-wide: controller-runtime exposes none.
 """
 
+from __future__ import annotations
+
 import ssl
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from time import monotonic, perf_counter
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from aiohttp import web
 from prometheus_client import (
@@ -28,7 +30,9 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from opsuite_common.health import HttpServer
-from opsuite_common.metrics_auth import MetricsAuth
+
+if TYPE_CHECKING:  # metrics_auth reviews through kube, which counts its requests here
+    from opsuite_common.metrics_auth import MetricsAuth
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated upstream
 

@@ -12,7 +12,6 @@ it changes) or, without one, a self-signed certificate made at start-up.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import hashlib
 import ipaddress
@@ -33,7 +32,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from kubernetes import client
+
+from opsuite_common.kube import KubeApi, resource_path
 
 log = logging.getLogger(__name__)
 
@@ -59,50 +59,68 @@ class UserInfo:
 
 
 class ReviewApi(Protocol):
-    """The two API calls of the filter (blocking; run in a worker thread)."""
+    """The two API calls of the filter."""
 
-    def review_token(self, token: str) -> UserInfo | None:
+    async def review_token(self, token: str) -> UserInfo | None:
         """The token's user, or None when the API server does not authenticate it."""
 
-    def review_access(self, user: UserInfo, verb: str, path: str) -> bool:
+    async def review_access(self, user: UserInfo, verb: str, path: str) -> bool:
         """Whether ``user`` may ``verb`` the non-resource URL ``path``."""
 
 
 class KubeReviewApi:
-    """:class:`ReviewApi` through the operator's API client (TokenReview, SubjectAccessReview)."""
+    """:class:`ReviewApi` through the operator's :class:`~opsuite_common.kube.KubeApi` (its
+    session and identity), unfenced: a standby serves /metrics too."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
-        """Review through ``api_client`` (the operator's own identity)."""
-        self._authn = client.AuthenticationV1Api(api_client)
-        self._authz = client.AuthorizationV1Api(api_client)
+    PARALLEL = 4
+    """Reviews in flight at most (scrapes are few, and their answers cached)."""
 
-    def review_token(self, token: str) -> UserInfo | None:
+    def __init__(self, kube: KubeApi) -> None:
+        """Review through ``kube``'s session."""
+        self._kube = kube.unfenced(self.PARALLEL)
+
+    async def review_token(self, token: str) -> UserInfo | None:
         """A TokenReview of ``token`` (the API server's default audiences)."""
-        review = self._authn.create_token_review(
-            client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+        review = await self._kube.create(
+            resource_path("authentication.k8s.io/v1", "tokenreviews"),
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenReview",
+                "spec": {"token": token},
+            },
         )
-        status = review.status
-        if status is None or not status.authenticated or status.user is None:
+        status = review.get("status") or {}
+        user = status.get("user")
+        if not status.get("authenticated") or not user:
             return None
-        user = status.user
         return UserInfo(
-            username=user.username or "",
-            uid=user.uid or "",
-            groups=tuple(user.groups or ()),
-            extra=tuple(sorted((k, tuple(v)) for k, v in (user.extra or {}).items())),
+            username=user.get("username") or "",
+            uid=user.get("uid") or "",
+            groups=tuple(user.get("groups") or ()),
+            extra=tuple(sorted((k, tuple(v)) for k, v in (user.get("extra") or {}).items())),
         )
 
-    def review_access(self, user: UserInfo, verb: str, path: str) -> bool:
+    async def review_access(self, user: UserInfo, verb: str, path: str) -> bool:
         """A SubjectAccessReview of ``verb`` on the non-resource URL ``path`` for ``user``."""
-        spec = client.V1SubjectAccessReviewSpec(
-            user=user.username,
-            groups=list(user.groups) or None,
-            uid=user.uid or None,
-            extra={k: list(v) for k, v in user.extra} or None,
-            non_resource_attributes=client.V1NonResourceAttributes(path=path, verb=verb),
+        spec: dict[str, object] = {
+            "user": user.username,
+            "nonResourceAttributes": {"path": path, "verb": verb},
+        }
+        if user.groups:
+            spec["groups"] = list(user.groups)
+        if user.uid:
+            spec["uid"] = user.uid
+        if user.extra:
+            spec["extra"] = {k: list(v) for k, v in user.extra}
+        review = await self._kube.create(
+            resource_path("authorization.k8s.io/v1", "subjectaccessreviews"),
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": spec,
+            },
         )
-        review = self._authz.create_subject_access_review(client.V1SubjectAccessReview(spec=spec))
-        return bool(review.status is not None and review.status.allowed)
+        return (review.get("status") or {}).get("allowed") is True
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -156,11 +174,9 @@ class MetricsAuth:
         api: ReviewApi,
         *,
         clock: Callable[[], float] = time.monotonic,
-        run: Callable[..., Awaitable[object]] = asyncio.to_thread,
     ) -> None:
-        """Review through ``api``; ``run`` calls a blocking function off the event loop."""
+        """Review through ``api``."""
         self._api = api
-        self._run = run
         self._tokens = TtlCache(clock=clock)
         self._access = TtlCache(clock=clock)
 
@@ -171,7 +187,7 @@ class MetricsAuth:
         if found:
             return cached if isinstance(cached, UserInfo) else None
         try:
-            user = await self._run(self._api.review_token, token)
+            user = await self._api.review_token(token)
         except Exception as exc:
             raise ReviewFailed(f"TokenReview failed: {exc}") from exc
         self._tokens.put(key, user, TOKEN_TTL)
@@ -184,7 +200,7 @@ class MetricsAuth:
         if found:
             return cached is True
         try:
-            allowed = await self._run(self._api.review_access, user, verb, path)
+            allowed = await self._api.review_access(user, verb, path)
         except Exception as exc:
             raise ReviewFailed(f"SubjectAccessReview failed: {exc}") from exc
         self._access.put(key, allowed is True, ALLOW_TTL if allowed is True else DENY_TTL)

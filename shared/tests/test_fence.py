@@ -1,13 +1,12 @@
 """The write fence: no write leaves once leadership ends; writes in flight are drained (#16, 9)."""
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
 from aiohttp import web
-from kubernetes.client import ApiClient, Configuration
+from kubernetes.client import Configuration
 
 from opsuite_common.fence import WriteFence, WriteFenced
 from opsuite_common.kube import KubeApi
@@ -32,17 +31,16 @@ def test_a_closed_fence_refuses_writes_and_counts_them() -> None:
 async def test_drain_waits_for_the_writes_in_flight_and_gives_up_after_max_wait() -> None:
     fence = WriteFence()
     fence.open()
-    answered = threading.Event()
-    admitted = threading.Event()
+    answered = asyncio.Event()
+    admitted = asyncio.Event()
 
-    def write() -> None:
+    async def write() -> None:
         with fence.write("POST /x"):
             admitted.set()
-            answered.wait()
+            await answered.wait()
 
-    writer = threading.Thread(target=write)
-    writer.start()
-    await asyncio.to_thread(admitted.wait)
+    writer = asyncio.create_task(write())
+    await admitted.wait()
     fence.close()
     assert fence.in_flight == 1  # admitted before the close: it is on its way
     assert not await fence.drain(0.05)
@@ -51,7 +49,7 @@ async def test_drain_waits_for_the_writes_in_flight_and_gives_up_after_max_wait(
     assert not draining.done()
     answered.set()
     assert await draining
-    await asyncio.to_thread(writer.join)
+    await writer
 
 
 @dataclass
@@ -96,13 +94,15 @@ async def slow_server() -> AsyncIterator[tuple[str, SlowServer]]:
 async def test_writes_queued_when_the_fence_closes_are_never_sent(
     slow_server: tuple[str, SlowServer],
 ) -> None:
-    """Two threads, six creates: the two in flight when leadership ends are answered (and
-    drained); the four still queued for a thread are refused and never reach the server.
-    Reads still pass."""
+    """Two in flight at most, six creates: the two in flight when leadership ends are answered
+    (and drained); the four still waiting for their turn are refused and never reach the
+    server. Reads still pass."""
     host, server = slow_server
     fence = WriteFence()
     fence.open()
-    kube = KubeApi(ApiClient(Configuration(host=f"http://{host}")), fence=fence, max_parallel=2)
+    kube = KubeApi(
+        Configuration(host=f"http://{host}"), user_agent="test", fence=fence, max_parallel=2
+    )
     path = "/api/v1/namespaces/ns/pods"
     futures = [kube.create(path, {"metadata": {"name": f"p{i}"}}) for i in range(6)]
     await server.two_writes.wait()
@@ -115,3 +115,32 @@ async def test_writes_queued_when_the_fence_closes_are_never_sent(
     assert await kube.get(f"{path}/a") is not None
     assert server.reads == 1
     assert len(server.writes) == 2
+    await kube.close()
+
+
+async def test_a_write_whose_caller_stops_waiting_stays_in_flight_until_answered(
+    slow_server: tuple[str, SlowServer],
+) -> None:
+    """Leadership ends: the fence closes, then the leading task (and the reconcile awaiting a
+    write) is cancelled. The write was sent; it may still reach the API server, so it stays in
+    flight, and the Lease is not released, until its answer comes."""
+    host, server = slow_server
+    fence = WriteFence()
+    fence.open()
+    kube = KubeApi(Configuration(host=f"http://{host}"), user_agent="test", fence=fence)
+    path = "/api/v1/namespaces/ns/pods"
+
+    async def reconcile() -> None:
+        await asyncio.gather(*(kube.create(path, {"metadata": {"name": f"p{i}"}}) for i in (0, 1)))
+
+    reconciling = asyncio.create_task(reconcile())
+    await server.two_writes.wait()
+    fence.close()
+    reconciling.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reconciling
+    assert fence.in_flight == 2
+    assert not await fence.drain(0.05)
+    assert await fence.drain(5)  # the server answers after its delay
+    assert sorted(server.writes) == ["p0", "p1"]
+    await kube.close()

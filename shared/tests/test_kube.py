@@ -1,21 +1,40 @@
-"""KubeApi counts every request it sends in rest_client_requests_total, as client-go does; the
-bytes of a request cannot reach the API server long after they were sent."""
+"""KubeApi against a real local HTTP(S) server: credentials (KUBECONFIG, and in-cluster with a
+rotated token) and the User-Agent on every request, error statuses, pagination, the bound on
+requests in flight, rest_client_requests_total as client-go counts it, and no byte of a request
+reaching the API server long after it was sent (TCP_USER_TIMEOUT)."""
 
+from __future__ import annotations
+
+import asyncio
+import datetime
 import json
 import socket
+import ssl
+import types
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
-from kubernetes.client import ApiClient, Configuration
-from kubernetes.config import kube_config
-from urllib3.connection import HTTPConnection
+from kubernetes.client import Configuration
+from kubernetes.config import incluster_config, kube_config
 
-from opsuite_common.fence import WriteFence
-from opsuite_common.kube import UNACKNOWLEDGED_TIMEOUT, ApiException, KubeApi, load_api_client
+from opsuite_common import kube as kube_module
+from opsuite_common.fence import WriteFence, WriteFenced
+from opsuite_common.kube import (
+    UNACKNOWLEDGED_TIMEOUT,
+    ApiException,
+    KubeApi,
+    load_configuration,
+)
 from opsuite_common.leader_election import KubernetesLeaseApi, LeaderElectionConfig
 from opsuite_common.metrics import REGISTRY
+from opsuite_common.metrics_auth import self_signed_certificate
+
+PODS = "/api/v1/namespaces/ns/pods"
+SLOW = "/api/v1/namespaces/ns/configmaps"
 
 
 def requests(code: str, method: str, host: str) -> float:
@@ -23,69 +42,289 @@ def requests(code: str, method: str, host: str) -> float:
     return REGISTRY.get_sample_value("rest_client_requests_total", labels) or 0.0
 
 
-def kube_api(host: str) -> KubeApi:
-    fence = WriteFence()
-    fence.open()
-    return KubeApi(ApiClient(Configuration(host=f"http://{host}")), fence=fence, request_timeout=5)
+@dataclass
+class Seen:
+    """What the server received, and the most requests it had in flight at once."""
+
+    requests: list[web.Request] = field(default_factory=list)
+    in_flight: int = 0
+    peak: int = 0
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-@pytest.fixture
-async def api_server() -> AsyncIterator[str]:
+def api_app(seen: Seen) -> web.Application:
     async def pod(request: web.Request) -> web.Response:
+        seen.requests.append(request)
         if request.match_info["name"] == "missing":
             status = {"kind": "Status", "code": 404, "reason": "NotFound"}
             return web.json_response(status, status=404)
         return web.json_response({"kind": "Pod", "metadata": {"name": "a"}})
 
     async def create(request: web.Request) -> web.Response:
-        return web.json_response(await request.json(), status=201)
+        seen.requests.append(request)
+        body = await request.json()
+        if body["metadata"]["name"] == "invalid":
+            status = {"kind": "Status", "code": 422, "message": 'Pod "invalid" is invalid'}
+            return web.json_response(status, status=422, reason="Unprocessable Entity")
+        return web.json_response(body, status=201)
 
-    async def lease(request: web.Request) -> web.Response:
-        return web.json_response({"kind": "Status", "code": 404}, status=404)
+    async def pods(request: web.Request) -> web.Response:
+        """Five pods, at most two a page (the server may return fewer than ``limit``); the
+        continue token is the next index."""
+        seen.requests.append(request)
+        start = int(request.query.get("continue", "0"))
+        end = start + min(int(request.query["limit"]), 2)
+        items = [{"metadata": {"name": f"p{i}"}} for i in range(start, min(end, 5))]
+        meta = {"continue": str(end)} if end < 5 else {}
+        return web.json_response({"kind": "PodList", "metadata": meta, "items": items})
+
+    async def slow(request: web.Request) -> web.Response:
+        """Held until the test releases it."""
+        seen.requests.append(request)
+        seen.in_flight += 1
+        seen.peak = max(seen.peak, seen.in_flight)
+        seen.arrived.set()
+        await seen.release.wait()
+        seen.in_flight -= 1
+        return web.json_response({}, status=201)
 
     app = web.Application()
-    app.router.add_get("/api/v1/namespaces/ns/pods/{name}", pod)
-    app.router.add_post("/api/v1/namespaces/ns/pods", create)
-    app.router.add_get("/apis/coordination.k8s.io/v1/namespaces/ns/leases/{name}", lease)
+    app.router.add_get(PODS + "/{name}", pod)
+    app.router.add_post(PODS, create)
+    app.router.add_get(PODS, pods)
+    app.router.add_post(SLOW, slow)
+    return app
+
+
+async def serve(app: web.Application, context: ssl.SSLContext | None = None) -> web.AppRunner:
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context).start()
+    return runner
+
+
+@pytest.fixture
+async def api_server() -> AsyncIterator[tuple[str, Seen]]:
+    seen = Seen()
+    runner = await serve(api_app(seen))
     try:
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{runner.addresses[0][1]}", seen
     finally:
+        seen.release.set()
         await runner.cleanup()
 
 
-async def test_every_request_is_counted_by_code_method_and_host(api_server: str) -> None:
-    host = api_server
-    kube = kube_api(host)
-    assert await kube.get("/api/v1/namespaces/ns/pods/a") is not None
-    assert await kube.get("/api/v1/namespaces/ns/pods/missing") is None
+@pytest.fixture
+async def kube_of() -> AsyncIterator[Any]:
+    """KubeApis on plain Configurations (an open fence unless given), closed at the end."""
+    made: list[KubeApi] = []
+
+    def make(host: str, *, fence: WriteFence | None = None, max_parallel: int = 64) -> KubeApi:
+        if fence is None:
+            fence = WriteFence()
+            fence.open()
+        api = KubeApi(
+            Configuration(host=f"http://{host}"),
+            user_agent="test",
+            fence=fence,
+            request_timeout=5,
+            max_parallel=max_parallel,
+        )
+        made.append(api)
+        return api
+
+    yield make
+    for api in made:
+        await api.close()
+
+
+def write_kubeconfig(path: Path, server: str, user: dict[str, str]) -> None:
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": user}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+
+
+async def test_every_request_carries_the_kubeconfig_token_and_the_user_agent(
+    api_server: tuple[str, Seen], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host, seen = api_server
+    write_kubeconfig(tmp_path / "kubeconfig", f"http://{host}", {"token": "t0k"})
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "kubeconfig"))
+    fence = WriteFence()
+    fence.open()
+    kube = KubeApi(load_configuration(), user_agent="podset/1.2.3 (pod-a)", fence=fence)
+    try:
+        await kube.get(f"{PODS}/a")
+        await kube.create(PODS, {"metadata": {"name": "b"}})
+        await kube.with_parallelism(1).get(f"{PODS}/a")
+    finally:
+        await kube.close()
+    assert [r.headers["Authorization"] for r in seen.requests] == ["Bearer t0k"] * 3
+    assert [r.headers["User-Agent"] for r in seen.requests] == ["podset/1.2.3 (pod-a)"] * 3
+    assert seen.requests[1].headers["Content-Type"] == "application/json"
+
+
+async def test_in_cluster_it_verifies_the_server_and_reads_a_rotated_token_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service account's token is rotated by the kubelet: a request after its refresh
+    period carries the new one, as the kubernetes client's own refresh would."""
+    cert, key = self_signed_certificate("localhost")
+    (tmp_path / "ca.crt").write_bytes(cert)
+    (tmp_path / "tls.key").write_bytes(key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "ca.crt", tmp_path / "tls.key")
+    seen = Seen()
+    runner = await serve(api_app(seen), context)
+    (tmp_path / "token").write_text("first")
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(tmp_path / "ca.crt"))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(runner.addresses[0][1]))
+    later = datetime.timedelta()
+
+    class Clock(datetime.datetime):
+        @classmethod
+        def now(cls, tz: datetime.tzinfo | None = None) -> Clock:
+            now = datetime.datetime.now(tz) + later
+            return cls.fromtimestamp(now.timestamp(), tz)
+
+    clock = types.SimpleNamespace(datetime=Clock, timedelta=datetime.timedelta)
+    monkeypatch.setattr(incluster_config, "datetime", clock)
+    kube = KubeApi(load_configuration(), user_agent="test", fence=None)
+    try:
+        await kube.get(f"{PODS}/a")
+        (tmp_path / "token").write_text("second")
+        await kube.get(f"{PODS}/a")  # within the refresh period: still the first
+        later = datetime.timedelta(minutes=2)
+        await kube.get(f"{PODS}/a")
+    finally:
+        await kube.close()
+        await runner.cleanup()
+    tokens = [r.headers["Authorization"] for r in seen.requests]
+    assert tokens == ["bearer first", "bearer first", "bearer second"]
+
+
+async def test_an_error_status_raises_api_exception_and_get_of_a_missing_object_is_none(
+    api_server: tuple[str, Seen], kube_of: Any
+) -> None:
+    host, _seen = api_server
+    kube = kube_of(host)
+    assert await kube.get(f"{PODS}/missing") is None
+    with pytest.raises(ApiException) as missing:
+        await kube.request("GET", f"{PODS}/missing")
+    assert missing.value.status == 404
+    with pytest.raises(ApiException) as invalid:
+        await kube.create(PODS, {"metadata": {"name": "invalid"}})
+    assert (invalid.value.status, invalid.value.reason) == (422, "Unprocessable Entity")
+    assert json.loads(invalid.value.body)["message"] == 'Pod "invalid" is invalid'
+    assert await kube.create(PODS, {"metadata": {"name": "b"}}) == {"metadata": {"name": "b"}}
+
+
+async def test_list_follows_the_continue_tokens_through_every_page(
+    api_server: tuple[str, Seen], kube_of: Any
+) -> None:
+    host, seen = api_server
+    items = await kube_of(host).list(PODS, label_selector="app=x")
+    assert [i["metadata"]["name"] for i in items] == [f"p{i}" for i in range(5)]
+    assert [r.query.get("continue") for r in seen.requests] == [None, "2", "4"]
+    assert {(r.query["limit"], r.query["labelSelector"]) for r in seen.requests} == {
+        ("500", "app=x")
+    }
+
+
+async def test_a_closed_fence_refuses_writes_before_they_reach_the_server(
+    api_server: tuple[str, Seen], kube_of: Any
+) -> None:
+    host, seen = api_server
+    kube = kube_of(host, fence=WriteFence())  # never opened: a standby
+    with pytest.raises(WriteFenced):
+        await kube.create(PODS, {"metadata": {"name": "b"}})
+    with pytest.raises(WriteFenced):
+        await kube.delete(f"{PODS}/a")
+    assert await kube.get(f"{PODS}/a") is not None
+    assert [r.method for r in seen.requests] == ["GET"]
+    assert await kube.unfenced(1).create(PODS, {"metadata": {"name": "lease-like"}})
+    assert [r.method for r in seen.requests] == ["GET", "POST"]
+
+
+async def test_at_most_max_parallel_requests_are_in_flight_each_bound_its_own(
+    api_server: tuple[str, Seen], kube_of: Any
+) -> None:
+    """The operator's 64 (here 3) and the Event writers' 2 (here 1) are separate bounds: an
+    Event is not queued behind a burst of the operator's writes."""
+    host, seen = api_server
+    kube = kube_of(host, max_parallel=3)
+    burst = [kube.create(SLOW, {"metadata": {"name": f"c{i}"}}) for i in range(8)]
+    events = kube.with_parallelism(1)
+    event_writes = [events.create(SLOW, {"metadata": {"name": f"e{i}"}}) for i in range(2)]
+    async with asyncio.timeout(5):
+        while len(seen.requests) < 4:
+            seen.arrived.clear()
+            await seen.arrived.wait()
+    await asyncio.sleep(0.1)  # nothing more arrives while the four are held
+    names = sorted([(await r.json())["metadata"]["name"] for r in seen.requests])
+    assert names == ["c0", "c1", "c2", "e0"]
+    seen.release.set()
+    await asyncio.gather(*burst, *event_writes)
+    assert seen.peak == 4
+    assert len(seen.requests) == 10
+
+
+async def test_every_request_is_counted_by_code_method_and_host(
+    api_server: tuple[str, Seen], kube_of: Any
+) -> None:
+    host, _seen = api_server
+    kube = kube_of(host)
+    assert await kube.get(f"{PODS}/a") is not None
+    assert await kube.get(f"{PODS}/missing") is None
     with pytest.raises(ApiException):
-        await kube.request("GET", "/api/v1/namespaces/ns/pods/missing")
-    await kube.create("/api/v1/namespaces/ns/pods", {"kind": "Pod"})
-    # A KubeApi sharing the client (Events) and the Lease API on it count once each.
-    await kube.with_parallelism(1).get("/api/v1/namespaces/ns/pods/a")
-    assert await KubernetesLeaseApi(kube.api_client).get("ns", "lock") is None
+        await kube.request("GET", f"{PODS}/missing")
+    await kube.create(PODS, {"metadata": {"name": "b"}})
+    # A KubeApi derived from it (Events) and the Lease API on it count too.
+    await kube.with_parallelism(1).get(f"{PODS}/a")
+    assert await KubernetesLeaseApi(kube).get("ns", "lock") is None  # no route: 404
     assert requests("200", "GET", host) == 2
     assert requests("404", "GET", host) == 3
     assert requests("201", "POST", host) == 1
 
 
-async def test_a_request_that_gets_no_response_counts_as_an_error() -> None:
+async def test_a_request_that_gets_no_response_counts_as_an_error(kube_of: Any) -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         host = f"127.0.0.1:{sock.getsockname()[1]}"
-    kube = kube_api(host)
+    kube = kube_of(host)
     with pytest.raises(Exception, match=r"(?i)connect|refused"):
-        await kube.get("/api/v1/namespaces/ns/pods/a")
+        await kube.get(f"{PODS}/a")
     assert requests("<error>", "GET", host) == 1
 
 
-def test_bytes_sent_to_a_vanished_api_server_are_dropped_before_a_standby_can_lead(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_server: str
+@pytest.fixture
+def sockets(monkeypatch: pytest.MonkeyPatch) -> list[socket.socket]:
+    """The sockets KubeApi's connections are made with."""
+    made: list[socket.socket] = []
+    original = kube_module.api_socket
+
+    def recording(addr_info: tuple[Any, ...]) -> socket.socket:
+        made.append(original(addr_info))
+        return made[-1]
+
+    monkeypatch.setattr(kube_module, "api_socket", recording)
+    return made
+
+
+async def test_bytes_sent_to_a_vanished_api_server_are_dropped_before_a_standby_can_lead(
+    api_server: tuple[str, Seen], kube_of: Any, sockets: list[socket.socket]
 ) -> None:
     """#20: a request sent just before a partition sits in the kernel's send queue and would be
     retransmitted, and executed, when the partition heals, however long after. TCP_USER_TIMEOUT
@@ -95,25 +334,12 @@ def test_bytes_sent_to_a_vanished_api_server_are_dropped_before_a_standby_can_le
     config = LeaderElectionConfig(name="x", namespace="ns", identity="a")
     margin = config.lease_duration - config.retry_period - config.renew_deadline
     assert 0 < UNACKNOWLEDGED_TIMEOUT < margin
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://{api_server}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }
-    (tmp_path / "kubeconfig").write_text(json.dumps(kubeconfig))
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "kubeconfig"))
-    api_client = load_api_client("test")
-    pool = api_client.rest_client.pool_manager.connection_from_url(f"http://{api_server}/")
-    connection = pool._get_conn()
-    assert isinstance(connection, HTTPConnection)
-    connection.connect()
-    try:
-        sock = connection.sock
-        option = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
-        assert option == int(UNACKNOWLEDGED_TIMEOUT * 1000)
-        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
-    finally:
-        connection.close()
+    host, seen = api_server
+    kube = kube_of(host)
+    await kube.get(f"{PODS}/a")
+    await kube.get(f"{PODS}/a")
+    [sock] = sockets  # one connection, reused
+    assert sock.getsockname() == seen.requests[0].transport.get_extra_info("peername")  # type: ignore[union-attr]
+    option = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
+    assert option == int(UNACKNOWLEDGED_TIMEOUT * 1000)
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)

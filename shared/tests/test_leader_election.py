@@ -15,8 +15,9 @@ import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kubernetes.client import ApiClient, ApiException, Configuration
+from kubernetes.client import Configuration
 
+from opsuite_common.kube import ApiException, KubeApi
 from opsuite_common.leader_election import (
     KubernetesLeaseApi,
     LeaderElectionConfig,
@@ -693,7 +694,8 @@ async def test_kubernetes_lease_api_sends_and_reads_raw_json() -> None:
     await site.start()
     try:
         port = runner.addresses[0][1]
-        api = KubernetesLeaseApi(ApiClient(Configuration(host=f"http://127.0.0.1:{port}")))
+        kube = KubeApi(Configuration(host=f"http://127.0.0.1:{port}"), user_agent="t", fence=None)
+        api = KubernetesLeaseApi(kube)
         spec = {"holderIdentity": "a", "acquireTime": "2026-11-21T23:40:01.000000Z"}
         lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": spec}
 
@@ -715,4 +717,54 @@ async def test_kubernetes_lease_api_sends_and_reads_raw_json() -> None:
         assert failure.value.status == 500
         assert seen[-1][1] == f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{NAME}"
     finally:
+        await kube.close()
+        await runner.cleanup()
+
+
+async def test_kubernetes_lease_api_waits_for_the_first_watch_event_or_max_wait() -> None:
+    """A standby's wait ends at the Lease's first change, at its deadline when nothing
+    changes, and with an error (the elector then retries after its period) on an error
+    status."""
+    change = asyncio.Event()
+    queries: list[dict[str, str]] = []
+
+    async def watch(request: web.Request) -> web.StreamResponse:
+        queries.append(dict(request.query))
+        if request.query["resourceVersion"] == "gone":
+            return web.json_response({"kind": "Status", "code": 410}, status=410)
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await change.wait()
+        await response.write(b'{"type":"MODIFIED","object":{}}\n')
+        await asyncio.sleep(30)  # a watch stays open
+        return response
+
+    app = web.Application()
+    app.router.add_get(f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases", watch)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    kube = KubeApi(Configuration(host=f"http://127.0.0.1:{port}"), user_agent="t", fence=None)
+    api = KubernetesLeaseApi(kube)
+    loop = asyncio.get_running_loop()
+    try:
+        began = loop.time()
+        await api.wait_for_change(NS, NAME, "7", 0.3)
+        assert 0.3 <= loop.time() - began < 1  # nothing changed: the deadline
+        assert queries[0] == {
+            "watch": "true",
+            "fieldSelector": f"metadata.name={NAME}",
+            "resourceVersion": "7",
+            "timeoutSeconds": "1",
+        }
+        loop.call_later(0.2, change.set)
+        began = loop.time()
+        await api.wait_for_change(NS, NAME, "7", 10)
+        assert 0.2 <= loop.time() - began < 2  # the change, long before the deadline
+        with pytest.raises(ApiException) as gone:
+            await api.wait_for_change(NS, NAME, "gone", 10)
+        assert gone.value.status == 410
+    finally:
+        await kube.close()
         await runner.cleanup()

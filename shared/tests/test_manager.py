@@ -207,10 +207,10 @@ async def test_a_watch_that_never_starts_is_dead_too(
     assert manager.liveness() == "watch dead (silent for over 60 s): pods in a"
 
 
-def test_the_exit_code_does_not_wait_for_a_request_thread_stuck_on_the_network() -> None:
-    """#20: a partitioned leader's Lease request blocks a default-executor thread for its
-    connect timeouts and retries; asyncio.run would join it before returning, until kopf's
-    ultimate exiting timeout SIGKILLed the process (exit -9 instead of 1)."""
+def test_the_exit_code_does_not_wait_for_a_thread_stuck_on_the_network() -> None:
+    """#20: a default-executor thread blocked on the network (a name lookup of a partitioned
+    API server) would be joined by asyncio.run before it returns, until kopf's ultimate
+    exiting timeout SIGKILLed the process (exit -9 instead of 1)."""
     stuck = threading.Event()
 
     async def main() -> int:

@@ -5,20 +5,25 @@ the API server's reviews faked. e2e/test_metrics_security.py proves it against a
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from cryptography import x509
+from kubernetes.client import Configuration
 from prometheus_client import CollectorRegistry, Counter
 
+from opsuite_common.fence import WriteFence
+from opsuite_common.kube import KubeApi
 from opsuite_common.metrics import start_metrics_server
 from opsuite_common.metrics_auth import (
     ALLOW_TTL,
     DENY_TTL,
     TOKEN_TTL,
     CertificateReloader,
+    KubeReviewApi,
     MetricsAuth,
     ReviewFailed,
     TtlCache,
@@ -43,13 +48,13 @@ class FakeReviews:
         self.access_reviews = 0
         self.broken = False
 
-    def review_token(self, token: str) -> UserInfo | None:
+    async def review_token(self, token: str) -> UserInfo | None:
         self.token_reviews += 1
         if self.broken:
             raise ConnectionError("API server unreachable")
         return self.users.get(token)
 
-    def review_access(self, user: UserInfo, verb: str, path: str) -> bool:
+    async def review_access(self, user: UserInfo, verb: str, path: str) -> bool:
         self.access_reviews += 1
         if self.broken:
             raise ConnectionError("API server unreachable")
@@ -62,11 +67,6 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
-
-
-async def _inline(function: Callable[..., object], *args: object) -> object:
-    """Run the review in the test's own thread."""
-    return function(*args)
 
 
 @pytest.mark.parametrize(
@@ -109,7 +109,7 @@ def test_ttl_cache_expires_each_entry_after_its_ttl_and_evicts_the_oldest() -> N
 
 async def test_token_reviews_are_cached_for_a_minute_good_or_bad() -> None:
     reviews, clock = FakeReviews(), FakeClock()
-    auth = MetricsAuth(reviews, clock=clock, run=_inline)
+    auth = MetricsAuth(reviews, clock=clock)
     assert await auth.authenticate("reader-token") == READER
     assert await auth.authenticate("bad-token") is None
     assert await auth.authenticate("reader-token") == READER
@@ -122,7 +122,7 @@ async def test_token_reviews_are_cached_for_a_minute_good_or_bad() -> None:
 
 async def test_access_is_cached_five_minutes_when_allowed_and_30_seconds_when_denied() -> None:
     reviews, clock = FakeReviews(), FakeClock()
-    auth = MetricsAuth(reviews, clock=clock, run=_inline)
+    auth = MetricsAuth(reviews, clock=clock)
     assert await auth.authorize(READER, "get", "/metrics")
     assert not await auth.authorize(STRANGER, "get", "/metrics")
     assert not await auth.authorize(READER, "post", "/metrics")  # another verb: its own review
@@ -142,7 +142,7 @@ async def test_access_is_cached_five_minutes_when_allowed_and_30_seconds_when_de
 
 async def test_failed_reviews_raise_and_are_not_cached() -> None:
     reviews = FakeReviews()
-    auth = MetricsAuth(reviews, run=_inline)
+    auth = MetricsAuth(reviews)
     reviews.broken = True
     with pytest.raises(ReviewFailed, match="TokenReview failed: API server unreachable"):
         await auth.authenticate("reader-token")
@@ -275,3 +275,64 @@ async def test_a_renewed_mounted_certificate_is_served_without_a_restart(tmp_pat
         assert await status("localhost", new) == 200
     finally:
         await server.stop()
+
+
+async def test_kube_review_api_sends_the_reviews_and_reads_their_answers() -> None:
+    """Against a local API server: the TokenReview's user, the SubjectAccessReview's spec
+    (groups, uid and extra only when the user has them) and answer; sent unfenced, as a standby
+    serves /metrics too."""
+    received: list[dict[str, Any]] = []
+
+    async def token_review(request: web.Request) -> web.Response:
+        review = await request.json()
+        received.append(review)
+        status: dict[str, Any] = {"authenticated": review["spec"]["token"] == "good"}
+        if status["authenticated"]:
+            status["user"] = {
+                "username": READER.username,
+                "uid": "uid-1",
+                "groups": ["system:authenticated"],
+                "extra": {"scopes": ["a", "b"]},
+            }
+        return web.json_response({**review, "status": status}, status=201)
+
+    async def access_review(request: web.Request) -> web.Response:
+        review = await request.json()
+        received.append(review)
+        allowed = review["spec"]["user"] == READER.username
+        return web.json_response({**review, "status": {"allowed": allowed}}, status=201)
+
+    app = web.Application()
+    app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", token_review)
+    app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", access_review)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    kube = KubeApi(Configuration(host=host), user_agent="t", fence=WriteFence())  # closed
+    try:
+        reviews = KubeReviewApi(kube)
+        assert await reviews.review_token("bad") is None
+        user = await reviews.review_token("good")
+        assert user == UserInfo(
+            READER.username, "uid-1", ("system:authenticated",), (("scopes", ("a", "b")),)
+        )
+        assert user is not None
+        assert await reviews.review_access(user, "get", "/metrics")
+        assert not await reviews.review_access(STRANGER, "get", "/metrics")
+    finally:
+        await kube.close()
+        await runner.cleanup()
+    assert received[0]["kind"] == "TokenReview"
+    assert received[0]["spec"] == {"token": "bad"}
+    assert received[2]["spec"] == {
+        "user": READER.username,
+        "groups": ["system:authenticated"],
+        "uid": "uid-1",
+        "extra": {"scopes": ["a", "b"]},
+        "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+    }
+    assert received[3]["spec"] == {
+        "user": STRANGER.username,
+        "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+    }
