@@ -35,15 +35,28 @@ def _site(frame: tracemalloc.Frame) -> str:
     return f"{name}:{frame.lineno}"
 
 
-PLUMBING = ("/json/", "/asyncio/", "/aiohttp/", "/importlib/", "<frozen", "/typing.py")
+PLUMBING = ("/json/", "/asyncio/", "/aiohttp/", "/importlib/", "/typing.py")
 """Modules that allocate on someone else's behalf: a caller is the first frame outside them."""
+
+
+def _plumbing(filename: str) -> bool:
+    """Whether ``filename`` is one of :data:`PLUMBING`'s modules, looked for in the library part
+    of its path only (a checkout may sit in a folder named like one, e.g. ``aiohttp``)."""
+    if filename.startswith("<frozen"):
+        return True
+    for marker in ("site-packages/", "/lib/python3"):
+        cut = filename.find(marker)
+        if cut >= 0:
+            library = filename[cut + len(marker) - 1 :]
+            return any(p in library for p in PLUMBING)
+    return False
 
 
 def _caller(trace: tracemalloc.Traceback) -> str:
     """The innermost frame outside :data:`PLUMBING` (e.g. kopf's listing, a Store)."""
     frames = list(trace)[::-1]  # a Traceback runs from the oldest frame to the newest
     for frame in frames:
-        if not any(p in frame.filename for p in PLUMBING):
+        if not _plumbing(frame.filename):
             return _site(frame)
     return "(plumbing only: " + _site(frames[0]) + ")"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tracemalloc
 
+from bench import memprofile
 from bench.memprofile import summarize
 
 
@@ -27,3 +28,12 @@ def test_summarize_names_the_allocating_line() -> None:
     assert summary["by_file"][0]["file"].endswith("test_memprofile.py")
     # bytes() allocates in the test itself: no plumbing frame to skip.
     assert summary["by_caller"][0]["caller"] == top["site"]
+
+
+def test_plumbing_is_looked_for_in_library_paths_only() -> None:
+    """A checkout in a folder named ``aiohttp`` is the project's code, not aiohttp's."""
+    assert memprofile._plumbing("/x/.venv/lib/python3.11/site-packages/aiohttp/client.py")
+    assert memprofile._plumbing("/usr/lib/python3.11/json/decoder.py")
+    assert memprofile._plumbing("<frozen importlib._bootstrap>")
+    assert not memprofile._plumbing("/work/wt/aiohttp/shared/opsuite_common/store.py")
+    assert not memprofile._plumbing("/x/.venv/lib/python3.11/site-packages/kopf/_core/x.py")
