@@ -29,6 +29,8 @@ KUBECTL_CACHE = tempfile.mkdtemp(prefix="opsuite-e2e-kubectl-cache-")
 address would list resource types this one does not have."""
 LOCAL_KUBECONFIG = ROOT / ".local" / "kubeconfig"
 LOCAL_AUDIT_LOG = ROOT / ".local" / "audit.log"
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+"""The audit log's verbs of requests that change objects."""
 
 T = TypeVar("T")
 

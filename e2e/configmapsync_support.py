@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.cluster import ROOT, Cluster, audit_events, wait_until
+from e2e.cluster import ROOT, WRITE_VERBS, Cluster, audit_events, wait_until
 from e2e.resources import CustomObjects, CustomResource, NamespacePool
 
 GROUP, VERSION, PLURAL = "sync.opsuite.dev", "v1alpha1", "configmapsyncs"
@@ -28,7 +28,6 @@ SOURCE_ANNOTATION = "sync.opsuite.dev/source"
 FINALIZER = "sync.opsuite.dev/copies"
 ALLOWED = "sync.opsuite.dev/allowed-namespaces"
 """The source's consent: where copies may go."""
-WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
 RESOURCE = CustomResource(GROUP, VERSION, "ConfigMapSync", PLURAL, CRD_DIR)

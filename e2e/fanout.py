@@ -89,26 +89,22 @@ class FanOut:
     def set_source(self, value: str) -> None:
         self.core.patch_namespaced_config_map("cfg", self.source, {"data": {"value": value}})
 
+    @property
+    def _syncs(self) -> configmapsync_support.Syncs:
+        return configmapsync_support.Syncs(self.api)
+
     def create_sync(self) -> None:
         body = configmapsync_support.sync_manifest(
             SYNC, "cfg", namespaceSelector={"matchLabels": {self.label: "true"}}
         )
-        self.custom.create_namespaced_custom_object(*self._syncs(), body)
+        self._syncs.create(self.source, body)
 
     def delete_sync(self) -> None:
-        self.custom.delete_namespaced_custom_object(*self._syncs(), SYNC)
+        self._syncs.delete(self.source, SYNC)
 
-    def syncs(self) -> int:
-        """ConfigMapSyncs in the source namespace."""
-        return len(self.custom.list_namespaced_custom_object(*self._syncs())["items"])
-
-    def _syncs(self) -> tuple[str, str, str, str]:
-        return (
-            configmapsync_support.GROUP,
-            configmapsync_support.VERSION,
-            self.source,
-            configmapsync_support.PLURAL,
-        )
+    def has_sync(self) -> bool:
+        """Whether the ConfigMapSync exists."""
+        return self._syncs.exists(self.source, SYNC)
 
     def copies(self) -> list[client.V1ConfigMap]:
         """The copies in the run's namespaces."""

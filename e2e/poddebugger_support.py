@@ -26,7 +26,6 @@ OPT_OUT = "--allow-without-admission-policy"
 """The operators of the behaviour tests run without the cluster-wide admission policies (other
 runs share the cluster) and so opt out of needing them; test_poddebugger_security runs them
 without it."""
-WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 RESTRICTED_CONTAINER = {
     "securityContext": {

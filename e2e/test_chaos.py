@@ -112,7 +112,7 @@ class Fleet(FanOut):
         """Delete the ConfigMapSync and wait until it and its copies are gone."""
         self.delete_sync()
         wait_until(
-            lambda: self.syncs() + len(self.copies()),
+            lambda: int(self.has_sync()) + len(self.copies()),
             lambda n: n == 0,
             timeout=180,
             what="copies removed",
@@ -165,7 +165,7 @@ class Fleet(FanOut):
     def reset(self) -> None:
         """No pods, no sync: the start of every scale-up and fan-out."""
         self.scale(0)
-        if self.syncs() or self.copies():
+        if self.has_sync() or self.copies():
             self.remove_sync()
         wait_until(self.active_pods, lambda pods: not pods, timeout=180, what="no pods")
 

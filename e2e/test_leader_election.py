@@ -27,7 +27,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from e2e.charts import RELEASE_NAMESPACE, token_kubeconfig
-from e2e.cluster import ROOT, Cluster, flush_audit_log, wait_until
+from e2e.cluster import ROOT, WRITE_VERBS, Cluster, flush_audit_log, wait_until
 from e2e.operators import OperatorProcess, operator_env, wait_exit
 from e2e.podset_support import PodSets, podset
 from opsuite_common.kopf_settings import watch_dead_after
@@ -62,7 +62,6 @@ WATCH_DEATH_BOUND = WATCH_TIMEOUT + WATCH_DEAD_AFTER + WATCHDOG_PERIOD + TERM_FA
 BURST = 120  # replicas a leader is creating when it is stopped
 
 LEASE_GROUP, LEASE_VERSION = "coordination.k8s.io", "v1"
-WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 OPERATOR_UA = re.compile(r"^podset-operator/\S+ \((?P<identity>[^)]+)\)")
 MEASUREMENTS = ROOT / ".local" / "measurements" / "leader-failover.json"
 

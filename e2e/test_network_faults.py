@@ -24,7 +24,7 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e import configmapsync_support, netns, poddebugger_support, podset_support
-from e2e.cluster import Cluster, audit_events, flush_audit_log, wait_until
+from e2e.cluster import WRITE_VERBS, Cluster, audit_events, flush_audit_log, wait_until
 from e2e.fanout import FanOut
 from e2e.measurements import record
 from e2e.operators import OperatorProcess, operator_env, wait_exit
@@ -43,7 +43,6 @@ LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 15.0, 10.0, 2.0
 FAILOVER_BOUND = LEASE_DURATION + RETRY_PERIOD
 POLL_SLACK = 0.5
 WATCH_TIMEOUT = 5.0
-WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 BURST = 120
 """Replicas of the PodSet scale-up during which the leader is partitioned."""
 FAN_OUT = 60
@@ -101,6 +100,24 @@ class Processes:
         ).start()
         self.procs[identity] = proc
         return proc
+
+    def leader_and_standby(
+        self, api: client.ApiClient, command: str, lease: tuple[str, str], *args: str
+    ) -> OperatorProcess:
+        """``command`` electing itself on ``lease``: "a" in the namespace, holding the Lease,
+        then "b" on the host; both ready. Returns the leader."""
+        flags = [
+            "--leader-elect",
+            f"--leader-election-namespace={lease[0]}",
+            f"--leader-election-id={lease[1]}",
+            *args,
+        ]
+        leader = self.start(command, "a", *flags, isolated=True)
+        wait_holder(api, *lease, "a", timeout=60)
+        standby = self.start(command, "b", *flags, isolated=False)
+        leader.wait_ready()
+        standby.wait_ready()
+        return leader
 
     def stop_all(self) -> None:
         for proc in self.procs.values():
@@ -248,13 +265,7 @@ def test_leader_partitioned_during_a_podset_scale_up(
     """The leader loses the API server in the middle of a 0→120 scale-up; the standby does not."""
     started = time.time()
     lease = (namespace, f"netfault-{uuid.uuid4().hex[:6]}")
-    flags = ["--leader-elect", f"--leader-election-namespace={lease[0]}",
-             f"--leader-election-id={lease[1]}", f"--namespace={namespace}"]  # fmt: skip
-    leader = processes.start("podset-operator", "a", *flags, isolated=True)
-    wait_holder(api, *lease, "a", timeout=60)
-    standby = processes.start("podset-operator", "b", *flags, isolated=False)
-    leader.wait_ready()
-    standby.wait_ready()
+    leader = processes.leader_and_standby(api, "podset-operator", lease, f"--namespace={namespace}")
     podsets = PodSets(api, namespace)
     podsets.create(podset("web", 2))
     podsets.wait_running("app=web", 2)
@@ -308,14 +319,6 @@ def make_work(api: client.ApiClient) -> Iterator[Callable[[int], FanOut]]:
             work.delete()
 
 
-def lease_flags(lease: tuple[str, str]) -> list[str]:
-    return [
-        "--leader-elect",
-        f"--leader-election-namespace={lease[0]}",
-        f"--leader-election-id={lease[1]}",
-    ]
-
-
 def test_leader_partitioned_during_a_configmapsync_fan_out(
     cluster: Cluster,
     api: client.ApiClient,
@@ -328,12 +331,9 @@ def test_leader_partitioned_during_a_configmapsync_fan_out(
     work = make_work(FAN_OUT)
     started = time.time()
     lease = (work.work, f"netfault-{work.run}")
-    flags = [*lease_flags(lease), *work.namespace_flags()]
-    leader = processes.start("configmapsync-operator", "a", *flags, isolated=True)
-    wait_holder(api, *lease, "a", timeout=60)
-    standby = processes.start("configmapsync-operator", "b", *flags, isolated=False)
-    leader.wait_ready()
-    standby.wait_ready()
+    leader = processes.leader_and_standby(
+        api, "configmapsync-operator", lease, *work.namespace_flags()
+    )
     work.set_source("fanned")
     # Unhindered, the 60 copies are written before the test sees the first: a bandwidth limit
     # spreads them over a second or two, so that the partition lands in the middle.
@@ -485,12 +485,13 @@ def test_watch_streams_stalled_while_requests_are_answered(
     the leader steps down at watch_dead_after, releasing the Lease to the standby."""
     started = time.time()
     lease = (namespace, f"netfault-{uuid.uuid4().hex[:6]}")
-    flags = [*lease_flags(lease), f"--namespace={namespace}", f"--watch-timeout={WATCH_TIMEOUT:g}"]
-    leader = processes.start("podset-operator", "a", *flags, isolated=True)
-    wait_holder(api, *lease, "a", timeout=60)
-    standby = processes.start("podset-operator", "b", *flags, isolated=False)
-    leader.wait_ready()
-    standby.wait_ready()
+    leader = processes.leader_and_standby(
+        api,
+        "podset-operator",
+        lease,
+        f"--namespace={namespace}",
+        f"--watch-timeout={WATCH_TIMEOUT:g}",
+    )
     podsets = PodSets(api, namespace)
     podsets.create(podset("web", 2))
     podsets.wait_running("app=web", 2)

@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.cluster import ROOT, Cluster, wait_until
+from e2e.cluster import ROOT, WRITE_VERBS, Cluster, wait_until
 from e2e.configmapsync_support import metric_value
 from e2e.operators import OperatorHandle
 from e2e.podset_support import (
@@ -32,7 +32,6 @@ from e2e.podset_support import (
 
 TEMPLATE_HASH_LABEL = "opsuite.dev/pod-template-hash"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
-WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 OVERCREATE_MEASUREMENTS = ROOT / ".local" / "measurements" / "podset-overcreate.json"
 
 
