@@ -167,19 +167,13 @@ class CrdDescriptor:
         ``GROUP``, ``VERSION``, ``KIND`` and ``PLURAL``, and its models ``<KIND>Spec`` and
         ``<KIND>Status``; ``fields`` are the others (description, printer columns...)."""
         try:
-            group, version, kind, plural = models.GROUP, models.VERSION, models.KIND, models.PLURAL
+            names = ("group", "version", "kind", "plural")
+            identity = {field: getattr(models, field.upper()) for field in names}
+            kind = identity["kind"]
             spec, status = getattr(models, f"{kind}Spec"), getattr(models, f"{kind}Status")
         except AttributeError as missing:
             raise ValueError(f"{models.__name__} defines no {missing.name}") from None
-        return cls(
-            group=group,
-            version=version,
-            kind=kind,
-            plural=plural,
-            spec_model=spec,
-            status_model=status,
-            **fields,
-        )
+        return cls(**identity, spec_model=spec, status_model=status, **fields)
 
     @property
     def name(self) -> str:
