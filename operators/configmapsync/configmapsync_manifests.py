@@ -11,12 +11,7 @@ from opsuite_common.admission import custom_resource_policy, policy_binding
 from opsuite_common.kube_model import LabelSelector
 from opsuite_packaging.bundle import BundleText
 from opsuite_packaging.chart import ChartSpec, PolicyRule, policy_template
-from opsuite_packaging.chart_values import (
-    IMAGE_REGISTRY,
-    AdmissionPolicyValues,
-    ChartValues,
-    ImageValues,
-)
+from opsuite_packaging.chart_values import AdmissionPolicyValues, ChartValues, published_image
 from opsuite_packaging.crd import CrdDescriptor, PrinterColumn, condition_column
 
 CHART = "configmapsync-operator"
@@ -182,7 +177,7 @@ CHART_SPEC = ChartSpec(
     "namespaces (listed, or selected by label) and keeps the copies identical, with an "
     "admission policy so that nobody copies more than they could by hand.",
     crd_name=CRD.name,
-    values=ConfigMapSyncChartValues(image=ImageValues(repository=f"{IMAGE_REGISTRY}/{CHART}")),
+    values=ConfigMapSyncChartValues(image=published_image(CHART)),
     namespaced_rules=(
         PolicyRule(
             ("",), ("configmaps",), ("get", "list", "watch", "create", "update", "patch", "delete")

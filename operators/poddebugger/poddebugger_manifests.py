@@ -11,11 +11,10 @@ from opsuite_common.kube_model import KubeModel, LabelSelector
 from opsuite_packaging.bundle import BundleText
 from opsuite_packaging.chart import ChartSpec, PolicyRule, policy_template
 from opsuite_packaging.chart_values import (
-    IMAGE_REGISTRY,
     AdmissionPolicyValues,
     ChartValues,
-    ImageValues,
     UserRolesValues,
+    published_image,
 )
 from opsuite_packaging.crd import CrdDescriptor, PrinterColumn, condition_column
 from poddebugger_operator import images, models
@@ -260,7 +259,7 @@ CHART_SPEC = ChartSpec(
     "every pod matching a label selector, with admission policies so that only those who could "
     "run kubectl debug may declare one, and only with allowed images.",
     crd_name=CRD.name,
-    values=PodDebuggerChartValues(image=ImageValues(repository=f"{IMAGE_REGISTRY}/{CHART}")),
+    values=PodDebuggerChartValues(image=published_image(CHART)),
     namespaced_rules=(
         PolicyRule(("",), ("pods",), ("list", "watch")),
         PolicyRule(("",), ("pods/ephemeralcontainers",), ("patch",)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from opsuite_common.kube_model import TemplateMetadata
 from opsuite_packaging.bundle import BundleText
 from opsuite_packaging.chart import ChartSpec, PolicyRule
-from opsuite_packaging.chart_values import IMAGE_REGISTRY, ChartValues, ImageValues
+from opsuite_packaging.chart_values import ChartValues, published_image
 from opsuite_packaging.crd import CrdDescriptor, PrinterColumn, ScaleSubresource, condition_column
 from podset_operator import models
 
@@ -68,7 +68,7 @@ CHART_SPEC = ChartSpec(
     "subresource (kubectl scale, HPA), ReplicaSet's deletion order, adoption and release, and "
     "rolling updates with maxSurge/maxUnavailable.",
     crd_name=CRD.name,
-    values=ChartValues(image=ImageValues(repository=f"{IMAGE_REGISTRY}/{CHART}")),
+    values=ChartValues(image=published_image(CHART)),
     namespaced_rules=(
         PolicyRule(("",), ("pods",), ("list", "watch", "create", "patch", "delete")),
         PolicyRule((models.GROUP,), (models.PLURAL,), ("get", "list", "watch")),
