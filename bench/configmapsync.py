@@ -32,8 +32,9 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from bench import plain_client
 from bench.cpu import CpuMeter, plane_pid
-from bench.objwatch import THREADS, Key, Tracker, percentile, timed_parallel, wide_client
+from bench.objwatch import Key, Tracker, timed_parallel, wide_client
 from bench.operator import OperatorProcess
 from bench.plane import LOCAL, ROOT, apply_crds, read, request, request_json
 from opsuite_common.kube import resource_path
@@ -47,11 +48,10 @@ ALLOWED_NAMESPACES = "sync.opsuite.dev/allowed-namespaces"
 """The operator's ownership label on every copy (configmapsync_operator.models.OWNER_LABEL)."""
 OPERATOR_LOG = LOCAL / "bench" / "configmapsync-operator.log"
 NAMESPACE_LABEL = "opsuite.dev/bench"
-MAX_RATIO = 1.3
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(plain_client.Config):
     """What to run."""
 
     destinations: int = 500
@@ -59,15 +59,13 @@ class Config:
     """Single-destination updates (and reference PUT round-trips)."""
     rounds: int = 2
     """Fan-out rounds (each: one operator update, one reference burst)."""
-    timeout: float = 300.0
-    threads: int = THREADS
 
 
 @dataclass
-class Result:
-    """Everything measured."""
+class Result(plain_client.Result):
+    """Everything measured (seconds; the single ones: source PUT sent -> copy seen updated,
+    against raw PUT round-trips)."""
 
-    namespace_prefix: str = ""
     setup_s: float = 0.0
     """ConfigMapSync created -> all N copies exist."""
     fanout_s: list[float] = field(default_factory=list)
@@ -79,11 +77,8 @@ class Result:
     reference_responses_s: list[float] = field(default_factory=list)
     """Per round: first reference PUT sent -> last PUT response received."""
     reference_put_p50_s: list[float] = field(default_factory=list)
-    single_latency_s: list[float] = field(default_factory=list)
-    single_reference_s: list[float] = field(default_factory=list)
     cpu_fanout_s: list[dict[str, float]] = field(default_factory=list)
     cpu_reference_s: list[dict[str, float]] = field(default_factory=list)
-    load_average: float = 0.0
 
 
 def _configmap(name: str, version: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -329,42 +324,9 @@ def _cleanup(
 
 def summary(result: Result, config: Config) -> list[dict[str, Any]]:
     """Rows: metric, operator, reference, ratio, target, met."""
-    fan = statistics.median(result.fanout_s)
-    ref = statistics.median(result.reference_s)
-    p50 = percentile(result.single_latency_s, 50)
-    p99 = percentile(result.single_latency_s, 99)
-    r50 = percentile(result.single_reference_s, 50)
-    r99 = percentile(result.single_reference_s, 99)
-    n = config.destinations
-    return [
-        {
-            "metric": "fanout_s",
-            "label": f"source update -> {n} copies (s)",
-            "operator": fan,
-            "reference": ref,
-            "ratio": fan / ref,
-            "target": f"ratio <= {MAX_RATIO}",
-            "met": fan / ref <= MAX_RATIO,
-        },
-        {
-            "metric": "single_p50_s",
-            "label": "1 destination, p50 (s)",
-            "operator": p50,
-            "reference": r50,
-            "ratio": p50 / r50,
-            "target": "reported",
-            "met": True,
-        },
-        {
-            "metric": "single_p99_s",
-            "label": "1 destination, p99 (s)",
-            "operator": p99,
-            "reference": r99,
-            "ratio": p99 / r99,
-            "target": "reported",
-            "met": True,
-        },
-    ]
+    fanout = f"source update -> {config.destinations} copies (s)"
+    rows = [plain_client.burst_row("fanout_s", fanout, result.fanout_s, result.reference_s)]
+    return rows + result.single_rows("1 destination")
 
 
 def table(rows: list[dict[str, Any]], result: Result, config: Config) -> str:
@@ -389,10 +351,4 @@ def table(rows: list[dict[str, Any]], result: Result, config: Config) -> str:
             f"{result.reference_put_p50_s[i]:13.3f} {cpu_op.get('operator', 0.0):8.1f} "
             f"{cpu_op.get('kube-apiserver', 0.0):9.1f}/{cpu_ref.get('kube-apiserver', 0.0):.1f}"
         )
-    lines += ["", f"{'median':34} {'operator':>9} {'reference':>9} {'ratio':>6}  {'target':12} met"]
-    for row in rows:
-        lines.append(
-            f"{row['label']:34} {row['operator']:9.3f} {row['reference']:9.3f} "
-            f"{row['ratio']:6.2f}  {row['target']:12} {'yes' if row['met'] else 'NO'}"
-        )
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *plain_client.median_lines(rows, 34)])

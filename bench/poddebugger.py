@@ -36,8 +36,9 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from bench import plain_client
 from bench.cpu import CpuMeter, plane_pid
-from bench.objwatch import THREADS, Key, Tracker, percentile, timed_parallel, wide_client
+from bench.objwatch import Key, Tracker, timed_parallel, wide_client
 from bench.operator import OperatorProcess
 from bench.plane import (
     LOCAL,
@@ -60,29 +61,26 @@ NAMESPACE_LABEL = "opsuite.dev/bench"
 GROUP_LABEL = "bench-group"
 MAX_PODS = 100
 """spec.maxPods upper bound (poddebugger_operator.models.MAX_PODS_LIMIT)."""
-MAX_RATIO = 1.3
 
 PodSummary = tuple[str, int]
 """(phase, number of ephemeral containers)."""
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(plain_client.Config):
     """What to run."""
 
     pods: int = 200
     singles: int = 20
     rounds: int = 3
     """Bursts of each kind, alternating which goes first; the table shows medians."""
-    timeout: float = 300.0
-    threads: int = THREADS
 
 
 @dataclass
-class Result:
-    """Everything measured (seconds)."""
+class Result(plain_client.Result):
+    """Everything measured (seconds; the single ones: pod Running -> container seen, against
+    raw PATCH round-trips)."""
 
-    namespace_prefix: str = ""
     debuggers: int = 0
     op_created_s: list[float] = field(default_factory=list)
     """Per round: first POST sent -> last POST answered."""
@@ -99,13 +97,10 @@ class Result:
     """N PATCHes on N Running pods, first sent -> last answered."""
     ref_patch_p50_s: float = 0.0
     """Median PATCH round-trip within that burst."""
-    single_latency_s: list[float] = field(default_factory=list)
     single_created_latency_s: list[float] = field(default_factory=list)
     """Per single pod: POST sent -> container seen (the operator does not wait for Running)."""
-    single_reference_s: list[float] = field(default_factory=list)
     cpu_op_s: list[dict[str, float]] = field(default_factory=list)
     cpu_ref_s: list[dict[str, float]] = field(default_factory=list)
-    load_average: float = 0.0
 
 
 def _summary(pod: dict[str, Any]) -> PodSummary:
@@ -339,61 +334,17 @@ def run(api: client.ApiClient, config: Config) -> Result:
 
 def summary(result: Result, config: Config) -> list[dict[str, Any]]:
     """Rows: metric, operator, reference, ratio, target, met."""
-    op, ref = statistics.median(result.op_injected_s), statistics.median(result.ref_injected_s)
-    burst = op / ref
-    p50 = percentile(result.single_latency_s, 50)
-    p99 = percentile(result.single_latency_s, 99)
-    r50 = percentile(result.single_reference_s, 50)
-    r99 = percentile(result.single_reference_s, 99)
-    c50 = percentile(result.single_created_latency_s, 50)
-    c99 = percentile(result.single_created_latency_s, 99)
-    return [
-        {
-            "metric": "burst_injected_s",
-            "label": f"{config.pods} pods created -> all injected (s)",
-            "operator": op,
-            "reference": ref,
-            "ratio": burst,
-            "target": f"ratio <= {MAX_RATIO}",
-            "met": burst <= MAX_RATIO,
-        },
-        {
-            "metric": "single_p50_s",
-            "label": "1 pod Running -> injected, p50 (s)",
-            "operator": p50,
-            "reference": r50,
-            "ratio": p50 / r50,
-            "target": "reported",
-            "met": True,
-        },
-        {
-            "metric": "single_p99_s",
-            "label": "1 pod Running -> injected, p99 (s)",
-            "operator": p99,
-            "reference": r99,
-            "ratio": p99 / r99,
-            "target": "reported",
-            "met": True,
-        },
-        {
-            "metric": "single_created_p50_s",
-            "label": "1 pod POST -> injected, p50 (s)",
-            "operator": c50,
-            "reference": r50,
-            "ratio": c50 / r50,
-            "target": "reported",
-            "met": True,
-        },
-        {
-            "metric": "single_created_p99_s",
-            "label": "1 pod POST -> injected, p99 (s)",
-            "operator": c99,
-            "reference": r99,
-            "ratio": c99 / r99,
-            "target": "reported",
-            "met": True,
-        },
-    ]
+    label = f"{config.pods} pods created -> all injected (s)"
+    burst = plain_client.burst_row(
+        "burst_injected_s", label, result.op_injected_s, result.ref_injected_s
+    )
+    created = plain_client.percentile_rows(
+        "single_created",
+        "1 pod POST -> injected",
+        result.single_created_latency_s,
+        result.single_reference_s,
+    )
+    return [burst, *result.single_rows("1 pod Running -> injected"), *created]
 
 
 def table(rows: list[dict[str, Any]], result: Result, config: Config) -> str:
@@ -422,11 +373,6 @@ def table(rows: list[dict[str, Any]], result: Result, config: Config) -> str:
         f"{config.pods} PATCHes alone on Running pods: {result.ref_patches_alone_s:.2f} s "
         f"(median round-trip {result.ref_patch_p50_s:.3f} s)",
         "",
-        f"{'median':36} {'operator':>9} {'reference':>9} {'ratio':>6}  {'target':12} met",
+        *plain_client.median_lines(rows, 36),
     ]
-    for row in rows:
-        lines.append(
-            f"{row['label']:36} {row['operator']:9.3f} {row['reference']:9.3f} "
-            f"{row['ratio']:6.2f}  {row['target']:12} {'yes' if row['met'] else 'NO'}"
-        )
     return "\n".join(lines)

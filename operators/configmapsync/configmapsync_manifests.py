@@ -6,38 +6,20 @@ from typing import Any
 
 from pydantic import Field
 
-from configmapsync_operator.models import (
-    ALLOWED_NAMESPACES_ANNOTATION,
-    GROUP,
-    KIND,
-    PLURAL,
-    VERSION,
-    ConfigMapSyncSpec,
-    ConfigMapSyncStatus,
-)
+from configmapsync_operator import models
 from opsuite_common.admission import custom_resource_policy, policy_binding
 from opsuite_common.kube_model import LabelSelector
 from opsuite_packaging.bundle import BundleText
 from opsuite_packaging.chart import ChartSpec, PolicyRule, policy_template
-from opsuite_packaging.chart_values import (
-    IMAGE_REGISTRY,
-    AdmissionPolicyValues,
-    ChartValues,
-    ImageValues,
-)
+from opsuite_packaging.chart_values import AdmissionPolicyValues, ChartValues, published_image
 from opsuite_packaging.crd import CrdDescriptor, PrinterColumn, condition_column
 
 CHART = "configmapsync-operator"
 
-CRD = CrdDescriptor(
-    group=GROUP,
-    version=VERSION,
-    kind=KIND,
-    plural=PLURAL,
+CRD = CrdDescriptor.of(
+    models,
     description="ConfigMapSync copies a ConfigMap into other namespaces (listed, or selected "
     "by label) and keeps the copies identical to the source.",
-    spec_model=ConfigMapSyncSpec,
-    status_model=ConfigMapSyncStatus,
     short_names=("cms",),
     printer_columns=(
         PrinterColumn("Source", "string", ".status.source", "The source ConfigMap"),
@@ -57,13 +39,13 @@ SAMPLES = [
         "metadata": {
             "name": "shared-settings",
             "labels": {"app.kubernetes.io/part-of": "demo"},
-            "annotations": {ALLOWED_NAMESPACES_ANNOTATION: "team-*"},
+            "annotations": {models.ALLOWED_NAMESPACES_ANNOTATION: "team-*"},
         },
         "data": {"log-level": "info", "features": "search,beta"},
     },
     CRD.sample(
         "shared-settings-to-labelled-namespaces",
-        ConfigMapSyncSpec(
+        models.ConfigMapSyncSpec(
             config_map_name="shared-settings",
             namespace_selector=LabelSelector(match_labels={"opsuite.dev/shared-settings": "true"}),
             copy_labels=["app.kubernetes.io/part-of"],
@@ -114,8 +96,8 @@ def admission_policy() -> list[dict[str, Any]]:
     indexes = range(MAX_CHECKED_DESTINATIONS)
     policy = custom_resource_policy(
         POLICY_NAME,
-        GROUP,
-        PLURAL,
+        models.GROUP,
+        models.PLURAL,
         variables=[
             {
                 "name": "sourceNamespace",
@@ -194,14 +176,14 @@ CHART_SPEC = ChartSpec(
     description="ConfigMapSync copies a ConfigMap from a source namespace into destination "
     "namespaces (listed, or selected by label) and keeps the copies identical, with an "
     "admission policy so that nobody copies more than they could by hand.",
-    crd_name=f"{PLURAL}.{GROUP}",
-    values=ConfigMapSyncChartValues(image=ImageValues(repository=f"{IMAGE_REGISTRY}/{CHART}")),
+    crd_name=CRD.name,
+    values=ConfigMapSyncChartValues(image=published_image(CHART)),
     namespaced_rules=(
         PolicyRule(
             ("",), ("configmaps",), ("get", "list", "watch", "create", "update", "patch", "delete")
         ),
-        PolicyRule((GROUP,), (PLURAL,), ("list", "watch", "patch")),
-        PolicyRule((GROUP,), (f"{PLURAL}/status",), ("patch",)),
+        PolicyRule((models.GROUP,), (models.PLURAL,), ("list", "watch", "patch")),
+        PolicyRule((models.GROUP,), (f"{models.PLURAL}/status",), ("patch",)),
         PolicyRule(("",), ("events",), ("create", "patch")),
     ),
     cluster_rules=(PolicyRule(("",), ("namespaces",), ("list", "watch")),),

@@ -11,39 +11,21 @@ from opsuite_common.kube_model import KubeModel, LabelSelector
 from opsuite_packaging.bundle import BundleText
 from opsuite_packaging.chart import ChartSpec, PolicyRule, policy_template
 from opsuite_packaging.chart_values import (
-    IMAGE_REGISTRY,
     AdmissionPolicyValues,
     ChartValues,
-    ImageValues,
     UserRolesValues,
+    published_image,
 )
 from opsuite_packaging.crd import CrdDescriptor, PrinterColumn, condition_column
-from poddebugger_operator import images
-from poddebugger_operator.models import (
-    GROUP,
-    IMAGE_POLICY_KIND,
-    IMAGE_POLICY_PLURAL,
-    KIND,
-    PLURAL,
-    VERSION,
-    DebugImagePolicySpec,
-    DebugImagePolicyStatus,
-    PodDebuggerSpec,
-    PodDebuggerStatus,
-)
+from poddebugger_operator import images, models
 from poddebugger_operator.policy import admission_policy
 
 CHART = "pod-debugger-operator"
 
-CRD = CrdDescriptor(
-    group=GROUP,
-    version=VERSION,
-    kind=KIND,
-    plural=PLURAL,
+CRD = CrdDescriptor.of(
+    models,
     description="PodDebugger adds an ephemeral debug container (kubectl debug, declared) to "
     "every pod of its namespace that its selector matches.",
-    spec_model=PodDebuggerSpec,
-    status_model=PodDebuggerStatus,
     short_names=("pdbg",),
     printer_columns=(
         PrinterColumn("Image", "string", ".spec.image", "Image of the debug container"),
@@ -75,15 +57,15 @@ IMAGE_POLICY_PARAM = "pod-debugger-images"
 """Name of the DebugImagePolicy the chart creates and the allowlist binding reads."""
 
 IMAGE_POLICY_CRD = CrdDescriptor(
-    group=GROUP,
-    version=VERSION,
-    kind=IMAGE_POLICY_KIND,
-    plural=IMAGE_POLICY_PLURAL,
+    group=models.GROUP,
+    version=models.VERSION,
+    kind=models.IMAGE_POLICY_KIND,
+    plural=models.IMAGE_POLICY_PLURAL,
     description="DebugImagePolicy lists the images PodDebuggers may use. The chart's image "
     "allowlist admission policy reads the one it creates (kubectl edit debugimagepolicy "
     f"{IMAGE_POLICY_PARAM}); a change applies at once, no restart.",
-    spec_model=DebugImagePolicySpec,
-    status_model=DebugImagePolicyStatus,
+    spec_model=models.DebugImagePolicySpec,
+    status_model=models.DebugImagePolicyStatus,
     scope="Cluster",
     printer_columns=(
         PrinterColumn(
@@ -95,7 +77,7 @@ IMAGE_POLICY_CRD = CrdDescriptor(
 SAMPLES = [
     CRD.sample(
         "busybox-shell",
-        PodDebuggerSpec(
+        models.PodDebuggerSpec(
             selector=LabelSelector(match_labels={"opsuite.dev/debug": "true"}),
             image="busybox:1.37",
             command=["sleep", "3600"],
@@ -104,7 +86,7 @@ SAMPLES = [
     ),
     IMAGE_POLICY_CRD.sample(
         "example-allowlist",
-        DebugImagePolicySpec(allowed_prefixes=["busybox:", "registry.example.com/debug/"]),
+        models.DebugImagePolicySpec(allowed_prefixes=["busybox:", "registry.example.com/debug/"]),
     ),
 ]
 """A PodDebugger giving a busybox debug container (restricted profile) to at most three pods
@@ -143,8 +125,8 @@ def privileged_policy() -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy refusing profile sysadmin, and its binding."""
     policy = custom_resource_policy(
         PRIVILEGED_POLICY_NAME,
-        GROUP,
-        PLURAL,
+        models.GROUP,
+        models.PLURAL,
         validations=[
             {
                 "expression": "!has(object.spec.profile) || object.spec.profile != 'sysadmin'",
@@ -184,9 +166,9 @@ def image_allowlist_policy(
     DebugImagePolicy ``param``)."""
     policy = custom_resource_policy(
         IMAGE_POLICY_NAME,
-        GROUP,
-        PLURAL,
-        param_kind={"apiVersion": f"{GROUP}/{VERSION}", "kind": IMAGE_POLICY_KIND},
+        models.GROUP,
+        models.PLURAL,
+        param_kind={"apiVersion": models.API_VERSION, "kind": models.IMAGE_POLICY_KIND},
         variables=[
             {
                 "name": "prefixes",
@@ -215,10 +197,10 @@ def image_allowlist_policy(
         IMAGE_POLICY_NAME, param_ref={"name": param, "parameterNotFoundAction": "Deny"}
     )
     params = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": IMAGE_POLICY_KIND,
+        "apiVersion": models.API_VERSION,
+        "kind": models.IMAGE_POLICY_KIND,
         "metadata": {"name": param},
-        "spec": DebugImagePolicySpec(allowed_prefixes=list(prefixes)).to_kube(),
+        "spec": models.DebugImagePolicySpec(allowed_prefixes=list(prefixes)).to_kube(),
     }
     return [policy, binding, params]
 
@@ -276,13 +258,13 @@ CHART_SPEC = ChartSpec(
     description="PodDebugger adds an ephemeral debug container (kubectl debug, declared) to "
     "every pod matching a label selector, with admission policies so that only those who could "
     "run kubectl debug may declare one, and only with allowed images.",
-    crd_name=f"{PLURAL}.{GROUP}",
-    values=PodDebuggerChartValues(image=ImageValues(repository=f"{IMAGE_REGISTRY}/{CHART}")),
+    crd_name=CRD.name,
+    values=PodDebuggerChartValues(image=published_image(CHART)),
     namespaced_rules=(
         PolicyRule(("",), ("pods",), ("list", "watch")),
         PolicyRule(("",), ("pods/ephemeralcontainers",), ("patch",)),
-        PolicyRule((GROUP,), (PLURAL,), ("list", "watch")),
-        PolicyRule((GROUP,), (f"{PLURAL}/status",), ("patch",)),
+        PolicyRule((models.GROUP,), (models.PLURAL,), ("list", "watch")),
+        PolicyRule((models.GROUP,), (f"{models.PLURAL}/status",), ("patch",)),
         PolicyRule(("",), ("events",), ("create", "patch")),
     ),
     cluster_rules=(

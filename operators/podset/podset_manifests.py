@@ -5,31 +5,16 @@ from __future__ import annotations
 from opsuite_common.kube_model import TemplateMetadata
 from opsuite_packaging.bundle import BundleText
 from opsuite_packaging.chart import ChartSpec, PolicyRule
-from opsuite_packaging.chart_values import IMAGE_REGISTRY, ChartValues, ImageValues
+from opsuite_packaging.chart_values import ChartValues, published_image
 from opsuite_packaging.crd import CrdDescriptor, PrinterColumn, ScaleSubresource, condition_column
-from podset_operator.models import (
-    GROUP,
-    KIND,
-    PLURAL,
-    VERSION,
-    PodSetSpec,
-    PodSetStatus,
-    PodSetTemplate,
-    RollingUpdate,
-    UpdateStrategy,
-)
+from podset_operator import models
 
 CHART = "podset-operator"
 
-CRD = CrdDescriptor(
-    group=GROUP,
-    version=VERSION,
-    kind=KIND,
-    plural=PLURAL,
+CRD = CrdDescriptor.of(
+    models,
     description="PodSet keeps a number of pods from a template running, like a ReplicaSet, "
     "with rolling updates and the scale subresource (kubectl scale, HPA).",
-    spec_model=PodSetSpec,
-    status_model=PodSetStatus,
     short_names=("pset",),
     printer_columns=(
         PrinterColumn("Desired", "integer", ".spec.replicas", "Desired pods"),
@@ -57,9 +42,9 @@ CRD = CrdDescriptor(
 SAMPLES = [
     CRD.sample(
         "busybox-sleepers",
-        PodSetSpec(
+        models.PodSetSpec(
             replicas=3,
-            template=PodSetTemplate(
+            template=models.PodSetTemplate(
                 metadata=TemplateMetadata(labels={"app": "busybox-sleepers"}),
                 spec={
                     "containers": [
@@ -67,9 +52,9 @@ SAMPLES = [
                     ]
                 },
             ),
-            update_strategy=UpdateStrategy(
+            update_strategy=models.UpdateStrategy(
                 type="RollingUpdate",
-                rolling_update=RollingUpdate(max_surge=1, max_unavailable=0),
+                rolling_update=models.RollingUpdate(max_surge=1, max_unavailable=0),
             ),
         ),
     ),
@@ -82,12 +67,12 @@ CHART_SPEC = ChartSpec(
     description="PodSet keeps N pods from a template running, like a ReplicaSet: scale "
     "subresource (kubectl scale, HPA), ReplicaSet's deletion order, adoption and release, and "
     "rolling updates with maxSurge/maxUnavailable.",
-    crd_name=f"{PLURAL}.{GROUP}",
-    values=ChartValues(image=ImageValues(repository=f"{IMAGE_REGISTRY}/{CHART}")),
+    crd_name=CRD.name,
+    values=ChartValues(image=published_image(CHART)),
     namespaced_rules=(
         PolicyRule(("",), ("pods",), ("list", "watch", "create", "patch", "delete")),
-        PolicyRule((GROUP,), (PLURAL,), ("get", "list", "watch")),
-        PolicyRule((GROUP,), (f"{PLURAL}/status",), ("patch",)),
+        PolicyRule((models.GROUP,), (models.PLURAL,), ("get", "list", "watch")),
+        PolicyRule((models.GROUP,), (f"{models.PLURAL}/status",), ("patch",)),
         PolicyRule(("",), ("events",), ("create", "patch")),
     ),
     keywords=("replicaset", "scaling", "hpa"),

@@ -35,6 +35,11 @@ class ImageValues(KubeModel):
     """Image pull policy."""
 
 
+def published_image(chart: str) -> ImageValues:
+    """The image the release workflow publishes for ``chart`` (``<IMAGE_REGISTRY>/<chart>``)."""
+    return ImageValues(repository=f"{IMAGE_REGISTRY}/{chart}")
+
+
 class NameReference(KubeModel):
     """A reference to an object by name, in the release namespace."""
 

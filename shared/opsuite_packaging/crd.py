@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Literal, TypeAlias
 
 import yaml
@@ -160,6 +161,25 @@ class CrdDescriptor:
             if not _DNS_LABEL.fullmatch(name):
                 raise ValueError(f"{name!r} must be a lowercase DNS-1035 label")
 
+    @classmethod
+    def of(cls, models: ModuleType, **fields: Any) -> CrdDescriptor:
+        """The descriptor of the custom resource an operator's ``models`` module defines: its
+        ``GROUP``, ``VERSION``, ``KIND`` and ``PLURAL``, and its models ``<KIND>Spec`` and
+        ``<KIND>Status``; ``fields`` are the others (description, printer columns...)."""
+        try:
+            names = ("group", "version", "kind", "plural")
+            identity = {field: getattr(models, field.upper()) for field in names}
+            kind = identity["kind"]
+            spec, status = getattr(models, f"{kind}Spec"), getattr(models, f"{kind}Status")
+        except AttributeError as missing:
+            raise ValueError(f"{models.__name__} defines no {missing.name}") from None
+        return cls(**identity, spec_model=spec, status_model=status, **fields)
+
+    @property
+    def name(self) -> str:
+        """The CRD's name, ``<plural>.<group>``."""
+        return f"{self.plural}.{self.group}"
+
     def sample(self, name: str, spec: KubeModel) -> dict[str, Any]:
         """An object of this resource named ``name`` with ``spec`` (for the chart's samples)."""
         return {
@@ -209,7 +229,7 @@ def build_crd(desc: CrdDescriptor) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{desc.plural}.{desc.group}"},
+        "metadata": {"name": desc.name},
         "spec": {
             "group": desc.group,
             "names": names,

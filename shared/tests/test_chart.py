@@ -19,7 +19,7 @@ from opsuite_packaging.chart import (
     values_table,
     values_yaml,
 )
-from opsuite_packaging.chart_values import ChartValues, ImageValues
+from opsuite_packaging.chart_values import ChartValues, ImageValues, published_image
 
 VALUES = ChartValues(image=ImageValues(repository="example.com/op"))
 SPEC = ChartSpec(
@@ -71,6 +71,12 @@ def test_values_model_rejects_bad_values() -> None:
         ChartValues(image=ImageValues(repository="x"), replica_count=0)
     with pytest.raises(ValidationError):
         ImageValues(repository="x", digest="latest")
+
+
+def test_published_image_is_the_chart_name_under_the_registry() -> None:
+    assert published_image("demo-operator") == ImageValues(
+        repository="ghcr.io/opsuite/demo-operator"
+    )
 
 
 def test_operator_template_renders_rules_and_the_releases_lease() -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import fields as dataclass_fields
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from types import ModuleType
 from typing import Any, Literal
 
 import pytest
@@ -675,6 +677,44 @@ def test_sample_is_an_object_of_the_resource() -> None:
         "metadata": {"name": "one"},
         "spec": SampleSpec(max_replicas=3).to_kube(),
     }
+
+
+SAMPLE_MODELS: dict[str, Any] = {
+    "GROUP": "samples.opsuite.dev",
+    "VERSION": "v1alpha1",
+    "KIND": "Sample",
+    "PLURAL": "samples",
+    "SampleSpec": SampleSpec,
+    "SampleStatus": SampleStatus,
+}
+"""What a models module defining DESCRIPTOR's resource holds."""
+
+
+def _models_module(names: dict[str, Any]) -> ModuleType:
+    module = ModuleType("samples_operator.models")
+    for name, value in names.items():
+        setattr(module, name, value)
+    return module
+
+
+def test_descriptor_of_a_models_module_takes_its_names_and_models() -> None:
+    models = _models_module({**SAMPLE_MODELS, "SampleSpecial": Port})
+    derived = {"group", "version", "kind", "plural", "spec_model", "status_model"}
+    others = {
+        f.name: getattr(DESCRIPTOR, f.name)
+        for f in dataclass_fields(DESCRIPTOR)
+        if f.name not in derived
+    }
+
+    assert CrdDescriptor.of(models, **others) == DESCRIPTOR
+    assert DESCRIPTOR.name == "samples.samples.opsuite.dev"
+
+
+@pytest.mark.parametrize("missing", ["PLURAL", "SampleStatus"])
+def test_descriptor_of_a_models_module_names_what_it_lacks(missing: str) -> None:
+    names = {k: v for k, v in SAMPLE_MODELS.items() if k != missing}
+    with pytest.raises(ValueError, match=f"samples_operator.models defines no {missing}"):
+        CrdDescriptor.of(_models_module(names), description="d")
 
 
 @pytest.mark.parametrize(

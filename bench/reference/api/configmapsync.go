@@ -40,46 +40,26 @@ type ConfigMapSyncStatus struct {
 }
 
 // ConfigMapSync is a configmapsyncs.sync.opsuite.dev object.
-type ConfigMapSync struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              ConfigMapSyncSpec   `json:"spec"`
-	Status            ConfigMapSyncStatus `json:"status,omitempty"`
-}
+type ConfigMapSync = Object[ConfigMapSyncSpec, ConfigMapSyncStatus]
 
 // ConfigMapSyncList is a list of ConfigMapSyncs.
-type ConfigMapSyncList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ConfigMapSync `json:"items"`
+type ConfigMapSyncList = List[ConfigMapSyncSpec, ConfigMapSyncStatus]
+
+func (s ConfigMapSyncSpec) deepCopy() ConfigMapSyncSpec {
+	s.DestinationNamespaces = append([]string(nil), s.DestinationNamespaces...)
+	s.NamespaceSelector = s.NamespaceSelector.DeepCopy()
+	s.CopyLabels = append([]string(nil), s.CopyLabels...)
+	s.CopyAnnotations = append([]string(nil), s.CopyAnnotations...)
+	return s
 }
 
-// DeepCopyInto copies s into out.
-func (s *ConfigMapSync) DeepCopyInto(out *ConfigMapSync) {
-	*out = *s
-	s.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.Spec.DestinationNamespaces = append([]string(nil), s.Spec.DestinationNamespaces...)
-	out.Spec.NamespaceSelector = s.Spec.NamespaceSelector.DeepCopy()
-	out.Spec.CopyLabels = append([]string(nil), s.Spec.CopyLabels...)
-	out.Spec.CopyAnnotations = append([]string(nil), s.Spec.CopyAnnotations...)
-	out.Status.FailedTargets = append([]FailedTarget(nil), s.Status.FailedTargets...)
-	out.Status.LastSyncTime = s.Status.LastSyncTime.DeepCopy()
-}
-
-// DeepCopy returns a deep copy of s.
-func (s *ConfigMapSync) DeepCopy() *ConfigMapSync { return deepCopy(s) }
-
-// DeepCopyObject implements runtime.Object.
-func (s *ConfigMapSync) DeepCopyObject() runtime.Object { return s.DeepCopy() }
-
-// DeepCopyObject implements runtime.Object.
-func (l *ConfigMapSyncList) DeepCopyObject() runtime.Object {
-	out := &ConfigMapSyncList{TypeMeta: l.TypeMeta, Items: deepCopyItems(l.Items)}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	return out
+func (s ConfigMapSyncStatus) deepCopy() ConfigMapSyncStatus {
+	s.FailedTargets = append([]FailedTarget(nil), s.FailedTargets...)
+	s.LastSyncTime = s.LastSyncTime.DeepCopy()
+	return s
 }
 
 // AddConfigMapSync registers ConfigMapSync and ConfigMapSyncList.
 func AddConfigMapSync(scheme *runtime.Scheme) error {
-	return register(scheme, ConfigMapSyncGroupVersion, &ConfigMapSync{}, &ConfigMapSyncList{})
+	return register[ConfigMapSyncSpec, ConfigMapSyncStatus](scheme, ConfigMapSyncGroupVersion, "ConfigMapSync")
 }

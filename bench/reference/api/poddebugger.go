@@ -51,53 +51,33 @@ type PodDebuggerStatus struct {
 }
 
 // PodDebugger is a poddebuggers.debug.opsuite.dev object.
-type PodDebugger struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              PodDebuggerSpec   `json:"spec"`
-	Status            PodDebuggerStatus `json:"status,omitempty"`
-}
+type PodDebugger = Object[PodDebuggerSpec, PodDebuggerStatus]
 
 // PodDebuggerList is a list of PodDebuggers.
-type PodDebuggerList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []PodDebugger `json:"items"`
+type PodDebuggerList = List[PodDebuggerSpec, PodDebuggerStatus]
+
+func (s PodDebuggerSpec) deepCopy() PodDebuggerSpec {
+	s.Selector = *s.Selector.DeepCopy()
+	s.Command = append([]string(nil), s.Command...)
+	s.Args = append([]string(nil), s.Args...)
+	s.Env = append([]EnvVar(nil), s.Env...)
+	if s.RunAsUser != nil {
+		uid := *s.RunAsUser
+		s.RunAsUser = &uid
+	}
+	if s.MaxPods != nil {
+		maxPods := *s.MaxPods
+		s.MaxPods = &maxPods
+	}
+	return s
 }
 
-// DeepCopyInto copies d into out.
-func (d *PodDebugger) DeepCopyInto(out *PodDebugger) {
-	*out = *d
-	d.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	d.Spec.Selector.DeepCopyInto(&out.Spec.Selector)
-	out.Spec.Command = append([]string(nil), d.Spec.Command...)
-	out.Spec.Args = append([]string(nil), d.Spec.Args...)
-	out.Spec.Env = append([]EnvVar(nil), d.Spec.Env...)
-	if d.Spec.RunAsUser != nil {
-		uid := *d.Spec.RunAsUser
-		out.Spec.RunAsUser = &uid
-	}
-	if d.Spec.MaxPods != nil {
-		maxPods := *d.Spec.MaxPods
-		out.Spec.MaxPods = &maxPods
-	}
-	out.Status.FailedPods = append([]FailedPod(nil), d.Status.FailedPods...)
-}
-
-// DeepCopy returns a deep copy of d.
-func (d *PodDebugger) DeepCopy() *PodDebugger { return deepCopy(d) }
-
-// DeepCopyObject implements runtime.Object.
-func (d *PodDebugger) DeepCopyObject() runtime.Object { return d.DeepCopy() }
-
-// DeepCopyObject implements runtime.Object.
-func (l *PodDebuggerList) DeepCopyObject() runtime.Object {
-	out := &PodDebuggerList{TypeMeta: l.TypeMeta, Items: deepCopyItems(l.Items)}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	return out
+func (s PodDebuggerStatus) deepCopy() PodDebuggerStatus {
+	s.FailedPods = append([]FailedPod(nil), s.FailedPods...)
+	return s
 }
 
 // AddPodDebugger registers PodDebugger and PodDebuggerList.
 func AddPodDebugger(scheme *runtime.Scheme) error {
-	return register(scheme, PodDebuggerGroupVersion, &PodDebugger{}, &PodDebuggerList{})
+	return register[PodDebuggerSpec, PodDebuggerStatus](scheme, PodDebuggerGroupVersion, "PodDebugger")
 }

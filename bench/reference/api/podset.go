@@ -33,46 +33,24 @@ type PodSetStatus struct {
 }
 
 // PodSet is a podsets.apps.opsuite.dev object.
-type PodSet struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              PodSetSpec   `json:"spec"`
-	Status            PodSetStatus `json:"status,omitempty"`
-}
+type PodSet = Object[PodSetSpec, PodSetStatus]
 
 // PodSetList is a list of PodSets.
-type PodSetList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []PodSet `json:"items"`
-}
+type PodSetList = List[PodSetSpec, PodSetStatus]
 
-// DeepCopyInto copies p into out.
-func (p *PodSet) DeepCopyInto(out *PodSet) {
-	*out = *p
-	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	if p.Spec.Replicas != nil {
-		replicas := *p.Spec.Replicas
-		out.Spec.Replicas = &replicas
+func (s PodSetSpec) deepCopy() PodSetSpec {
+	if s.Replicas != nil {
+		replicas := *s.Replicas
+		s.Replicas = &replicas
 	}
-	out.Spec.Selector = p.Spec.Selector.DeepCopy()
-	p.Spec.Template.DeepCopyInto(&out.Spec.Template)
+	s.Selector = s.Selector.DeepCopy()
+	s.Template = *s.Template.DeepCopy()
+	return s
 }
 
-// DeepCopy returns a deep copy of p.
-func (p *PodSet) DeepCopy() *PodSet { return deepCopy(p) }
-
-// DeepCopyObject implements runtime.Object.
-func (p *PodSet) DeepCopyObject() runtime.Object { return p.DeepCopy() }
-
-// DeepCopyObject implements runtime.Object.
-func (l *PodSetList) DeepCopyObject() runtime.Object {
-	out := &PodSetList{TypeMeta: l.TypeMeta, Items: deepCopyItems(l.Items)}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	return out
-}
+func (s PodSetStatus) deepCopy() PodSetStatus { return s }
 
 // AddPodSet registers PodSet and PodSetList.
 func AddPodSet(scheme *runtime.Scheme) error {
-	return register(scheme, PodSetGroupVersion, &PodSet{}, &PodSetList{})
+	return register[PodSetSpec, PodSetStatus](scheme, PodSetGroupVersion, "PodSet")
 }

@@ -24,8 +24,8 @@ ConfigMapSync owns anywhere (``owned``). Rules:
   gone. A deleting ConfigMapSync that still has the earlier finalizer is cleaned up first, then
   the finalizer removed.
 
-Executing a Plan is :mod:`configmapsync_operator.actions`' job; :func:`status_patch` turns the
-outcome (after the writes, with their failures) into the status to write.
+The writes a Plan lists are made by :mod:`configmapsync_operator.actions`; their outcome, with
+the failures, becomes the status through :func:`status_patch`.
 """
 
 from __future__ import annotations
