@@ -18,9 +18,6 @@ CHART = "configmapsync-operator"
 
 CRD = CrdDescriptor.of(
     models,
-    description="ConfigMapSync copies a ConfigMap into other namespaces (listed, or selected "
-    "by label) and keeps the copies identical to the source.",
-    short_names=("cms",),
     printer_columns=(
         PrinterColumn("Source", "string", ".status.source", "The source ConfigMap"),
         PrinterColumn("Targets", "integer", ".status.targetNamespaces", "Destination namespaces"),

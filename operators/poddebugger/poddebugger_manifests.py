@@ -24,9 +24,6 @@ CHART = "pod-debugger-operator"
 
 CRD = CrdDescriptor.of(
     models,
-    description="PodDebugger adds an ephemeral debug container (kubectl debug, declared) to "
-    "every pod of its namespace that its selector matches.",
-    short_names=("pdbg",),
     printer_columns=(
         PrinterColumn("Image", "string", ".spec.image", "Image of the debug container"),
         PrinterColumn("Matched", "integer", ".status.matchedPods", "Pods matching the selector"),

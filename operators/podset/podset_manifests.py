@@ -13,9 +13,6 @@ CHART = "podset-operator"
 
 CRD = CrdDescriptor.of(
     models,
-    description="PodSet keeps a number of pods from a template running, like a ReplicaSet, "
-    "with rolling updates and the scale subresource (kubectl scale, HPA).",
-    short_names=("pset",),
     printer_columns=(
         PrinterColumn("Desired", "integer", ".spec.replicas", "Desired pods"),
         PrinterColumn("Current", "integer", ".status.replicas", "Active pods"),

@@ -164,10 +164,11 @@ class CrdDescriptor:
     @classmethod
     def of(cls, models: ModuleType, **fields: Any) -> CrdDescriptor:
         """The descriptor of the custom resource an operator's ``models`` module defines: its
-        ``GROUP``, ``VERSION``, ``KIND`` and ``PLURAL``, and its models ``<KIND>Spec`` and
-        ``<KIND>Status``; ``fields`` are the others (description, printer columns...)."""
+        ``GROUP``, ``VERSION``, ``KIND``, ``PLURAL``, ``DESCRIPTION`` (what ``kubectl explain``
+        says of the resource) and ``SHORT_NAMES``, and its models ``<KIND>Spec`` and
+        ``<KIND>Status``; ``fields`` are the others (printer columns...)."""
         try:
-            names = ("group", "version", "kind", "plural")
+            names = ("group", "version", "kind", "plural", "description", "short_names")
             identity = {field: getattr(models, field.upper()) for field in names}
             kind = identity["kind"]
             spec, status = getattr(models, f"{kind}Spec"), getattr(models, f"{kind}Status")

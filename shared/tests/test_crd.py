@@ -684,6 +684,8 @@ SAMPLE_MODELS: dict[str, Any] = {
     "VERSION": "v1alpha1",
     "KIND": "Sample",
     "PLURAL": "samples",
+    "DESCRIPTION": "A sample resource.",
+    "SHORT_NAMES": ("smp",),
     "SampleSpec": SampleSpec,
     "SampleStatus": SampleStatus,
 }
@@ -699,7 +701,8 @@ def _models_module(names: dict[str, Any]) -> ModuleType:
 
 def test_descriptor_of_a_models_module_takes_its_names_and_models() -> None:
     models = _models_module({**SAMPLE_MODELS, "SampleSpecial": Port})
-    derived = {"group", "version", "kind", "plural", "spec_model", "status_model"}
+    derived = {"group", "version", "kind", "plural", "description", "short_names"}
+    derived |= {"spec_model", "status_model"}
     others = {
         f.name: getattr(DESCRIPTOR, f.name)
         for f in dataclass_fields(DESCRIPTOR)
@@ -710,11 +713,11 @@ def test_descriptor_of_a_models_module_takes_its_names_and_models() -> None:
     assert DESCRIPTOR.name == "samples.samples.opsuite.dev"
 
 
-@pytest.mark.parametrize("missing", ["PLURAL", "SampleStatus"])
+@pytest.mark.parametrize("missing", ["PLURAL", "DESCRIPTION", "SampleStatus"])
 def test_descriptor_of_a_models_module_names_what_it_lacks(missing: str) -> None:
     names = {k: v for k, v in SAMPLE_MODELS.items() if k != missing}
     with pytest.raises(ValueError, match=f"samples_operator.models defines no {missing}"):
-        CrdDescriptor.of(_models_module(names), description="d")
+        CrdDescriptor.of(_models_module(names))
 
 
 @pytest.mark.parametrize(

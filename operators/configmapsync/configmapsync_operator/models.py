@@ -21,6 +21,11 @@ GROUP = "sync.opsuite.dev"
 VERSION = "v1alpha1"
 KIND = "ConfigMapSync"
 PLURAL = "configmapsyncs"
+DESCRIPTION = (
+    "ConfigMapSync copies a ConfigMap into other namespaces (listed, or selected "
+    "by label) and keeps the copies identical to the source."
+)
+SHORT_NAMES = ("cms",)
 API_VERSION = f"{GROUP}/{VERSION}"
 
 FINALIZER = "sync.opsuite.dev/copies"

@@ -21,6 +21,11 @@ GROUP = "debug.opsuite.dev"
 VERSION = "v1alpha1"
 KIND = "PodDebugger"
 PLURAL = "poddebuggers"
+DESCRIPTION = (
+    "PodDebugger adds an ephemeral debug container (kubectl debug, declared) to "
+    "every pod of its namespace that its selector matches."
+)
+SHORT_NAMES = ("pdbg",)
 API_VERSION = f"{GROUP}/{VERSION}"
 
 MAX_PODS_LIMIT = 100

@@ -23,6 +23,11 @@ GROUP = "apps.opsuite.dev"
 VERSION = "v1alpha1"
 KIND = "PodSet"
 PLURAL = "podsets"
+DESCRIPTION = (
+    "PodSet keeps a number of pods from a template running, like a ReplicaSet, "
+    "with rolling updates and the scale subresource (kubectl scale, HPA)."
+)
+SHORT_NAMES = ("pset",)
 NAME_LABEL = "apps.opsuite.dev/podset"
 """Label put on every pod of a PodSet that has no selector of its own (value: its name)."""
 
