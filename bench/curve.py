@@ -83,19 +83,23 @@ class Config:
     timeout: float = 1800.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Point:
-    """One implementation at one size."""
+    """One implementation at one size, measured in one go by :meth:`Curve.measure`."""
 
     pair: str
     side: str
     objects: int
-    ready_s: float = 0.0
-    rss_mib: float = 0.0
-    rss_after_burst_mib: float = 0.0
-    events: int = 0
-    cpu_burst_s: float = 0.0
-    burst_s: float = 0.0
+    ready_s: float
+    """Process start -> first ``/readyz`` 200, the objects already present."""
+    rss_mib: float
+    """RSS ``settle_s`` after Ready."""
+    events: int
+    """Watch events of the burst (pod annotations, or copies updated)."""
+    burst_s: float
+    cpu_burst_s: float
+    """CPU seconds of the burst, until the process's CPU settled."""
+    rss_after_burst_mib: float
     status_lists: dict[str, dict[str, int | None]] = field(default_factory=dict)
     """After opsuite's turn: per status list, its longest length and the CRD's maxItems."""
     status_bytes: int = 0
@@ -328,34 +332,43 @@ class Curve:
 
     def measure(self, impl: Implementation, n: int) -> Point:
         """One implementation at ``n`` objects."""
-        point = Point(impl.pair, impl.side, n)
         namespace = None if impl.pair == "configmapsync" else self.pods_ns
         process: OperatorProcess = impl.process(namespace, f"{self.prefix}-{n}")
         process.start(ready_timeout=self.config.timeout)
         try:
             assert process.pid is not None
             assert process.ready_s is not None
-            point.ready_s = round(process.ready_s, 3)
+            ready_s = process.ready_s
             time.sleep(self.config.settle_s)
-            point.rss_mib = round(rss_mib(process.pid) or 0.0, 1)
+            rss_synced = rss_mib(process.pid) or 0.0
             cpu_before = cpu_seconds(process.pid) or 0.0
             began = time.monotonic()
-            point.events = (
+            events = (
                 self._update_sources() if impl.pair == "configmapsync" else self._annotate_pods()
             )
-            point.burst_s = round(time.monotonic() - began, 1)
-            cpu_after = _cpu_settled(process.pid)
-            point.cpu_burst_s = round(cpu_after - cpu_before, 2)
-            point.rss_after_burst_mib = round(rss_mib(process.pid) or 0.0, 1)
+            burst_s = time.monotonic() - began
+            cpu_burst_s = _cpu_settled(process.pid) - cpu_before
+            rss_after_burst = rss_mib(process.pid) or 0.0
             if not process.alive():
                 raise RuntimeError(f"{impl.command} exited; see {process.log_path}")
         finally:
             process.stop()
-        if impl.side == OPSUITE:
-            point.status_lists, point.status_bytes = status_lists(
-                impl.pair, self._resources(impl.pair)
-            )
-        return point
+        lists, largest = (
+            status_lists(impl.pair, self._resources(impl.pair)) if impl.side == OPSUITE else ({}, 0)
+        )
+        return Point(
+            impl.pair,
+            impl.side,
+            n,
+            ready_s=round(ready_s, 3),
+            rss_mib=round(rss_synced, 1),
+            events=events,
+            burst_s=round(burst_s, 1),
+            cpu_burst_s=round(cpu_burst_s, 2),
+            rss_after_burst_mib=round(rss_after_burst, 1),
+            status_lists=lists,
+            status_bytes=largest,
+        )
 
     def _resources(self, pair: str) -> list[dict[str, Any]]:
         name = CRDS[pair][1]

@@ -7,7 +7,17 @@ from bench.implementations import GO, OPSUITE
 
 
 def _point(pair: str, side: str, n: int, rss: float, ready: float, cpu: float) -> Point:
-    return Point(pair, side, n, ready_s=ready, rss_mib=rss, events=n, cpu_burst_s=cpu)
+    return Point(
+        pair,
+        side,
+        n,
+        ready_s=ready,
+        rss_mib=rss,
+        events=n,
+        burst_s=1.0,
+        cpu_burst_s=cpu,
+        rss_after_burst_mib=rss,
+    )
 
 
 def test_the_podset_crd_bounds_pod_names_and_leaves_conditions_to_their_keys() -> None:
