@@ -11,6 +11,7 @@ observed, so the extra read happens once per scale-up, not once per event.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 from opsuite_common.controller import Result
@@ -27,6 +28,7 @@ from opsuite_common.store import (
 )
 from podset_operator import metrics
 from podset_operator.actions import apply_plan
+from podset_operator.event_window import EventWindow
 from podset_operator.expectations import Expectations
 from podset_operator.models import GROUP, KIND, PLURAL, VERSION
 from podset_operator.pod_state import slim_pod
@@ -34,10 +36,10 @@ from podset_operator.reconcile import Plan, plan
 from podset_operator.spec import InvalidSpecError, parse_spec
 
 CONTROLLER = "podset"
-POD_EVENT_BATCH = 0.25
-"""Seconds a pod event waits before its PodSet is reconciled, so that a burst of pod events
-(a scale-up going Running) costs one reconcile per PodSet and window, not one per event.
-PodSet events are not delayed."""
+POD_EVENT_WINDOW = 0.1
+"""Seconds during which the pod events of one PodSet share a reconcile (see
+:mod:`podset_operator.event_window`): a burst of pod events (a scale-up going Running) costs one
+reconcile per PodSet and window, not one per event. PodSet events are not delayed."""
 
 
 def _controller_podset(pod: JSON) -> ObjectKey | None:
@@ -65,6 +67,7 @@ def setup(manager: Manager) -> None:
     expectations = Expectations()
     specs = SpecCache(parse_spec, InvalidSpecError)
     recorder = manager.event_recorder()
+    window = EventWindow(POD_EVENT_WINDOW)
 
     async def live_plan(
         podset: JSON, cached: Plan, cached_pods: list[JSON], now: datetime
@@ -116,6 +119,7 @@ def setup(manager: Manager) -> None:
     def on_podset(event_type: str | None, obj: JSON, old: JSON | None) -> None:
         if event_type == "DELETED":
             specs.forget(obj["metadata"].get("uid", ""))
+            window.forget((obj["metadata"]["namespace"], obj["metadata"]["name"]))
         elif event_type == "MODIFIED" and status_only(old, obj):
             return
         controller.enqueue((obj["metadata"]["namespace"], obj["metadata"]["name"]))
@@ -130,6 +134,9 @@ def setup(manager: Manager) -> None:
                 keys.append((podset["metadata"]["namespace"], podset["metadata"]["name"]))
         return keys
 
+    def enqueue_for_pod(key: ObjectKey) -> None:
+        controller.enqueue(key, after=window.delay(key, asyncio.get_running_loop().time()))
+
     def on_pod(event_type: str | None, pod: JSON, old: JSON | None) -> None:
         owner = _controller_podset(pod)
         previous_owner = _controller_podset(old) if old is not None else None
@@ -142,12 +149,12 @@ def setup(manager: Manager) -> None:
                 expectations.creation_observed(exp_key)
             if event_type == "DELETED" or pod["metadata"].get("deletionTimestamp"):
                 expectations.deletion_observed(exp_key, pod["metadata"]["name"])
-            controller.enqueue(owner, after=POD_EVENT_BATCH)
+            enqueue_for_pod(owner)
         else:
             for key in matching_podsets(pod):
-                controller.enqueue(key, after=POD_EVENT_BATCH)
+                enqueue_for_pod(key)
         if previous_owner is not None and previous_owner != owner:
-            controller.enqueue(previous_owner, after=POD_EVENT_BATCH)
+            enqueue_for_pod(previous_owner)
 
     manager.watch(GROUP, VERSION, PLURAL, store=podsets, on_event=on_podset)
     manager.watch("", "v1", "pods", store=pods, on_event=on_pod)
