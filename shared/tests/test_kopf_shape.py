@@ -40,7 +40,12 @@ def test_the_pinned_series_is_the_one_the_project_locks() -> None:
 
 @pytest.mark.parametrize(
     ("module", "name"),
-    [(watching, "infinite_watch"), (api, "stream"), (queueing, "watcher")],
+    [
+        (watching, "infinite_watch"),
+        (watching, "watch_objs"),
+        (api, "stream"),
+        (queueing, "watcher"),
+    ],
 )
 def test_a_missing_internal_fails_loudly(
     monkeypatch: pytest.MonkeyPatch, module: object, name: str

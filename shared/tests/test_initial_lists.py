@@ -1,0 +1,179 @@
+"""Initial lists through kopf's own watch code, as patched by opsuite, against a real local
+HTTP server that speaks the API server's list and watch protocol (no mocked client)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+import pytest
+from aiohttp import web
+from kopf._cogs.clients import api, auth, watching
+from kopf._cogs.structs import credentials, references
+
+from opsuite_common.kopf_settings import (
+    LIST_CHUNK_SIZE,
+    WatchActivity,
+    configure_kopf,
+    track_watch_activity,
+)
+from opsuite_common.options import parse_options
+
+PODS = references.Resource(group="", version="v1", plural="pods", namespaced=True)
+PATH = "/api/v1/namespaces/ns/pods"
+END = {"k8s.io/initial-events-end": "true"}
+
+
+@dataclass
+class ApiServer:
+    """Pods by name (their resourceVersion), and how it answers a streaming list."""
+
+    pods: dict[str, str]
+    streaming: str = "complete"
+    """"complete", "cut" (ends after the first object, once) or "refused" (422)."""
+    after_cut: dict[str, str] | None = None
+    """The pods from the moment the stream is cut."""
+    queries: list[dict[str, str]] = field(default_factory=list)
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def app(self) -> web.Application:
+        async def pods(request: web.Request) -> web.StreamResponse:
+            query = dict(request.query)
+            self.queries.append(query)
+            if query.get("watch") != "true":
+                return self._list(query)
+            if query.get("sendInitialEvents") != "true":
+                await self.closing.wait()  # a resumed watch: nothing happens
+            if self.streaming == "refused":
+                status = {"kind": "Status", "code": 422, "message": "sendInitialEvents forbidden"}
+                return web.json_response(status, status=422)
+            response = web.StreamResponse()
+            await response.prepare(request)
+            for name, rv in list(self.pods.items()):
+                await response.write(self._event("ADDED", name, rv))
+                if self.streaming == "cut":
+                    self.streaming = "complete"
+                    self.pods = dict(self.after_cut or self.pods)
+                    return response  # the connection ends before the bookmark
+            await response.write(self._event("BOOKMARK", "", "100", END))
+            await self.closing.wait()
+            return response
+
+        app = web.Application()
+        app.router.add_get(PATH, pods)
+        return app
+
+    def _list(self, query: dict[str, str]) -> web.Response:
+        items = [
+            {"metadata": {"namespace": "ns", "name": n, "resourceVersion": rv}}
+            for n, rv in self.pods.items()
+        ]
+        limit = int(query["limit"])
+        start = int(query.get("continue") or 0)
+        more = start + limit < len(items)
+        meta = {"resourceVersion": "100", "continue": str(start + limit) if more else ""}
+        page = items[start : start + limit]
+        return web.json_response({"kind": "PodList", "metadata": meta, "items": page})
+
+    @staticmethod
+    def _event(kind: str, name: str, rv: str, annotations: dict[str, str] | None = None) -> bytes:
+        meta: dict[str, Any] = {"namespace": "ns", "name": name, "resourceVersion": rv}
+        if annotations:
+            meta["annotations"] = annotations
+        return json.dumps({"type": kind, "object": {"metadata": meta}}).encode() + b"\n"
+
+
+@pytest.fixture
+async def listing() -> AsyncIterator[Any]:
+    """``run(server)``: kopf's watch of pods in "ns" against ``server`` until its first
+    listing ended; returns what it yielded, the listings reported and the settings."""
+    runners: list[tuple[web.AppRunner, ApiServer]] = []
+    originals = (watching.infinite_watch, watching.watch_objs, api.stream)
+
+    async def run(server: ApiServer) -> tuple[list[Any], list[set[tuple[str, str]]], Any]:
+        runner = web.AppRunner(server.app())
+        runners.append((runner, server))
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        vault = credentials.Vault()
+        host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        await vault.populate({"test": credentials.ConnectionInfo(server=host)})
+        auth.vault_var.set(vault)
+        settings = kopf.OperatorSettings()
+        configure_kopf(settings, parse_options("op", "", [], environ={}))
+        activity = WatchActivity()
+        listed: list[set[tuple[str, str]]] = []
+        activity.on_listed(lambda _r, _ns, keys: listed.append(keys))
+        track_watch_activity(activity)
+        seen: list[Any] = []
+        stream: Any = watching.infinite_watch(
+            settings=settings, resource=PODS, namespace=references.NamespaceName("ns")
+        )
+        async with contextlib.aclosing(stream):
+            async with asyncio.timeout(10):
+                async for item in stream:
+                    seen.append(item)
+                    if item is watching.Bookmark.LISTED:
+                        break
+        await vault.close()
+        return seen, listed, settings
+
+    yield run
+    watching.infinite_watch, watching.watch_objs, api.stream = originals
+    for runner, server in runners:
+        server.closing.set()
+        await runner.cleanup()
+
+
+def _names(seen: list[Any]) -> list[str | None]:
+    return [
+        i["object"]["metadata"]["name"] if isinstance(i, dict) else None
+        for i in seen
+        if i is watching.Bookmark.LISTED or i.get("type") is None
+    ]
+
+
+async def test_an_initial_list_is_one_stream_of_events_from_the_watch_cache(listing: Any) -> None:
+    """As client-go's reflector lists (WatchList): no LIST request, every object an event of
+    the watch, the bookmark that ends them ending the listing."""
+    server = ApiServer({"a": "5", "b": "7"})
+    seen, listed, settings = await listing(server)
+    assert _names(seen) == ["a", "b", None]
+    assert listed == [{("ns", "a"), ("ns", "b")}]
+    assert len(server.queries) == 1
+    query = server.queries[0]
+    assert query["watch"] == "true"
+    assert query["sendInitialEvents"] == "true"
+    assert query["resourceVersionMatch"] == "NotOlderThan"
+    assert "resourceVersion" not in query
+    assert settings.watching.initial_streaming
+
+
+async def test_a_streaming_list_cut_short_is_listed_again_in_pages(listing: Any) -> None:
+    """A stream that ends before its bookmark is not resumed (kopf would resume it from the
+    last object's resourceVersion, which orders nothing among initial events): the objects
+    are listed again, in pages, and the listing holds only what this second list returned
+    (an object deleted in between is not kept)."""
+    server = ApiServer({"a": "5", "b": "7"}, streaming="cut", after_cut={"a": "5", "c": "9"})
+    seen, listed, settings = await listing(server)
+    assert listed == [{("ns", "a"), ("ns", "c")}]
+    assert _names(seen)[-3:] == ["a", "c", None]
+    assert [q.get("sendInitialEvents") for q in server.queries] == ["true", None]
+    assert server.queries[1]["limit"] == str(LIST_CHUNK_SIZE)
+    assert not settings.watching.initial_streaming
+
+
+async def test_an_api_server_refusing_streaming_lists_is_listed_in_pages(listing: Any) -> None:
+    """WatchList disabled on the API server (422): the operator lists in pages instead of
+    losing the watch."""
+    server = ApiServer({"a": "5"}, streaming="refused")
+    seen, listed, settings = await listing(server)
+    assert _names(seen) == ["a", None]
+    assert listed == [{("ns", "a")}]
+    assert server.queries[1]["limit"] == str(LIST_CHUNK_SIZE)
+    assert not settings.watching.initial_streaming
