@@ -153,6 +153,8 @@ class Request:
     code: int
     denied_by_rbac: bool
     """The authorizer refused it (a 403 can also come from admission, e.g. Pod Security)."""
+    initial_stream: bool = False
+    """A watch that starts with the objects present (``sendInitialEvents``): a streamed list."""
 
 
 def requests_by(audit_log: Path, user: str, since: datetime) -> Iterator[Request]:
@@ -175,12 +177,16 @@ def requests_by(audit_log: Path, user: str, since: datetime) -> Iterator[Request
             ref.get("name", ""),
             int(event.get("responseStatus", {}).get("code", 0)),
             event.get("annotations", {}).get("authorization.k8s.io/decision") == "forbid",
+            "sendInitialEvents=true" in event.get("requestURI", ""),
         )
 
 
 def unused_grants(
     rules: tuple[PolicyRule, ...], requests: list[Request]
 ) -> list[tuple[str, str, str]]:
-    """(group, resource, verb) granted by ``rules`` that no request used."""
+    """(group, resource, verb) granted by ``rules`` that no request used. A streamed initial
+    list uses ``list`` too: the operators list in pages instead when the API server refuses or
+    cuts such a stream (opsuite_common.kopf_settings), so the grant stays needed."""
     used = {(r.group, r.resource, r.verb) for r in requests}
+    used |= {(r.group, r.resource, "list") for r in requests if r.initial_stream}
     return sorted({g for rule in rules for g in rule.grants() if g not in used})
