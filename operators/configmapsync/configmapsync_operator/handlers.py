@@ -7,7 +7,8 @@
 * namespaces: name, labels and deletionTimestamp.
 
 Events map to ConfigMapSync keys through those indexes: a source change to the syncs reading
-it, a copy change to its owner, any ConfigMap appearing or vanishing to the syncs copying that
+it, a copy change to its owner (not the echo of the owner's own write, a version the cache
+holds already), any ConfigMap appearing or vanishing to the syncs copying that
 name, a namespace appearing, vanishing or relabelled to the syncs listing it and to every
 selector-based sync; a ConfigMapSync that is gone (deleted, or a copy marked with a uid no
 ConfigMapSync has) to its own key, whose pass ends its copies (:func:`~configmapsync_operator.
@@ -67,6 +68,17 @@ def _name_index(record: JSON) -> list[Hashable]:
 def _owner_key_index(record: JSON) -> list[Hashable]:
     key = owner_key(record) if owner_uid(record) is not None else None
     return [key] if key is not None else []
+
+
+def _same_version(old: JSON | None, obj: JSON) -> bool:
+    """Whether the cache held ``obj``'s resourceVersion already: the watch's echo of the
+    operator's own write, recorded in the cache when the API server answered it."""
+    version = obj["metadata"].get("resourceVersion")
+    return (
+        old is not None
+        and version is not None
+        and old["metadata"].get("resourceVersion") == version
+    )
 
 
 def _slim_namespace(obj: JSON) -> JSON:
@@ -254,9 +266,10 @@ def setup(manager: Manager) -> None:
             for sync in readers:
                 pending.setdefault(object_key(sync), seen)
             enqueue_all(readers)
-        owners = {owner_uid(record), owner_uid(old)} - {None}
-        for uid in owners:
-            enqueue_all(syncs.by_index("uid", uid))
+        if event_type == "DELETED" or not _same_version(old, obj):
+            # Not the echo of a copy's write that the cache already holds: its owner repairs.
+            for uid in {owner_uid(record), owner_uid(old)} - {None}:
+                enqueue_all(syncs.by_index("uid", uid))
         gone_owner = owner_key(record)
         if (
             event_type != "DELETED"

@@ -119,3 +119,25 @@ def test_a_copy_of_a_gone_sync_enqueues_the_gone_key_and_a_deleted_sync_its_peer
     assert sync is not None
     wired.event(GROUP, PLURAL, "DELETED", sync)
     assert {SYNC, ("a", "s2")} <= set(wired.enqueued)
+
+
+def test_the_echo_of_a_written_through_copy_enqueues_nothing_and_an_edit_its_owner(
+    wired: WiredOperator,
+) -> None:
+    """The watch event of the operator's own write brings the version the cache already holds
+    (the pass recorded the API server's answer): nothing changed, no pass follows (#19). Any
+    other version of a copy (someone's edit) brings its owner back to repair it."""
+    store = wired.manager.cache("configmaps")
+    assert store is not None
+    written = _configmap("a", "cfg", owner="sync-uid")
+    written["metadata"]["resourceVersion"] = "7"
+    store.apply("MODIFIED", written)  # the write-through of a pass
+    wired.event("", "configmaps", "MODIFIED", written)
+    assert wired.enqueued == []
+    edited = {**written, "metadata": {**written["metadata"], "resourceVersion": "8"}}
+    edited["data"] = {"k": "edited"}
+    wired.event("", "configmaps", "MODIFIED", edited)
+    assert wired.enqueued == [SYNC]
+    wired.enqueued.clear()
+    wired.event("", "configmaps", "DELETED", edited)  # deleted by someone: repaired
+    assert SYNC in wired.enqueued
