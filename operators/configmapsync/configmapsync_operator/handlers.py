@@ -17,8 +17,8 @@ is polled. Event handlers run as events arrive, also during the first listings (
 manager's watches their events directly, holding none back); passes start only once every
 watch has listed and its listing is in the cache (the manager's cache-sync gate, as
 controller-runtime's WaitForCacheSync), so a pass never mistakes a cache still filling for
-missing copies or namespaces, and a gone ConfigMapSync is confirmed by a live LIST before its
-copies are ended.
+missing copies or namespaces, and a ConfigMapSync missing from the cache without the watch
+having seen it deleted is confirmed gone by a live LIST before its copies are ended.
 
 The three caches are :class:`~opsuite_common.store.Store` objects given to ``manager.watch``
 (ConfigMaps and namespaces with a ``transform`` that makes their slim record), so the manager
@@ -126,9 +126,9 @@ def setup(manager: Manager) -> None:
 
     async def collect_garbage(key: ObjectKey) -> Result | None:
         """The ConfigMapSync ``key`` is gone: end its copies as its deletion policy says, once
-        a live read confirms that no ConfigMapSync of that uid is there (as the garbage
-        collector confirms an owner's absence before deleting dependents). A copy that another
-        ConfigMapSync wants is left for it to take over."""
+        the watch saw it deleted or a live read confirms that no ConfigMapSync of that uid is
+        there (as the garbage collector confirms an owner's absence before deleting
+        dependents). A copy that another ConfigMapSync wants is left for it to take over."""
 
         def wanted(record: JSON) -> bool:
             ns, name = key_of(record)
@@ -142,13 +142,17 @@ def setup(manager: Manager) -> None:
         ]
         if not orphans:
             return None
-        # A LIST of that one name (the operator may list, not get, ConfigMapSyncs).
-        found = await manager.kube.request(
-            "GET",
-            resource_path(API_VERSION, PLURAL, key[0]),
-            query={"fieldSelector": f"metadata.name={key[1]}"},
-        )
-        alive = {(item.get("metadata") or {}).get("uid") for item in found.get("items") or ()}
+        alive: set[str | None] = set()
+        if any(owner_uid(r) not in departed for r in orphans):
+            # An owner only missing from the cache: a LIST of that one name confirms it is
+            # gone (the operator may list, not get, ConfigMapSyncs). One the watch saw deleted
+            # needs none: a uid never comes back.
+            found = await manager.kube.request(
+                "GET",
+                resource_path(API_VERSION, PLURAL, key[0]),
+                query={"fieldSelector": f"metadata.name={key[1]}"},
+            )
+            alive = {(item.get("metadata") or {}).get("uid") for item in found.get("items") or ()}
         actions = collect([r for r in orphans if owner_uid(r) not in alive], departed)
         if actions.is_empty:
             return None

@@ -7,13 +7,20 @@ hands the pruned objects to the handler as DELETED events (issue #16, item 1).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from configmapsync_operator.handlers import setup
-from configmapsync_operator.models import GROUP, OWNER_ANNOTATION, OWNER_LABEL, PLURAL
+from configmapsync_operator.models import (
+    GROUP,
+    OWNER_ANNOTATION,
+    OWNER_LABEL,
+    PLURAL,
+    SOURCE_ANNOTATION,
+)
 from opsuite_common.store import JSON, ObjectKey
 from opsuite_testkit import WiredOperator, offline_manager
 
@@ -141,3 +148,58 @@ def test_the_echo_of_a_written_through_copy_enqueues_nothing_and_an_edit_its_own
     wired.enqueued.clear()
     wired.event("", "configmaps", "DELETED", edited)  # deleted by someone: repaired
     assert SYNC in wired.enqueued
+
+
+class _RecordingKube:
+    """Answers every request at once: LISTs find nothing, deletes succeed; records them."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    def _answer(self, method: str, path: str, answer: JSON) -> asyncio.Future[JSON]:
+        self.sent.append((method, path))
+        future: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
+        future.set_result(answer)
+        return future
+
+    def request(self, method: str, path: str, **_: object) -> asyncio.Future[JSON]:
+        return self._answer(method, path, {"items": []})
+
+    def delete(self, path: str, **_: object) -> asyncio.Future[JSON]:
+        return self._answer("DELETE", path, {})
+
+
+def _copy(namespace: str, owner: ObjectKey, uid: str) -> JSON:
+    copy = _configmap(namespace, "cfg", owner=uid)
+    copy["metadata"]["resourceVersion"] = "5"
+    copy["metadata"]["annotations"] = {
+        OWNER_ANNOTATION: f"{owner[0]}/{owner[1]}/{uid}",
+        SOURCE_ANNOTATION: "src/cfg",
+    }
+    return copy
+
+
+async def test_a_sync_the_watch_saw_deleted_loses_its_copies_without_a_live_list(
+    wired: WiredOperator,
+) -> None:
+    """A DELETED event is the API server's word that a uid is gone for good: its copies are
+    deleted with no LIST first (#19). Copies whose owner is only missing from the cache (gone
+    while the operator was away) are deleted once a LIST confirms that no sync has that uid."""
+    kube = _RecordingKube()
+    wired.manager.kube = kube  # type: ignore[assignment]
+    for ns in ("a", "b"):
+        wired.event("", "configmaps", "MODIFIED", _copy(ns, SYNC, "sync-uid"))
+    sync = wired.cached(PLURAL, *SYNC)
+    assert sync is not None
+    wired.event(GROUP, PLURAL, "DELETED", sync)
+    (controller,) = wired.manager.controllers
+    await controller._reconcile(SYNC)
+    assert sorted(kube.sent) == [
+        ("DELETE", "/api/v1/namespaces/a/configmaps/cfg"),
+        ("DELETE", "/api/v1/namespaces/b/configmaps/cfg"),
+    ]
+    kube.sent.clear()
+    away = ("src", "away")
+    wired.event("", "configmaps", None, _copy("a", away, "away-uid"))
+    await controller._reconcile(away)
+    assert [method for method, _ in kube.sent] == ["GET", "DELETE"]
