@@ -3,7 +3,8 @@
 * configmapsyncs: the full objects, indexed by source key, uid, copy name, listed namespaces
   and whether they select namespaces by label;
 * configmaps: one watch; every ConfigMap as a slim record (indexed by owner uid and by name),
-  sources in full (:class:`~configmapsync_operator.sources.SourceCache`);
+  sources, and the ConfigMaps that allow copies (sources to be: a ConfigMapSync created later
+  needs no GET), in full (:class:`~configmapsync_operator.sources.SourceCache`);
 * namespaces: name, labels and deletionTimestamp.
 
 Events map to ConfigMapSync keys through those indexes: a source change to the syncs reading
@@ -36,6 +37,7 @@ from datetime import UTC, datetime
 
 from configmapsync_operator import metrics
 from configmapsync_operator.actions import Execution, execute, release
+from configmapsync_operator.consent import allowed_namespaces
 from configmapsync_operator.copies import is_terminating, key_of, owner_key, owner_uid, slim
 from configmapsync_operator.models import API_VERSION, GROUP, PLURAL, VERSION
 from configmapsync_operator.reconcile import collect, plan, wants
@@ -265,11 +267,16 @@ def setup(manager: Manager) -> None:
         key = key_of(obj)
         record = (None if event_type == "DELETED" else configmaps.get(*key)) or slim(obj)
         readers = syncs.by_index("source", key)
-        if readers and sources.observe(event_type, obj):
-            seen = time.monotonic()
-            for sync in readers:
-                pending.setdefault(object_key(sync), seen)
-            enqueue_all(readers)
+        if readers:
+            if sources.observe(event_type, obj):
+                seen = time.monotonic()
+                for sync in readers:
+                    pending.setdefault(object_key(sync), seen)
+                enqueue_all(readers)
+        elif event_type != "DELETED" and allowed_namespaces(obj) is not None:
+            sources.observe(event_type, obj)  # allows copies: a source to be, kept whole
+        else:
+            sources.forget(key)
         if event_type == "DELETED" or not _same_version(old, obj):
             # Not the echo of a copy's write that the cache already holds: its owner repairs.
             for uid in {owner_uid(record), owner_uid(old)} - {None}:

@@ -15,6 +15,7 @@ import pytest
 
 from configmapsync_operator.handlers import setup
 from configmapsync_operator.models import (
+    ALLOWED_NAMESPACES_ANNOTATION,
     GROUP,
     OWNER_ANNOTATION,
     OWNER_LABEL,
@@ -151,7 +152,8 @@ def test_the_echo_of_a_written_through_copy_enqueues_nothing_and_an_edit_its_own
 
 
 class _RecordingKube:
-    """Answers every request at once: LISTs find nothing, deletes succeed; records them."""
+    """Answers every request at once: GETs and LISTs find nothing, writes succeed; records
+    them."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
@@ -167,6 +169,17 @@ class _RecordingKube:
 
     def delete(self, path: str, **_: object) -> asyncio.Future[JSON]:
         return self._answer("DELETE", path, {})
+
+    async def get(self, path: str) -> JSON | None:
+        self.sent.append(("GET", path))
+        return None  # not found
+
+    def create(self, path: str, body: JSON) -> asyncio.Future[JSON]:
+        created = {**body, "metadata": {**body["metadata"], "uid": "new", "resourceVersion": "9"}}
+        return self._answer("POST", path, created)
+
+    def patch(self, path: str, patch: object, **_: object) -> asyncio.Future[JSON]:
+        return self._answer("PATCH", path, {})
 
 
 def _copy(namespace: str, owner: ObjectKey, uid: str) -> JSON:
@@ -203,3 +216,27 @@ async def test_a_sync_the_watch_saw_deleted_loses_its_copies_without_a_live_list
     wired.event("", "configmaps", None, _copy("a", away, "away-uid"))
     await controller._reconcile(away)
     assert [method for method, _ in kube.sent] == ["GET", "DELETE"]
+
+
+async def test_a_configmap_that_allows_copies_is_cached_whole_so_its_first_reader_needs_no_get(
+    wired: WiredOperator,
+) -> None:
+    """A ConfigMap with the consent annotation is a source to be: the watch keeps it whole, so
+    a ConfigMapSync created later copies it without reading it first (#19). One without the
+    annotation (copied nowhere) is read when a ConfigMapSync names it."""
+    kube = _RecordingKube()
+    wired.manager.kube = kube  # type: ignore[assignment]
+    (controller,) = wired.manager.controllers
+    for name, allowed in (("shared", {ALLOWED_NAMESPACES_ANNOTATION: "*"}), ("private", {})):
+        source = _configmap("src", name)
+        source["metadata"]["annotations"] = allowed
+        wired.event("", "configmaps", "ADDED", source)
+        sync = {
+            "metadata": {"namespace": "src", "name": f"s-{name}", "uid": f"u-{name}"},
+            "spec": {"configMapName": name, "destinationNamespaces": ["a"]},
+        }
+        wired.event(GROUP, PLURAL, "ADDED", sync)
+        await controller._reconcile(("src", f"s-{name}"))
+    reads = [path for method, path in kube.sent if method == "GET"]
+    assert reads == ["/api/v1/namespaces/src/configmaps/private"]
+    assert ("POST", "/api/v1/namespaces/a/configmaps") in kube.sent  # the shared one's copy
