@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from kubernetes.client import Configuration
@@ -27,6 +28,7 @@ from opsuite_common.kube import (
     UNACKNOWLEDGED_TIMEOUT,
     ApiException,
     KubeApi,
+    ResumingContext,
     load_configuration,
 )
 from opsuite_common.leader_election import KubernetesLeaseApi, LeaderElectionConfig
@@ -213,6 +215,87 @@ async def test_in_cluster_it_verifies_the_server_and_reads_a_rotated_token_again
         await runner.cleanup()
     tokens = [r.headers["Authorization"] for r in seen.requests]
     assert tokens == ["bearer first", "bearer first", "bearer second"]
+
+
+async def test_the_connections_of_a_burst_resume_the_tls_session_of_the_first(
+    tmp_path: Path,
+) -> None:
+    """A new connection resumes the TLS session of an earlier one instead of a full handshake
+    (with a client certificate, a signature with its key each): the first request of a burst
+    goes alone, the others once it has its answer and its session (#19)."""
+    cert, key = self_signed_certificate("localhost")
+    (tmp_path / "ca.crt").write_bytes(cert)
+    (tmp_path / "tls.key").write_bytes(key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "ca.crt", tmp_path / "tls.key")
+    handshakes: dict[ssl.SSLObject, bool] = {}
+    """Each connection the server accepted: whether it resumed a session."""
+
+    async def handler(request: web.Request) -> web.Response:
+        connection = request.transport.get_extra_info("ssl_object") if request.transport else None
+        assert isinstance(connection, ssl.SSLObject)
+        handshakes[connection] = connection.session_reused
+        await asyncio.sleep(0.05)  # the burst's requests overlap
+        return web.json_response({"kind": "Pod"})
+
+    app = web.Application()
+    app.router.add_get(PODS + "/{name}", handler)
+    runner = await serve(app, context)
+    configuration = Configuration(host=f"https://127.0.0.1:{runner.addresses[0][1]}")
+    configuration.ssl_ca_cert = str(tmp_path / "ca.crt")
+    kube = KubeApi(configuration, user_agent="test", fence=None)
+    unknown = Configuration(host=configuration.host)  # the server's CA not given
+    stranger = KubeApi(unknown, user_agent="test", fence=None)
+    try:
+        await asyncio.gather(*(kube.get(f"{PODS}/p{i}") for i in range(5)))
+        with pytest.raises(aiohttp.ClientConnectorCertificateError):
+            await stranger.get(f"{PODS}/p0")  # the server's certificate is still verified
+    finally:
+        await kube.close()
+        await stranger.close()
+        await runner.cleanup()
+    # One full handshake; the other connections (the first is reused too) resumed its session.
+    assert len(handshakes) >= 3
+    assert sorted(handshakes.values()) == [False] + [True] * (len(handshakes) - 1)
+
+
+async def test_a_declined_session_is_replaced_by_the_next_full_handshakes(tmp_path: Path) -> None:
+    """A server that no longer accepts the session offered (restarted: new ticket keys) makes a
+    full handshake; its session is offered from then on."""
+    cert, key = self_signed_certificate("localhost")
+    (tmp_path / "ca.crt").write_bytes(cert)
+    (tmp_path / "tls.key").write_bytes(key)
+
+    async def greet(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"hello\n")
+        await writer.drain()
+        writer.close()
+
+    async def server() -> asyncio.Server:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # its own ticket keys
+        context.load_cert_chain(tmp_path / "ca.crt", tmp_path / "tls.key")
+        return await asyncio.start_server(greet, "127.0.0.1", 0, ssl=context)
+
+    client = ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.load_verify_locations(cafile=tmp_path / "ca.crt")
+
+    async def resumed(to: asyncio.Server) -> bool:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", to.sockets[0].getsockname()[1], ssl=client
+        )
+        await reader.readline()  # the session ticket came before it
+        connection = writer.get_extra_info("ssl_object")
+        writer.close()
+        assert isinstance(connection, ssl.SSLObject)
+        return connection.session_reused
+
+    first, restarted = await server(), await server()
+    try:
+        assert [await resumed(first) for _ in range(3)] == [False, True, True]
+        assert [await resumed(restarted) for _ in range(3)] == [False, True, True]
+    finally:
+        first.close()
+        restarted.close()
 
 
 async def test_an_error_status_raises_api_exception_and_get_of_a_missing_object_is_none(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import getpass
 import socket
 import threading
@@ -99,6 +100,27 @@ def test_a_listing_older_than_the_operators_own_write_leaves_the_cache_alone(
     deliver({"type": "DELETED", "object": version("1001")})
     assert seen == [("MODIFIED", "120"), ("MODIFIED", "1000"), ("DELETED", "1001")]
     assert store.get("ns", "cfg") is None
+
+
+def test_once_the_caches_are_synced_the_objects_so_far_leave_the_full_collections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The code, kopf's objects and the initial listings live as long as the process: once
+    the caches are synced they are frozen out of the collector's full passes (``gc.freeze``),
+    which would otherwise scan them all again each time (#19)."""
+    frozen: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    manager.watch("", "v1", "pods", store=Store("pods"))
+    manager._routes[("", "pods")](
+        {"type": None, "object": {"metadata": {"namespace": "ns", "name": "a"}}}
+    )
+    assert frozen == []
+    manager.activity.listed("pods", "ns", {("ns", "a")})
+    assert manager._synced.is_set()
+    assert frozen == [True]
+    manager.activity.listed("pods", "ns", {("ns", "a")})  # a relisting later: no second freeze
+    assert frozen == [True]
 
 
 def _free_port() -> int:

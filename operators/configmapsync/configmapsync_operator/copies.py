@@ -37,12 +37,15 @@ ObjectKey = tuple[str, str]
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return _strings(obj.get("metadata"))
 
 
-def _strings(value: object) -> dict[str, str]:
-    return dict(value) if isinstance(value, Mapping) else {}
+def _strings(value: object) -> Mapping[str, Any]:
+    """``value`` when it is a mapping (read, never changed), else an empty one. A plain dict
+    is told apart without the ABC check, which cost more than the rest of a copy's check."""
+    if isinstance(value, (dict, Mapping)):
+        return value
+    return {}
 
 
 def key_of(obj: Mapping[str, Any]) -> ObjectKey:
@@ -116,42 +119,6 @@ def copied(entries: object, patterns: tuple[str, ...]) -> dict[str, str]:
     return {k: v for k, v in _strings(entries).items() if _owns(k, (), patterns)}
 
 
-def render_copy(
-    sync: Mapping[str, Any],
-    source: Mapping[str, Any],
-    namespace: str,
-    allow: Allowlist = Allowlist(),
-) -> JSON:
-    """The copy of ``source`` that ``sync`` keeps in ``namespace`` (no resourceVersion)."""
-    meta = _meta(sync)
-    source_namespace, name = key_of(source)
-    source_meta = _meta(source)
-    labels = copied(source_meta.get("labels"), allow.labels)
-    labels[OWNER_LABEL] = str(meta["uid"])
-    annotations = copied(source_meta.get("annotations"), allow.annotations)
-    annotations[OWNER_ANNOTATION] = f"{meta['namespace']}/{meta['name']}/{meta['uid']}"
-    annotations[SOURCE_ANNOTATION] = f"{source_namespace}/{name}"
-    annotations[DELETION_POLICY_ANNOTATION] = str(
-        (sync.get("spec") or {}).get("deletionPolicy") or "Delete"
-    )
-    copy: JSON = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": annotations,
-        },
-    }
-    for field in ("data", "binaryData"):
-        if source.get(field):
-            copy[field] = dict(source[field])
-    if source.get("immutable") is True:
-        copy["immutable"] = True
-    return copy
-
-
 def _digest(value: object) -> str:
     canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
@@ -159,14 +126,14 @@ def _digest(value: object) -> str:
 
 def content_digest(obj: Mapping[str, Any]) -> str:
     """Digest of data and binaryData (what ``immutable`` freezes)."""
-    return _digest([_strings(obj.get("data")), _strings(obj.get("binaryData"))])
+    return _digest([dict(_strings(obj.get("data"))), dict(_strings(obj.get("binaryData")))])
 
 
 @functools.lru_cache(maxsize=8)
 def _wanted_digest(data: tuple[tuple[str, str], ...], binary: tuple[tuple[str, str], ...]) -> str:
-    """:func:`content_digest` of a rendered copy: every copy of a sync wants the same content,
-    so a pass over its destinations digests it once (a few entries: the syncs reconciled at
-    once; the strings are the source cache's own)."""
+    """:func:`content_digest` of a rendered copy: the passes of the syncs reading one source
+    digest its content once (a few entries: the syncs reconciled at once; the strings are the
+    source cache's own)."""
     return _digest([dict(data), dict(binary)])
 
 
@@ -207,55 +174,110 @@ def slim(obj: Mapping[str, Any]) -> JSON:
     return record
 
 
-def _metadata_changes(
-    record: Mapping[str, Any], desired: Mapping[str, Any], allow: Allowlist
-) -> dict[str, dict[str, str | None]]:
-    """Per field (labels, annotations): the owned keys to set, and to remove (None)."""
-    changes: dict[str, dict[str, str | None]] = {}
-    for field, marks in _MARKS.items():
-        patterns: tuple[str, ...] = getattr(allow, field)
-        digests = _strings(record.get(_DIGESTS[field]))
-        wanted = _strings(_meta(desired).get(field))
-        change: dict[str, str | None] = {
-            k: v for k, v in wanted.items() if digests.get(k) != _value_digest(v)
+class Desired:
+    """The copy a ConfigMapSync keeps of its source, the same in every destination but for
+    its namespace: rendered, and its digests taken, once per pass (a pass checks hundreds of
+    destinations against it)."""
+
+    def __init__(
+        self, sync: Mapping[str, Any], source: Mapping[str, Any], allow: Allowlist = Allowlist()
+    ) -> None:
+        meta = _meta(sync)
+        source_namespace, self.name = key_of(source)
+        source_meta = _meta(source)
+        self.allow = allow
+        labels = copied(source_meta.get("labels"), allow.labels)
+        labels[OWNER_LABEL] = str(meta["uid"])
+        annotations = copied(source_meta.get("annotations"), allow.annotations)
+        annotations[OWNER_ANNOTATION] = f"{meta['namespace']}/{meta['name']}/{meta['uid']}"
+        annotations[SOURCE_ANNOTATION] = f"{source_namespace}/{self.name}"
+        annotations[DELETION_POLICY_ANNOTATION] = str(
+            (sync.get("spec") or {}).get("deletionPolicy") or "Delete"
+        )
+        self.metadata = {"labels": labels, "annotations": annotations}
+        self.content = {f: dict(source[f]) for f in ("data", "binaryData") if source.get(f)}
+        self.immutable = source.get("immutable") is True
+        self.content_digest = _wanted_digest(
+            tuple(_strings(source.get("data")).items()),
+            tuple(_strings(source.get("binaryData")).items()),
+        )
+        self._digests = {
+            field: {k: _value_digest(v) for k, v in values.items()}
+            for field, values in self.metadata.items()
         }
-        change.update((k, None) for k in digests if k not in wanted and _owns(k, marks, patterns))
-        if change:
-            changes[field] = change
-    return changes
+
+    def manifest(self, namespace: str) -> JSON:
+        """The copy in ``namespace`` (no uid, no resourceVersion)."""
+        copy: JSON = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.name,
+                "namespace": namespace,
+                **{field: dict(values) for field, values in self.metadata.items()},
+            },
+        }
+        copy.update((field, dict(values)) for field, values in self.content.items())
+        if self.immutable:
+            copy["immutable"] = True
+        return copy
+
+    def content_is_current(self, record: Mapping[str, Any]) -> bool:
+        """The cached ``record`` has this data, binaryData and ``immutable`` (only metadata may
+        differ)."""
+        return (
+            record.get("contentDigest") == self.content_digest
+            and record.get("immutable") is self.immutable
+        )
+
+    def is_current(self, record: Mapping[str, Any]) -> bool:
+        """The cached copy ``record`` already equals this one in everything the operator owns
+        (keys others added are not compared)."""
+        return self.content_is_current(record) and not self._metadata_changes(record)
+
+    def update_patch(self, record: Mapping[str, Any]) -> JSON:
+        """A strategic merge patch making the copy ``record`` current: the owned labels and
+        annotations that differ (removed ones as null), and data and binaryData replaced whole
+        when the content differs; uid and resourceVersion preconditions. Other keys are left
+        alone."""
+        meta = record["metadata"]
+        patch_meta: JSON = {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
+        patch_meta.update(self._metadata_changes(record))
+        patch: JSON = {"metadata": patch_meta}
+        if not self.content_is_current(record):
+            for field in ("data", "binaryData"):
+                patch[field] = {"$patch": "replace", **self.content.get(field, {})}
+            if self.immutable:
+                patch["immutable"] = True
+        return patch
+
+    def _metadata_changes(self, record: Mapping[str, Any]) -> dict[str, dict[str, str | None]]:
+        """Per field (labels, annotations): the owned keys to set, and to remove (None)."""
+        changes: dict[str, dict[str, str | None]] = {}
+        for field, marks in _MARKS.items():
+            have = _strings(record.get(_DIGESTS[field]))
+            want = self._digests[field]
+            if have == want:
+                continue
+            values = self.metadata[field]
+            change: dict[str, str | None] = {
+                k: values[k] for k, digest in want.items() if have.get(k) != digest
+            }
+            patterns: tuple[str, ...] = getattr(self.allow, field)
+            change.update((k, None) for k in have if k not in want and _owns(k, marks, patterns))
+            if change:
+                changes[field] = change
+        return changes
 
 
-def is_current(record: Mapping[str, Any], desired: Mapping[str, Any], allow: Allowlist) -> bool:
-    """The cached copy ``record`` already equals the rendered ``desired`` copy in everything
-    the operator owns (keys others added are not compared)."""
-    return content_is_current(record, desired) and not _metadata_changes(record, desired, allow)
-
-
-def update_patch(record: Mapping[str, Any], desired: Mapping[str, Any], allow: Allowlist) -> JSON:
-    """A strategic merge patch making the copy ``record`` current: the owned labels and
-    annotations that differ (removed ones as null), and data and binaryData replaced whole when
-    the content differs; uid and resourceVersion preconditions. Other keys are left alone."""
-    meta = record["metadata"]
-    patch_meta: JSON = {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
-    patch_meta.update(_metadata_changes(record, desired, allow))
-    patch: JSON = {"metadata": patch_meta}
-    if not content_is_current(record, desired):
-        for field in ("data", "binaryData"):
-            patch[field] = {"$patch": "replace", **_strings(desired.get(field))}
-        if desired.get("immutable") is True:
-            patch["immutable"] = True
-    return patch
-
-
-def content_is_current(record: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    """Data, binaryData and ``immutable`` are as desired (only metadata may differ)."""
-    wanted = _wanted_digest(
-        tuple(_strings(desired.get("data")).items()),
-        tuple(_strings(desired.get("binaryData")).items()),
-    )
-    return record.get("contentDigest") == wanted and record.get("immutable") is (
-        desired.get("immutable") is True
-    )
+def render_copy(
+    sync: Mapping[str, Any],
+    source: Mapping[str, Any],
+    namespace: str,
+    allow: Allowlist = Allowlist(),
+) -> JSON:
+    """The copy of ``source`` that ``sync`` keeps in ``namespace`` (no resourceVersion)."""
+    return Desired(sync, source, allow).manifest(namespace)
 
 
 def is_terminating(obj: Mapping[str, Any]) -> bool:

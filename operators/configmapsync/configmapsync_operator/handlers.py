@@ -3,11 +3,13 @@
 * configmapsyncs: the full objects, indexed by source key, uid, copy name, listed namespaces
   and whether they select namespaces by label;
 * configmaps: one watch; every ConfigMap as a slim record (indexed by owner uid and by name),
-  sources in full (:class:`~configmapsync_operator.sources.SourceCache`);
+  sources, and the ConfigMaps that allow copies (sources to be: a ConfigMapSync created later
+  needs no GET), in full (:class:`~configmapsync_operator.sources.SourceCache`);
 * namespaces: name, labels and deletionTimestamp.
 
 Events map to ConfigMapSync keys through those indexes: a source change to the syncs reading
-it, a copy change to its owner, any ConfigMap appearing or vanishing to the syncs copying that
+it, a copy change to its owner (not the echo of the owner's own write, a version the cache
+holds already), any ConfigMap appearing or vanishing to the syncs copying that
 name, a namespace appearing, vanishing or relabelled to the syncs listing it and to every
 selector-based sync; a ConfigMapSync that is gone (deleted, or a copy marked with a uid no
 ConfigMapSync has) to its own key, whose pass ends its copies (:func:`~configmapsync_operator.
@@ -16,8 +18,8 @@ is polled. Event handlers run as events arrive, also during the first listings (
 manager's watches their events directly, holding none back); passes start only once every
 watch has listed and its listing is in the cache (the manager's cache-sync gate, as
 controller-runtime's WaitForCacheSync), so a pass never mistakes a cache still filling for
-missing copies or namespaces, and a gone ConfigMapSync is confirmed by a live LIST before its
-copies are ended.
+missing copies or namespaces, and a ConfigMapSync missing from the cache without the watch
+having seen it deleted is confirmed gone by a live LIST before its copies are ended.
 
 The three caches are :class:`~opsuite_common.store.Store` objects given to ``manager.watch``
 (ConfigMaps and namespaces with a ``transform`` that makes their slim record), so the manager
@@ -35,6 +37,7 @@ from datetime import UTC, datetime
 
 from configmapsync_operator import metrics
 from configmapsync_operator.actions import Execution, execute, release
+from configmapsync_operator.consent import allowed_namespaces
 from configmapsync_operator.copies import is_terminating, key_of, owner_key, owner_uid, slim
 from configmapsync_operator.models import API_VERSION, GROUP, PLURAL, VERSION
 from configmapsync_operator.reconcile import collect, plan, wants
@@ -67,6 +70,17 @@ def _name_index(record: JSON) -> list[Hashable]:
 def _owner_key_index(record: JSON) -> list[Hashable]:
     key = owner_key(record) if owner_uid(record) is not None else None
     return [key] if key is not None else []
+
+
+def _same_version(old: JSON | None, obj: JSON) -> bool:
+    """Whether the cache held ``obj``'s resourceVersion already: the watch's echo of the
+    operator's own write, recorded in the cache when the API server answered it."""
+    version = obj["metadata"].get("resourceVersion")
+    return (
+        old is not None
+        and version is not None
+        and old["metadata"].get("resourceVersion") == version
+    )
 
 
 def _slim_namespace(obj: JSON) -> JSON:
@@ -114,9 +128,9 @@ def setup(manager: Manager) -> None:
 
     async def collect_garbage(key: ObjectKey) -> Result | None:
         """The ConfigMapSync ``key`` is gone: end its copies as its deletion policy says, once
-        a live read confirms that no ConfigMapSync of that uid is there (as the garbage
-        collector confirms an owner's absence before deleting dependents). A copy that another
-        ConfigMapSync wants is left for it to take over."""
+        the watch saw it deleted or a live read confirms that no ConfigMapSync of that uid is
+        there (as the garbage collector confirms an owner's absence before deleting
+        dependents). A copy that another ConfigMapSync wants is left for it to take over."""
 
         def wanted(record: JSON) -> bool:
             ns, name = key_of(record)
@@ -130,13 +144,17 @@ def setup(manager: Manager) -> None:
         ]
         if not orphans:
             return None
-        # A LIST of that one name (the operator may list, not get, ConfigMapSyncs).
-        found = await manager.kube.request(
-            "GET",
-            resource_path(API_VERSION, PLURAL, key[0]),
-            query={"fieldSelector": f"metadata.name={key[1]}"},
-        )
-        alive = {(item.get("metadata") or {}).get("uid") for item in found.get("items") or ()}
+        alive: set[str | None] = set()
+        if any(owner_uid(r) not in departed for r in orphans):
+            # An owner only missing from the cache: a LIST of that one name confirms it is
+            # gone (the operator may list, not get, ConfigMapSyncs). One the watch saw deleted
+            # needs none: a uid never comes back.
+            found = await manager.kube.request(
+                "GET",
+                resource_path(API_VERSION, PLURAL, key[0]),
+                query={"fieldSelector": f"metadata.name={key[1]}"},
+            )
+            alive = {(item.get("metadata") or {}).get("uid") for item in found.get("items") or ()}
         actions = collect([r for r in orphans if owner_uid(r) not in alive], departed)
         if actions.is_empty:
             return None
@@ -249,14 +267,20 @@ def setup(manager: Manager) -> None:
         key = key_of(obj)
         record = (None if event_type == "DELETED" else configmaps.get(*key)) or slim(obj)
         readers = syncs.by_index("source", key)
-        if readers and sources.observe(event_type, obj):
-            seen = time.monotonic()
-            for sync in readers:
-                pending.setdefault(object_key(sync), seen)
-            enqueue_all(readers)
-        owners = {owner_uid(record), owner_uid(old)} - {None}
-        for uid in owners:
-            enqueue_all(syncs.by_index("uid", uid))
+        if readers:
+            if sources.observe(event_type, obj):
+                seen = time.monotonic()
+                for sync in readers:
+                    pending.setdefault(object_key(sync), seen)
+                enqueue_all(readers)
+        elif event_type != "DELETED" and allowed_namespaces(obj) is not None:
+            sources.observe(event_type, obj)  # allows copies: a source to be, kept whole
+        else:
+            sources.forget(key)
+        if event_type == "DELETED" or not _same_version(old, obj):
+            # Not the echo of a copy's write that the cache already holds: its owner repairs.
+            for uid in {owner_uid(record), owner_uid(old)} - {None}:
+                enqueue_all(syncs.by_index("uid", uid))
         gone_owner = owner_key(record)
         if (
             event_type != "DELETED"

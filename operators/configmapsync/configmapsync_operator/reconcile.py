@@ -38,16 +38,13 @@ from typing import Any
 from configmapsync_operator.consent import allowed_namespaces, matches
 from configmapsync_operator.copies import (
     Allowlist,
-    content_is_current,
+    Desired,
     deletion_policy,
-    is_current,
     is_exact_copy,
     is_terminating,
     key_of,
     owner_description,
     owner_uid,
-    render_copy,
-    update_patch,
 )
 from configmapsync_operator.models import (
     ALLOWED_NAMESPACES_ANNOTATION,
@@ -234,28 +231,23 @@ def _targets(
     return sorted(writable), issues
 
 
-def _overwrite(namespace: str, desired: JSON, observed: Mapping[str, Any]) -> Write:
+def _overwrite(namespace: str, desired: Desired, observed: Mapping[str, Any]) -> Write:
     """Update ``observed`` to ``desired``, or replace it when it is immutable and must change."""
-    if observed.get("immutable") is True and not content_is_current(observed, desired):
-        return Write(namespace, desired, observed, replace=True)
+    manifest = desired.manifest(namespace)
+    if observed.get("immutable") is True and not desired.content_is_current(observed):
+        return Write(namespace, manifest, observed, replace=True)
     meta = observed["metadata"]
-    manifest = {
-        **desired,
-        "metadata": {
-            **desired["metadata"],
-            "uid": meta["uid"],
-            "resourceVersion": meta["resourceVersion"],
-        },
-    }
+    manifest["metadata"].update(uid=meta["uid"], resourceVersion=meta["resourceVersion"])
     return Write(namespace, manifest, observed)
 
 
-def _update(namespace: str, desired: JSON, observed: Mapping[str, Any], allow: Allowlist) -> Write:
+def _update(namespace: str, desired: Desired, observed: Mapping[str, Any]) -> Write:
     """Patch the own copy ``observed`` to ``desired`` (owned keys only), or replace it when it
     is immutable and its content must change."""
-    if observed.get("immutable") is True and not content_is_current(observed, desired):
-        return Write(namespace, desired, observed, replace=True)
-    return Write(namespace, desired, observed, patch=update_patch(observed, desired, allow))
+    manifest = desired.manifest(namespace)
+    if observed.get("immutable") is True and not desired.content_is_current(observed):
+        return Write(namespace, manifest, observed, replace=True)
+    return Write(namespace, manifest, observed, patch=desired.update_patch(observed))
 
 
 def _refused(
@@ -375,6 +367,7 @@ def plan(
         if allowed_namespaces(source) is None:
             kept = refused  # no consent at all (say, before the upgrade): copies stay, frozen
     allow = Allowlist(tuple(spec.copy_labels or ()), tuple(spec.copy_annotations or ()))
+    desired = Desired(sync, source, allow) if source is not None else None
     writes: list[Write] = []
     synced: set[str] = set()
     for ns in writable:
@@ -382,22 +375,20 @@ def plan(
         if occupant is not None and key_of(occupant) != (ns, name):
             occupant = None
         if occupant is None:
-            if source is not None:
-                writes.append(Write(ns, render_copy(sync, source, ns, allow)))
+            if desired is not None:
+                writes.append(Write(ns, desired.manifest(ns)))
             continue
         where = f"ConfigMap {ns}/{name}"
         owner = owner_uid(occupant)
         if is_terminating(occupant):
             issues.append(Issue(ns, TERMINATING, f"{where} is being deleted; a copy follows"))
         elif owner == uid:
-            if source is None:
+            if desired is None:
                 synced.add(ns)  # the copy is kept while the source is gone
-                continue
-            desired = render_copy(sync, source, ns, allow)
-            if is_current(occupant, desired, allow):
+            elif desired.is_current(occupant):
                 synced.add(ns)
             else:
-                writes.append(_update(ns, desired, occupant, allow))
+                writes.append(_update(ns, desired, occupant))
         elif (
             owner is not None
             and owner not in live_owners
@@ -406,8 +397,8 @@ def plan(
             and (ns, name) not in sources_in_use
         ):
             # A copy whose ConfigMapSync is gone (deleted while the operator was away).
-            if source is not None:
-                writes.append(_overwrite(ns, render_copy(sync, source, ns, allow), occupant))
+            if desired is not None:
+                writes.append(_overwrite(ns, desired, occupant))
         elif owner is not None:
             issues.append(
                 Issue(
@@ -427,8 +418,8 @@ def plan(
             issues.append(
                 Issue(ns, CONFLICT, f"{where} is the source of a ConfigMapSync; not overwritten")
             )
-        elif source is not None:
-            writes.append(_overwrite(ns, render_copy(sync, source, ns, allow), occupant))
+        elif desired is not None:
+            writes.append(_overwrite(ns, desired, occupant))
     wanted = {(ns, name) for ns in (*writable, *kept)}
     deletes = tuple(
         c

@@ -1,8 +1,11 @@
-"""Full copies of the ConfigMaps some ConfigMapSync reads, and of no other ConfigMap.
+"""Full copies of the ConfigMaps some ConfigMapSync reads, or that allow copies.
 
 The ConfigMap watch sees every ConfigMap; only sources are kept in full (the rest as slim
-records). A ConfigMap becomes a source when a ConfigMapSync starts referencing it, after the
-watch may already have delivered it: the reconciler then reads it once with a GET and
+records), and so are the ConfigMaps whose consent annotation allows copies somewhere: they are
+there to be sources (copies never carry the annotation), and a ConfigMapSync created later
+reads them from here. Any other ConfigMap becomes a source when a ConfigMapSync starts
+referencing it, after the watch may already have delivered it: the reconciler then reads it
+once with a GET and
 :meth:`SourceCache.fill` stores the answer, unless the watch delivered an event for it in the
 meantime (the watch is then at least as recent, and authoritative from there on).
 """

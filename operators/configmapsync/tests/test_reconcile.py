@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from configmapsync_operator.consent import allowed_namespaces, matches
-from configmapsync_operator.copies import Allowlist, content_digest, is_current, render_copy, slim
+from configmapsync_operator.copies import Allowlist, Desired, content_digest, render_copy, slim
 from configmapsync_operator.models import (
     ALLOWED_NAMESPACES_ANNOTATION,
     DELETION_POLICY_ANNOTATION,
@@ -585,9 +585,9 @@ def test_slim_record_digests_match_the_rendered_copy() -> None:
     assert record["contentDigest"] == content_digest(copy)
     assert record["metadata"]["labels"] == {OWNER_LABEL: UID}
     assert record["labelDigests"].keys() == {"l", OWNER_LABEL}
-    assert is_current(record, copy, Allowlist(labels=("l",)))
+    assert Desired(sync, source, Allowlist(labels=("l",))).is_current(record)
     # Once "l" leaves the allowlist it is no longer the operator's: left alone, not removed.
-    assert is_current(record, render_copy(sync, source, "a"), Allowlist())
+    assert Desired(sync, source, Allowlist()).is_current(record)
     assert "data" not in record
     assert "contentDigest" not in slim(source)
 
@@ -614,3 +614,32 @@ def test_planning_many_current_copies_digests_the_wanted_content_and_marks_once(
     monkeypatch.setattr(copies, "_digest", counting)
     assert world.plan().is_empty
     assert len(calls) <= 10
+
+
+def test_a_pass_renders_the_wanted_copy_once_for_all_its_destinations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every destination wants the same copy but for its namespace: a pass over 50 stale copies
+    selects the source's labels and annotations once, not once per destination (rendering and
+    digesting per destination was most of a pass over 500, #19)."""
+    from configmapsync_operator import copies
+
+    names = [f"d{i:02d}" for i in range(50)]
+    world = make_world({"destinationNamespaces": names, "copyLabels": ["l"]}, *names)
+    world.add(configmap("src", allowed="*", data={"k": "v"}, labels={"l": "1"}))
+    converge(world)
+    world.configmaps[("src", NAME)]["data"] = {"k": "changed"}
+    real, calls = copies.copied, []
+
+    def counting(entries: object, patterns: tuple[str, ...]) -> dict[str, str]:
+        calls.append(patterns)
+        return real(entries, patterns)
+
+    monkeypatch.setattr(copies, "copied", counting)
+    actions = world.plan()
+    assert len(calls) == 2  # labels, annotations
+    assert sorted(w.namespace for w in actions.writes) == names
+    assert all(
+        w.patch is not None and w.patch["data"] == {"$patch": "replace", "k": "changed"}
+        for w in actions.writes
+    )

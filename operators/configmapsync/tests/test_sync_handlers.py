@@ -7,13 +7,21 @@ hands the pruned objects to the handler as DELETED events (issue #16, item 1).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from configmapsync_operator.handlers import setup
-from configmapsync_operator.models import GROUP, OWNER_ANNOTATION, OWNER_LABEL, PLURAL
+from configmapsync_operator.models import (
+    ALLOWED_NAMESPACES_ANNOTATION,
+    GROUP,
+    OWNER_ANNOTATION,
+    OWNER_LABEL,
+    PLURAL,
+    SOURCE_ANNOTATION,
+)
 from opsuite_common.store import JSON, ObjectKey
 from opsuite_testkit import WiredOperator, offline_manager
 
@@ -119,3 +127,116 @@ def test_a_copy_of_a_gone_sync_enqueues_the_gone_key_and_a_deleted_sync_its_peer
     assert sync is not None
     wired.event(GROUP, PLURAL, "DELETED", sync)
     assert {SYNC, ("a", "s2")} <= set(wired.enqueued)
+
+
+def test_the_echo_of_a_written_through_copy_enqueues_nothing_and_an_edit_its_owner(
+    wired: WiredOperator,
+) -> None:
+    """The watch event of the operator's own write brings the version the cache already holds
+    (the pass recorded the API server's answer): nothing changed, no pass follows (#19). Any
+    other version of a copy (someone's edit) brings its owner back to repair it."""
+    store = wired.manager.cache("configmaps")
+    assert store is not None
+    written = _configmap("a", "cfg", owner="sync-uid")
+    written["metadata"]["resourceVersion"] = "7"
+    store.apply("MODIFIED", written)  # the write-through of a pass
+    wired.event("", "configmaps", "MODIFIED", written)
+    assert wired.enqueued == []
+    edited = {**written, "metadata": {**written["metadata"], "resourceVersion": "8"}}
+    edited["data"] = {"k": "edited"}
+    wired.event("", "configmaps", "MODIFIED", edited)
+    assert wired.enqueued == [SYNC]
+    wired.enqueued.clear()
+    wired.event("", "configmaps", "DELETED", edited)  # deleted by someone: repaired
+    assert SYNC in wired.enqueued
+
+
+class _RecordingKube:
+    """Answers every request at once: GETs and LISTs find nothing, writes succeed; records
+    them."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    def _answer(self, method: str, path: str, answer: JSON) -> asyncio.Future[JSON]:
+        self.sent.append((method, path))
+        future: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
+        future.set_result(answer)
+        return future
+
+    def request(self, method: str, path: str, **_: object) -> asyncio.Future[JSON]:
+        return self._answer(method, path, {"items": []})
+
+    def delete(self, path: str, **_: object) -> asyncio.Future[JSON]:
+        return self._answer("DELETE", path, {})
+
+    async def get(self, path: str) -> JSON | None:
+        self.sent.append(("GET", path))
+        return None  # not found
+
+    def create(self, path: str, body: JSON) -> asyncio.Future[JSON]:
+        created = {**body, "metadata": {**body["metadata"], "uid": "new", "resourceVersion": "9"}}
+        return self._answer("POST", path, created)
+
+    def patch(self, path: str, patch: object, **_: object) -> asyncio.Future[JSON]:
+        return self._answer("PATCH", path, {})
+
+
+def _copy(namespace: str, owner: ObjectKey, uid: str) -> JSON:
+    copy = _configmap(namespace, "cfg", owner=uid)
+    copy["metadata"]["resourceVersion"] = "5"
+    copy["metadata"]["annotations"] = {
+        OWNER_ANNOTATION: f"{owner[0]}/{owner[1]}/{uid}",
+        SOURCE_ANNOTATION: "src/cfg",
+    }
+    return copy
+
+
+async def test_a_sync_the_watch_saw_deleted_loses_its_copies_without_a_live_list(
+    wired: WiredOperator,
+) -> None:
+    """A DELETED event is the API server's word that a uid is gone for good: its copies are
+    deleted with no LIST first (#19). Copies whose owner is only missing from the cache (gone
+    while the operator was away) are deleted once a LIST confirms that no sync has that uid."""
+    kube = _RecordingKube()
+    wired.manager.kube = kube  # type: ignore[assignment]
+    for ns in ("a", "b"):
+        wired.event("", "configmaps", "MODIFIED", _copy(ns, SYNC, "sync-uid"))
+    sync = wired.cached(PLURAL, *SYNC)
+    assert sync is not None
+    wired.event(GROUP, PLURAL, "DELETED", sync)
+    (controller,) = wired.manager.controllers
+    await controller._reconcile(SYNC)
+    assert sorted(kube.sent) == [
+        ("DELETE", "/api/v1/namespaces/a/configmaps/cfg"),
+        ("DELETE", "/api/v1/namespaces/b/configmaps/cfg"),
+    ]
+    kube.sent.clear()
+    away = ("src", "away")
+    wired.event("", "configmaps", None, _copy("a", away, "away-uid"))
+    await controller._reconcile(away)
+    assert [method for method, _ in kube.sent] == ["GET", "DELETE"]
+
+
+async def test_a_configmap_that_allows_copies_is_cached_whole_so_its_first_reader_needs_no_get(
+    wired: WiredOperator,
+) -> None:
+    """A ConfigMap with the consent annotation is a source to be: the watch keeps it whole, so
+    a ConfigMapSync created later copies it without reading it first (#19). One without the
+    annotation (copied nowhere) is read when a ConfigMapSync names it."""
+    kube = _RecordingKube()
+    wired.manager.kube = kube  # type: ignore[assignment]
+    (controller,) = wired.manager.controllers
+    for name, allowed in (("shared", {ALLOWED_NAMESPACES_ANNOTATION: "*"}), ("private", {})):
+        source = _configmap("src", name)
+        source["metadata"]["annotations"] = allowed
+        wired.event("", "configmaps", "ADDED", source)
+        sync = {
+            "metadata": {"namespace": "src", "name": f"s-{name}", "uid": f"u-{name}"},
+            "spec": {"configMapName": name, "destinationNamespaces": ["a"]},
+        }
+        wired.event(GROUP, PLURAL, "ADDED", sync)
+        await controller._reconcile(("src", f"s-{name}"))
+    reads = [path for method, path in kube.sent if method == "GET"]
+    assert reads == ["/api/v1/namespaces/src/configmaps/private"]
+    assert ("POST", "/api/v1/namespaces/a/configmaps") in kube.sent  # the shared one's copy
