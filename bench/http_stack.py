@@ -41,7 +41,12 @@ from kubernetes import client, config
 
 from bench import plane
 from opsuite_common.fence import WriteFence
-from opsuite_common.kube import KubeApi, load_configuration, resource_path
+from opsuite_common.kube import (
+    KubeApi,
+    bound_tls_read_buffers,
+    load_configuration,
+    resource_path,
+)
 
 STACKS = ("threads", "aiohttp")
 OUTPUT = plane.LOCAL / "measurements" / "bench-http-stack.json"
@@ -131,6 +136,7 @@ async def _worker(stack: str, kubeconfig: Path, namespace: str, writes: int, wid
         writer = ThreadPoolWriter(kubeconfig, width)
         send, close = writer.request, writer.close
     else:
+        bound_tls_read_buffers()  # as an operator's start does
         fence = WriteFence()
         fence.open()
         api = KubeApi(load_configuration(), user_agent=USER_AGENT, fence=fence, max_parallel=width)

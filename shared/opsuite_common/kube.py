@@ -21,6 +21,7 @@ that a burst's connections find its session there.
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 import contextlib
 import copy
 import json
@@ -43,6 +44,7 @@ __all__ = [
     "ApiException",
     "KubeApi",
     "api_socket",
+    "bound_tls_read_buffers",
     "gather_results",
     "load_configuration",
     "resource_path",
@@ -86,6 +88,20 @@ class ApiException(Exception):
         self.status = status
         self.reason = reason
         self.body = body
+
+
+TLS_READ_BUFFER = 32 * 1024
+"""Bytes a TLS connection reads at once: two TLS records' plaintext (16 KiB each at most).
+asyncio gives each connection a read buffer of 256 KiB (``SSLProtocol.max_size``), allocated
+and zero-filled when it connects, though aiohttp's protocol never reads into it, and reads up
+to that much per call. With up to MAX_PARALLEL_REQUESTS connections after a burst of writes
+that held some 16 MiB, which the process kept (#21)."""
+
+
+def bound_tls_read_buffers() -> None:
+    """Make every TLS connection the process opens from now on (the session's, kopf's) read
+    through TLS_READ_BUFFER bytes instead of asyncio's 256 KiB."""
+    asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
 
 
 def api_socket(addr_info: tuple[Any, ...]) -> socket.socket:

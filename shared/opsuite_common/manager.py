@@ -43,7 +43,12 @@ from opsuite_common.kopf_settings import (
     track_watch_activity,
     watch_dead_after,
 )
-from opsuite_common.kube import EVENT_WRITERS, KubeApi, load_configuration
+from opsuite_common.kube import (
+    EVENT_WRITERS,
+    KubeApi,
+    bound_tls_read_buffers,
+    load_configuration,
+)
 from opsuite_common.leader_election import (
     KubernetesLeaseApi,
     LeaderElectionConfig,
@@ -409,6 +414,7 @@ def run_operator(
     options = parse_options(name, description, argv)
     configure_logging(options.log_format, options.log_level)
     check_kopf_shape()
+    bound_tls_read_buffers()
 
     async def main() -> int:
         manager = Manager(name, options)

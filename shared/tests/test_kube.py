@@ -25,10 +25,12 @@ from kubernetes.config import incluster_config, kube_config
 from opsuite_common import kube as kube_module
 from opsuite_common.fence import WriteFence, WriteFenced
 from opsuite_common.kube import (
+    TLS_READ_BUFFER,
     UNACKNOWLEDGED_TIMEOUT,
     ApiException,
     KubeApi,
     ResumingContext,
+    bound_tls_read_buffers,
     load_configuration,
 )
 from opsuite_common.leader_election import KubernetesLeaseApi, LeaderElectionConfig
@@ -215,6 +217,48 @@ async def test_in_cluster_it_verifies_the_server_and_reads_a_rotated_token_again
         await runner.cleanup()
     tokens = [r.headers["Authorization"] for r in seen.requests]
     assert tokens == ["bearer first", "bearer first", "bearer second"]
+
+
+async def test_tls_connections_read_through_a_small_buffer_and_get_large_bodies_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After bound_tls_read_buffers a TLS connection holds TLS_READ_BUFFER bytes, not asyncio's
+    256 KiB (#21), and a response many times that size still arrives whole."""
+    protocol = asyncio.sslproto.SSLProtocol
+    monkeypatch.setattr(protocol, "max_size", protocol.max_size)  # restored after the test
+    buffers: list[int] = []
+    original_init = protocol.__init__
+
+    def init(self: asyncio.sslproto.SSLProtocol, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        buffers.append(len(self._ssl_buffer))  # type: ignore[attr-defined]  # asyncio internal
+
+    monkeypatch.setattr(protocol, "__init__", init)
+    bound_tls_read_buffers()
+    cert, key = self_signed_certificate("localhost")
+    (tmp_path / "ca.crt").write_bytes(cert)
+    (tmp_path / "tls.key").write_bytes(key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "ca.crt", tmp_path / "tls.key")
+    data = {f"key-{i}": "x" * 1000 for i in range(1000)}  # about 1 MiB
+
+    async def configmap(_request: web.Request) -> web.Response:
+        return web.json_response({"kind": "ConfigMap", "data": data})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/ns/configmaps/big", configmap)
+    runner = await serve(app, context)
+    configuration = Configuration(host=f"https://127.0.0.1:{runner.addresses[0][1]}")
+    configuration.ssl_ca_cert = str(tmp_path / "ca.crt")
+    kube = KubeApi(configuration, user_agent="test", fence=None)
+    try:
+        got = await kube.get("/api/v1/namespaces/ns/configmaps/big")
+    finally:
+        await kube.close()
+        await runner.cleanup()
+    assert got == {"kind": "ConfigMap", "data": data}
+    assert len(buffers) == 2  # the client's connection and the server's
+    assert all(size <= TLS_READ_BUFFER for size in buffers), buffers
 
 
 async def test_the_connections_of_a_burst_resume_the_tls_session_of_the_first(

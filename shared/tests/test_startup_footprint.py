@@ -1,0 +1,40 @@
+"""What an operator's process loads at start-up (#21): libraries that only an optional feature
+needs are imported when that feature is used, since each one stays resident for the life of the
+process (``cryptography``, for the self-signed metrics certificate, is about 9 MiB of RSS)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+OPERATORS = ["podset", "configmapsync", "poddebugger"]
+OPTIONAL = {"cryptography"}
+"""Top-level packages the runtime uses only on request (``--metrics-secure`` without a
+mounted certificate)."""
+
+
+def _loaded_after(statement: str) -> set[str]:
+    """The top-level packages a fresh interpreter holds after running ``statement``."""
+    code = f"import sys\n{statement}\nprint('\\n'.join(sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+    ).stdout
+    return {name.split(".")[0] for name in out.split()}
+
+
+@pytest.mark.parametrize("operator", OPERATORS)
+def test_an_operator_starts_without_loading_optional_libraries(operator: str) -> None:
+    loaded = _loaded_after(f"import {operator}_operator.__main__")
+    assert "kopf" in loaded  # the import ran the real wiring
+    assert not loaded & OPTIONAL, sorted(loaded & OPTIONAL)
+
+
+def test_the_self_signed_certificate_loads_them_when_used() -> None:
+    """The check can fail: making a certificate does load cryptography."""
+    statement = (
+        "from opsuite_common.metrics_auth import self_signed_certificate\n"
+        "self_signed_certificate('localhost')"
+    )
+    assert "cryptography" in _loaded_after(statement)
