@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from e2e import operators, poddebugger_support
+from e2e import poddebugger_support
 from e2e.charts import install_identities
 from e2e.cluster import Cluster, docker_available, start_local_plane, wait_until
 from e2e.operators import OperatorHandle, operators_mode, stopped_after
@@ -67,19 +67,6 @@ def api(cluster: Cluster) -> Iterator[client.ApiClient]:
     """An admin API client for the cluster under test."""
     with cluster.api_client() as api_client:
         yield api_client
-
-
-@pytest.fixture(autouse=True)
-def no_operator_outlives_its_test() -> Iterator[None]:
-    """Operator processes a test (or its function-scoped fixtures) started and left running,
-    for instance when it failed before its own ``stop()``, are stopped after it, so that they
-    cannot act in later tests. Wider-scoped fixtures start theirs before this one's setup."""
-    before = len(operators.STARTED)
-    yield
-    for process in operators.STARTED[before:]:
-        if process.alive():
-            process.stop(timeout=5)
-    del operators.STARTED[before:]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -62,11 +62,6 @@ def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
         return 0, ""
 
 
-STARTED: list[OperatorProcess] = []
-"""Every operator process started so far, in order (see e2e/conftest.py's
-``no_operator_outlives_its_test``)."""
-
-
 @dataclass
 class OperatorProcess:
     """One operator process, its probe and metrics ports, and its log file."""
@@ -100,7 +95,6 @@ class OperatorProcess:
                 stderr=subprocess.STDOUT,
                 env=self.env,
             )
-        STARTED.append(self)
         return self
 
     @property

@@ -276,11 +276,14 @@ def test_scale_down_deletes_in_replicaset_order(
     # One node for every running pod, so that colocation (ranked before age) is a tie.
     body["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
     operator = start_podset_operator(cluster, namespace, tmp_path)
-    operator.wait_ready()
-    podsets.create(body)
-    made = sorted(p.metadata.name for p in podsets.wait_running(selector, 4))
-    template_labels = dict(podsets.pods(selector)[0].metadata.labels)
-    assert operator.stop() == 0
+    try:
+        operator.wait_ready()
+        podsets.create(body)
+        made = sorted(p.metadata.name for p in podsets.wait_running(selector, 4))
+        template_labels = dict(podsets.pods(selector)[0].metadata.labels)
+    finally:
+        code = operator.stop()  # also when a wait failed: no operator outlives the test
+    assert code == 0, f"operator exited {code}; log:\n{operator.log_tail()}"
 
     # With the operator down, give pods the states to rank. Pods the PodSet adopts (same
     # labels, template hash included) stand in for pods it could not schedule or start.
