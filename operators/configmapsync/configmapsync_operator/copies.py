@@ -270,16 +270,6 @@ class Desired:
         return changes
 
 
-def render_copy(
-    sync: Mapping[str, Any],
-    source: Mapping[str, Any],
-    namespace: str,
-    allow: Allowlist = Allowlist(),
-) -> JSON:
-    """The copy of ``source`` that ``sync`` keeps in ``namespace`` (no resourceVersion)."""
-    return Desired(sync, source, allow).manifest(namespace)
-
-
 def is_terminating(obj: Mapping[str, Any]) -> bool:
     """The object has a deletionTimestamp."""
     return _meta(obj).get("deletionTimestamp") is not None

@@ -5,9 +5,9 @@ records), and so are the ConfigMaps whose consent annotation allows copies somew
 there to be sources (copies never carry the annotation), and a ConfigMapSync created later
 reads them from here. Any other ConfigMap becomes a source when a ConfigMapSync starts
 referencing it, after the watch may already have delivered it: the reconciler then reads it
-once with a GET and
-:meth:`SourceCache.fill` stores the answer, unless the watch delivered an event for it in the
-meantime (the watch is then at least as recent, and authoritative from there on).
+once with a GET and :meth:`SourceCache.fill` stores the answer, unless the watch delivered an
+event for it in the meantime (the watch is then at least as recent, and authoritative from
+there on).
 """
 
 from __future__ import annotations

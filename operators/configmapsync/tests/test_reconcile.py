@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from configmapsync_operator.consent import allowed_namespaces, matches
-from configmapsync_operator.copies import Allowlist, Desired, content_digest, render_copy, slim
+from configmapsync_operator.copies import Allowlist, Desired, content_digest, slim
 from configmapsync_operator.models import (
     ALLOWED_NAMESPACES_ANNOTATION,
     DELETION_POLICY_ANNOTATION,
@@ -157,9 +157,9 @@ def test_collect_ends_the_copies_of_a_gone_sync_as_its_policy_says() -> None:
     source = configmap("src", allowed="*", data={"k": "v"})
     deleted = slim(
         {
-            **render_copy(sync, source, "a"),
+            **Desired(sync, source).manifest("a"),
             "metadata": {
-                **render_copy(sync, source, "a")["metadata"],
+                **Desired(sync, source).manifest("a")["metadata"],
                 "uid": "1",
                 "resourceVersion": "1",
             },
@@ -168,9 +168,9 @@ def test_collect_ends_the_copies_of_a_gone_sync_as_its_policy_says() -> None:
     orphan_sync = sync_object({**sync["spec"], "deletionPolicy": "Orphan"})
     kept = slim(
         {
-            **render_copy(orphan_sync, source, "b"),
+            **Desired(orphan_sync, source).manifest("b"),
             "metadata": {
-                **render_copy(orphan_sync, source, "b")["metadata"],
+                **Desired(orphan_sync, source).manifest("b")["metadata"],
                 "uid": "2",
                 "resourceVersion": "1",
             },
@@ -580,7 +580,7 @@ def test_status_is_quiet_in_steady_state() -> None:
 def test_slim_record_digests_match_the_rendered_copy() -> None:
     sync = sync_object({"configMapName": NAME, "destinationNamespaces": ["a"]})
     source = configmap("src", allowed="*", data={"k": "v"}, labels={"l": "1"})
-    copy = render_copy(sync, source, "a", Allowlist(labels=("l",)))
+    copy = Desired(sync, source, Allowlist(labels=("l",))).manifest("a")
     record = slim({**copy, "metadata": {**copy["metadata"], "uid": "x", "resourceVersion": "1"}})
     assert record["contentDigest"] == content_digest(copy)
     assert record["metadata"]["labels"] == {OWNER_LABEL: UID}

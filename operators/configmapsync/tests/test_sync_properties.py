@@ -11,7 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from configmapsync_operator.consent import allowed_namespaces, matches
-from configmapsync_operator.copies import Allowlist, key_of, owner_uid, render_copy
+from configmapsync_operator.copies import Allowlist, Desired, key_of, owner_uid
 from configmapsync_operator.models import (
     FINALIZER,
     OWNER_LABEL,
@@ -246,7 +246,7 @@ def test_converged_copies_equal_the_source_in_every_writable_target(world: World
         copy_ = world.configmaps[(ns, NAME)]
         assert copy_["metadata"]["labels"][OWNER_LABEL] == UID
         allow = allowlist(world)
-        expected = render_copy(world.sync, source, ns, allow)
+        expected = Desired(world.sync, source, allow).manifest(ns)
         assert (copy_.get("data") or {}) == (expected.get("data") or {})
         labels_ = copy_["metadata"]["labels"]
         assert labels_.items() >= expected["metadata"]["labels"].items()
