@@ -13,6 +13,7 @@ import (
 
 func main() {
 	app.Main("configmapsync", api.AddConfigMapSync, func(mgr manager.Manager, opts app.Options) error {
-		return (&configmapsync.Reconciler{Client: mgr.GetClient(), Namespace: opts.Namespace}).SetupWithManager(mgr)
+		return (&configmapsync.Reconciler{Client: mgr.GetClient(), Namespace: opts.Namespace,
+			Recorder: app.Recorder(mgr, "configmapsync")}).SetupWithManager(mgr)
 	}, &api.ConfigMapSync{}, &corev1.ConfigMap{}, &corev1.Namespace{})
 }

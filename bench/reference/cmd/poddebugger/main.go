@@ -14,6 +14,6 @@ import (
 
 func main() {
 	app.Main("poddebugger", api.AddPodDebugger, func(mgr manager.Manager, _ app.Options) error {
-		return (&poddebugger.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+		return (&poddebugger.Reconciler{Client: mgr.GetClient(), Recorder: app.Recorder(mgr, "poddebugger")}).SetupWithManager(mgr)
 	}, &api.PodDebugger{}, &corev1.Pod{})
 }

@@ -12,6 +12,6 @@ import (
 
 func main() {
 	app.Main("podset", api.AddPodSet, func(mgr manager.Manager, _ app.Options) error {
-		return (&podset.Reconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme()}).SetupWithManager(mgr)
+		return (&podset.Reconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Recorder: app.Recorder(mgr, "podset")}).SetupWithManager(mgr)
 	}, &api.PodSet{}, &corev1.Pod{})
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -149,6 +150,16 @@ func run(mgr manager.Manager) {
 		log.Error(err, "problem running manager")
 		os.Exit(1)
 	}
+}
+
+// Recorder is the manager's core/v1 Event recorder for the controller name: client-go's
+// EventBroadcaster, whose EventCorrelator folds repeats (10 similar events into one "combined from
+// similar events" Event; a token bucket of 25 per object), as opsuite's EventRecorder does
+// (shared/opsuite_common/events.py). GetEventRecorderFor is deprecated in controller-runtime
+// v0.24 for GetEventRecorder (events.k8s.io/v1), which posts one Event per distinct message and
+// no core/v1 Event; this one writes the same objects opsuite writes, folded the same way.
+func Recorder(mgr manager.Manager, name string) record.EventRecorder {
+	return mgr.GetEventRecorderFor(name) //nolint:staticcheck // see the doc comment
 }
 
 // Parallel runs every task, at most MaxParallelRequests at a time, and returns their errors

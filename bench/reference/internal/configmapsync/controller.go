@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -64,6 +65,9 @@ func OwnerOf(obj client.Object) []string {
 // Reconciler reconciles ConfigMapSyncs.
 type Reconciler struct {
 	client.Client
+	// Recorder posts opsuite's Events: Synced, CopiesDeleted, and a Warning per destination that
+	// newly fails.
+	Recorder record.EventRecorder
 	// Namespace is the only namespace served (--namespace), empty for all.
 	Namespace string
 	// Now is the clock (time.Now when nil).
@@ -74,6 +78,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=sync.opsuite.dev,resources=configmapsyncs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // failure is a destination without a current copy.
 type failure = api.FailedTarget
@@ -191,6 +196,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			synced++
 		}
 	}
+	r.recordEvents(sync, sourceNamespace+"/"+name, errs[:len(written)], errs[len(written):], failures)
 	var retry error
 	for _, err := range errs {
 		if err != nil {
@@ -202,6 +208,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, retry
+}
+
+// recordEvents posts opsuite's Events for a pass: Synced for the copies written, CopiesDeleted
+// for the stale copies deleted, and a Warning for each destination that newly fails (the status
+// lists them all).
+func (r *Reconciler) recordEvents(sync *api.ConfigMapSync, source string, writes, deletes []error, failures []failure) {
+	if n := len(writes) - countErrors(writes); n > 0 {
+		r.Recorder.Eventf(sync, corev1.EventTypeNormal, "Synced", "wrote %d copies of %s", n, source)
+	}
+	if n := len(deletes) - countErrors(deletes); n > 0 {
+		r.Recorder.Eventf(sync, corev1.EventTypeNormal, "CopiesDeleted", "deleted %d copies no longer wanted", n)
+	}
+	known := sets.New[string]()
+	for _, t := range sync.Status.FailedTargets {
+		known.Insert(t.Namespace + "/" + t.Reason)
+	}
+	for _, f := range failures {
+		if !known.Has(f.Namespace + "/" + f.Reason) {
+			r.Recorder.Eventf(sync, corev1.EventTypeWarning, f.Reason, "%s: %s", f.Namespace, f.Message)
+		}
+	}
 }
 
 func countErrors(errs []error) int {

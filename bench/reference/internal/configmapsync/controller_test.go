@@ -2,12 +2,15 @@ package configmapsync
 
 import (
 	"context"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -63,7 +66,17 @@ func setup(t *testing.T, sync *api.ConfigMapSync, objs ...client.Object) (*Recon
 	builder = builder.WithIndex(&corev1.ConfigMap{}, OwnerIndex, OwnerOf)
 	c := builder.Build()
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	return &Reconciler{Client: c, Now: func() time.Time { return now }}, c
+	return &Reconciler{Client: c, Now: func() time.Time { return now }, Recorder: record.NewFakeRecorder(100)}, c
+}
+
+// events drains the Events the reconciler recorded, sorted ("<type> <reason> <message>").
+func events(r *Reconciler) []string {
+	var out []string
+	for ch := r.Recorder.(*record.FakeRecorder).Events; len(ch) > 0; {
+		out = append(out, <-ch)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func reconcileOnce(t *testing.T, r *Reconciler) {
@@ -117,6 +130,15 @@ func TestCopiesIntoListedAndSelectedNamespacesNeverTheSource(t *testing.T) {
 		st.FailedTargets[1].Namespace != "platform" || st.FailedTargets[1].Reason != SourceNamespace || st.LastSyncTime == nil ||
 		st.ObservedGeneration != 1 {
 		t.Errorf("status %+v", st)
+	}
+	got := events(r)
+	if len(got) != 3 || got[0] != "Normal Synced wrote 2 copies of platform/bundle" ||
+		!strings.HasPrefix(got[1], "Warning "+NamespaceMissing+" ") || !strings.HasPrefix(got[2], "Warning "+SourceNamespace+" platform: ") {
+		t.Errorf("events %v", got)
+	}
+	reconcileOnce(t, r)
+	if got := events(r); len(got) != 0 {
+		t.Errorf("events after a pass with nothing new: %v", got)
 	}
 }
 

@@ -71,9 +71,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	for _, setup := range []func(ctrl.Manager) error{
-		(&podset.Reconciler{Client: mgr.GetClient(), Scheme: scheme}).SetupWithManager,
-		(&configmapsync.Reconciler{Client: mgr.GetClient()}).SetupWithManager,
-		(&poddebugger.Reconciler{Client: mgr.GetClient()}).SetupWithManager,
+		(&podset.Reconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: app.Recorder(mgr, "podset")}).SetupWithManager,
+		(&configmapsync.Reconciler{Client: mgr.GetClient(), Recorder: app.Recorder(mgr, "configmapsync")}).SetupWithManager,
+		(&poddebugger.Reconciler{Client: mgr.GetClient(), Recorder: app.Recorder(mgr, "poddebugger")}).SetupWithManager,
 	} {
 		if err := setup(mgr); err != nil {
 			panic(err)

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -35,6 +36,9 @@ const MaxFailedPods = 20
 // Reconciler reconciles PodDebuggers.
 type Reconciler struct {
 	client.Client
+	// Recorder posts opsuite's Events: DebugContainerAdded (Normal) and InjectionFailed
+	// (Warning) on the PodDebugger, DebugContainerRefused (Warning) on a pod that refused.
+	Recorder record.EventRecorder
 
 	mu sync.Mutex
 	// sent holds, per pod UID, the container whose PATCH succeeded, until the cache shows it:
@@ -45,6 +49,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=debug.opsuite.dev,resources=poddebuggers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=debug.opsuite.dev,resources=poddebuggers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=pods/ephemeralcontainers,verbs=patch
 
 // Reconcile injects the debugger's container into the matching pods that lack it, within
@@ -82,6 +87,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for i, err := range app.Parallel(tasks) {
 		pod := plan.inject[i]
 		if err == nil {
+			r.Recorder.Eventf(debugger, corev1.EventTypeNormal, "DebugContainerAdded",
+				"added %s (image %s) to pod %s", container.Name, container.Image, pod.Name)
 			r.remember(pod.UID, container.Name)
 			plan.status.DebuggedCount++
 			plan.status.DebuggedPodsTotal++
@@ -89,6 +96,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		retry = fmt.Errorf("injecting into %s: %w", pod.Name, err)
 		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			r.Recorder.Eventf(pod, corev1.EventTypeWarning, "DebugContainerRefused",
+				"PodDebugger %s could not add ephemeral container %s: %v", debugger.Name, container.Name, err)
+			r.Recorder.Eventf(debugger, corev1.EventTypeWarning, "InjectionFailed",
+				"pod %s refused %s: %v", pod.Name, container.Name, err)
 			failed = append(failed, api.FailedPod{Pod: pod.Name, UID: string(pod.UID), Container: container.Name,
 				Reason: "Rejected", Message: app.Truncate(err.Error(), app.MaxMessage)})
 		}

@@ -3,6 +3,9 @@ package poddebugger
 import (
 	"context"
 	"errors"
+	"slices"
+	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -50,7 +54,17 @@ func setup(t *testing.T, maxPods int32, objs ...client.Object) (*Reconciler, cli
 			},
 		}).
 		Build()
-	return &Reconciler{Client: c}, c, patches
+	return &Reconciler{Client: c, Recorder: record.NewFakeRecorder(100)}, c, patches
+}
+
+// events drains the Events the reconciler recorded, sorted ("<type> <reason> <message>").
+func events(r *Reconciler) []string {
+	var out []string
+	for ch := r.Recorder.(*record.FakeRecorder).Events; len(ch) > 0; {
+		out = append(out, <-ch)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func reconcileOnce(t *testing.T, r *Reconciler) {
@@ -93,7 +107,17 @@ func TestInjectsOnceIntoEveryMatchingLivePod(t *testing.T) {
 			t.Errorf("pod %s: containers %v, want none", name, got)
 		}
 	}
+	wantEvents := []string{
+		"Normal DebugContainerAdded added " + want + " (image busybox:1.37) to pod a",
+		"Normal DebugContainerAdded added " + want + " (image busybox:1.37) to pod b",
+	}
+	if got := events(r); !slices.Equal(got, wantEvents) {
+		t.Errorf("events %v, want %v", got, wantEvents)
+	}
 	reconcileOnce(t, r)
+	if got := events(r); len(got) != 0 {
+		t.Errorf("events after a pass with nothing to do: %v", got)
+	}
 	if patches.Load() != 2 {
 		t.Errorf("%d patches, want 2 (none on the second pass)", patches.Load())
 	}
@@ -173,7 +197,7 @@ func TestARefusalIsReportedAndRetried(t *testing.T) {
 				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 			},
 		}).Build()
-	r := &Reconciler{Client: c}
+	r := &Reconciler{Client: c, Recorder: record.NewFakeRecorder(100)}
 	_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "shell"}})
 	if err == nil {
 		t.Error("a refusal returns an error, so that the work queue retries with its backoff")
@@ -185,5 +209,10 @@ func TestARefusalIsReportedAndRetried(t *testing.T) {
 	if len(d.Status.FailedPods) != 1 || d.Status.FailedPods[0].Pod != "a" || d.Status.FailedPods[0].UID != "uid-a" ||
 		d.Status.FailedPods[0].Reason != "Rejected" || d.Status.DebuggedCount != 0 || d.Status.MatchedPods != 1 {
 		t.Errorf("status %+v", d.Status)
+	}
+	got := events(r)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "Warning DebugContainerRefused PodDebugger shell could not add") ||
+		!strings.HasPrefix(got[1], "Warning InjectionFailed pod a refused") {
+		t.Errorf("events %v", got)
 	}
 }

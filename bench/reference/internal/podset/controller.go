@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -38,6 +39,9 @@ const ExpectationsTimeout = 5 * time.Minute
 type Reconciler struct {
 	client.Client
 	Scheme *runtime.Scheme
+	// Recorder posts the ReplicaSet controller's Events (SuccessfulCreate, FailedCreate,
+	// SuccessfulDelete, FailedDelete), as opsuite's PodSet operator does.
+	Recorder record.EventRecorder
 
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*expectation
@@ -53,6 +57,7 @@ type expectation struct {
 
 // +kubebuilder:rbac:groups=apps.opsuite.dev,resources=podsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps.opsuite.dev,resources=podsets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 
 // Reconcile creates or deletes pods until spec.replicas are active, then writes the status.
@@ -87,7 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		case diff > 0:
 			err = r.create(ctx, podSet, min(diff, BurstReplicas))
 		case diff < 0:
-			err = r.delete(ctx, req.NamespacedName, active, min(-diff, BurstReplicas))
+			err = r.delete(ctx, podSet, active, min(-diff, BurstReplicas))
 		}
 	}
 	requeue, statusErr := r.writeStatus(ctx, podSet, selector, active)
@@ -215,9 +220,11 @@ func (r *Reconciler) create(ctx context.Context, podSet *api.PodSet, count int) 
 					err = r.Create(ctx, pod)
 				}
 				if err != nil {
+					r.Recorder.Eventf(podSet, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
 					errs <- err
 					return
 				}
+				r.Recorder.Eventf(podSet, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %s", pod.Name)
 				mu.Lock()
 				exp.created.Insert(pod.Name)
 				mu.Unlock()
@@ -234,7 +241,8 @@ func (r *Reconciler) create(ctx context.Context, podSet *api.PodSet, count int) 
 }
 
 // delete removes count of the active pods, the ones a ReplicaSet removes first, all at once.
-func (r *Reconciler) delete(ctx context.Context, key types.NamespacedName, active []*corev1.Pod, count int) error {
+func (r *Reconciler) delete(ctx context.Context, podSet *api.PodSet, active []*corev1.Pod, count int) error {
+	key := types.NamespacedName{Namespace: podSet.Namespace, Name: podSet.Name}
 	sort.SliceStable(active, func(i, j int) bool { return deleteFirst(active[i], active[j]) })
 	victims := active[:count]
 	exp := r.expect(key)
@@ -246,7 +254,11 @@ func (r *Reconciler) delete(ctx context.Context, key types.NamespacedName, activ
 	for _, pod := range victims {
 		wg.Go(func() {
 			err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
-			if err != nil && !apierrors.IsNotFound(err) {
+			switch {
+			case err == nil:
+				r.Recorder.Eventf(podSet, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %s", pod.Name)
+			case !apierrors.IsNotFound(err):
+				r.Recorder.Eventf(podSet, corev1.EventTypeWarning, "FailedDelete", "Error deleting: %v", err)
 				errs <- err
 			}
 		})

@@ -2,6 +2,8 @@ package podset
 
 import (
 	"context"
+	"slices"
+	"sort"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -35,7 +38,17 @@ func setup(t *testing.T, podSet *api.PodSet, objs ...client.Object) (*Reconciler
 	scheme := app.NewScheme(api.AddPodSet)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&api.PodSet{}).
 		WithObjects(append(objs, podSet)...).Build()
-	return &Reconciler{Client: c, Scheme: scheme}, c, scheme
+	return &Reconciler{Client: c, Scheme: scheme, Recorder: record.NewFakeRecorder(100)}, c, scheme
+}
+
+// events drains the Events the reconciler recorded, sorted ("<type> <reason> <message>").
+func events(r *Reconciler) []string {
+	var out []string
+	for ch := r.Recorder.(*record.FakeRecorder).Events; len(ch) > 0; {
+		out = append(out, <-ch)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func reconcileOnce(t *testing.T, r *Reconciler) ctrl.Result {
@@ -101,13 +114,24 @@ func TestScaleUpCreatesOwnedLabelledPodsThenCountsThem(t *testing.T) {
 			t.Errorf("pod %s: labels %v", p.Name, p.Labels)
 		}
 	}
+	var want []string
+	for _, p := range created {
+		want = append(want, "Normal SuccessfulCreate Created pod: "+p.Name)
+	}
+	sort.Strings(want)
+	if got := events(r); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
 	reconcileOnce(t, r)
 	if n := len(pods(t, c)); n != 3 {
 		t.Errorf("%d pods after a second pass, want 3", n)
 	}
-	want := api.PodSetStatus{Replicas: 3, Selector: "apps.opsuite.dev/podset=web", ObservedGeneration: 3}
-	if got := status(t, c); got != want {
-		t.Errorf("status %+v, want %+v", got, want)
+	if got := events(r); len(got) != 0 {
+		t.Errorf("events after a pass with nothing to do: %v", got)
+	}
+	wantStatus := api.PodSetStatus{Replicas: 3, Selector: "apps.opsuite.dev/podset=web", ObservedGeneration: 3}
+	if got := status(t, c); got != wantStatus {
+		t.Errorf("status %+v, want %+v", got, wantStatus)
 	}
 }
 
@@ -131,6 +155,10 @@ func TestScaleDownDeletesUnreadyAndNewestFirst(t *testing.T) {
 	}
 	if len(left) != 2 || left[0] != "new-ready" || left[1] != "old-ready" {
 		t.Errorf("left %v, want [new-ready old-ready]", left)
+	}
+	want := []string{"Normal SuccessfulDelete Deleted pod: newest-ready", "Normal SuccessfulDelete Deleted pod: unready"}
+	if got := events(r); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
 	}
 	reconcileOnce(t, r)
 	if got := status(t, c); got.Replicas != 2 || got.ReadyReplicas != 2 || got.AvailableReplicas != 2 {
