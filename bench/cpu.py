@@ -28,6 +28,22 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
+def cpu_settled(
+    pid: int, quiet: float = 0.02, interval: float = 1.0, limit: float = 120.0
+) -> float:
+    """``pid``'s CPU seconds once they rose by less than ``quiet`` in ``interval`` seconds (the
+    process is idle: its trailing work done), or after ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    last = cpu_seconds(pid) or 0.0
+    while time.monotonic() < deadline:
+        time.sleep(interval)
+        now = cpu_seconds(pid) or last
+        if now - last < quiet:
+            return now
+        last = now
+    return last
+
+
 def plane_pid(component: str) -> int | None:
     """PID of a local-plane component (e.g. "kube-controller-manager"), if recorded."""
     try:

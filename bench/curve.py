@@ -38,7 +38,7 @@ from kubernetes.client.exceptions import ApiException
 from bench import configmapsync as cms
 from bench import plane
 from bench import poddebugger as pdb
-from bench.cpu import cpu_seconds, rss_mib
+from bench.cpu import cpu_seconds, cpu_settled, rss_mib
 from bench.implementations import (
     GO,
     IMPLEMENTATIONS,
@@ -347,7 +347,7 @@ class Curve:
                 self._update_sources() if impl.pair == "configmapsync" else self._annotate_pods()
             )
             burst_s = time.monotonic() - began
-            cpu_burst_s = _cpu_settled(process.pid) - cpu_before
+            cpu_burst_s = cpu_settled(process.pid) - cpu_before
             rss_after_burst = rss_mib(process.pid) or 0.0
             if not process.alive():
                 raise RuntimeError(f"{impl.command} exited; see {process.log_path}")
@@ -396,19 +396,6 @@ class Curve:
                 read(request(self.api, "DELETE", resource_path("v1", "nodes", None, name)))
             except ApiException as exc:
                 self.progress(f"warning: node {name}: {exc.status}")
-
-
-def _cpu_settled(pid: int, quiet: float = 0.02, limit: float = 120.0) -> float:
-    """The process's CPU seconds once they rose by less than ``quiet`` in a second."""
-    deadline = time.monotonic() + limit
-    last = cpu_seconds(pid) or 0.0
-    while time.monotonic() < deadline:
-        time.sleep(1.0)
-        now = cpu_seconds(pid) or last
-        if now - last < quiet:
-            return now
-        last = now
-    return last
 
 
 def run(

@@ -5,8 +5,8 @@ on the same plane, one after the other, the order alternating between rounds. On
 
 1. ``prepare``: the objects the workload starts from (not timed);
 2. the process starts; the first workload phases run (each timed until the plane shows it
-   converged, with the process's CPU seconds and its API requests, counted from the audit log
-   by User-Agent in the run's namespaces);
+   converged; the process's CPU seconds and its API requests, counted from the audit log by
+   User-Agent in the run's namespaces, until the process is idle after that: ``SETTLED``);
 3. when phases ran, the process is restarted, so that it starts with their objects present:
    **start to Ready** is from the process start to its first ``/readyz`` 200 (each side's
    readyz waits for its watches' initial lists); **RSS after the initial sync** is read 1 s
@@ -37,7 +37,7 @@ from bench import configmapsync as cms
 from bench import plane
 from bench import poddebugger as pdb
 from bench.audit import AuditTail, request_summary
-from bench.cpu import cpu_seconds, rss_mib
+from bench.cpu import cpu_seconds, cpu_settled, rss_mib
 from bench.implementations import (
     GO,
     IMPLEMENTATIONS,
@@ -59,6 +59,10 @@ from opsuite_common.kube import resource_path
 
 OUTPUT = LOCAL / "measurements" / "bench-versus.json"
 NAMESPACE_LABEL = "opsuite.dev/bench"
+SETTLED = (0.02, 1.5)
+"""A phase ends when the process's CPU seconds rose by less than 0.02 (two clock ticks) in
+1.5 s: longer than opsuite's status pacing (one write a second during a burst), so that its
+last write counts too."""
 TIME_RATIO, CPU_RATIO, REQUEST_RATIO = 1.0, 1.5, 1.0
 """Targets, opsuite / Go in the same run: time to converge, CPU seconds and API requests
 per workload."""
@@ -161,14 +165,17 @@ class Run:
         act: Callable[[], object],
         done: Callable[[], bool],
     ) -> Phase:
-        """Run ``act``, wait for ``done``; the time, the process's CPU seconds."""
+        """Run ``act``, wait for ``done`` (the time to converge), then until the process is idle
+        (``SETTLED``): its CPU seconds and its requests count until then, so that work a side
+        does after the plane converged (status writes, Events a recorder sends in the
+        background) counts for both sides alike."""
         assert process.pid is not None
         cpu_before = cpu_seconds(process.pid) or 0.0
         wall, began = time.time(), time.monotonic()
         act()
         self.wait(done, name, interval=0.05)
         converge = time.monotonic() - began
-        cpu = (cpu_seconds(process.pid) or 0.0) - cpu_before
+        cpu = cpu_settled(process.pid, *SETTLED) - cpu_before
         if not process.alive():
             raise RuntimeError(f"{process.command} exited; see {process.log_path}")
         return Phase(name, round(converge, 3), round(cpu, 2), (wall, time.time()))
