@@ -92,9 +92,9 @@ class Trial:
     watch_requests_up: int = 0
     """Requests of the operator's kopf watch layer (User-Agent kopf/...) while scaling up."""
     create_span_s: tuple[float, float] | None = None
+    """Scale-up PATCH sent -> the controller's first and last pod create (audit log)."""
     create_times_s: list[float] = field(default_factory=list)
     """Scale-up PATCH sent -> each of the controller's pod creates (audit log; for charts)."""
-    """Scale-up PATCH sent -> the controller's first and last pod create (audit log)."""
     delete_span_s: tuple[float, float] | None = None
     """Scale-down PATCH sent -> the controller's first and last pod delete (audit log)."""
     cpu_up_s: dict[str, float] = field(default_factory=dict)
