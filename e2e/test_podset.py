@@ -254,8 +254,11 @@ def test_selector_is_immutable(
 
 
 def _kwok_node(core: client.CoreV1Api) -> str:
+    """A kwok node the test's pods can go to: untainted (a benchmark's nodes are tainted)."""
     for node in core.list_node().items:
-        if (node.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake":
+        tainted = any(t.effect in ("NoSchedule", "NoExecute") for t in node.spec.taints or ())
+        kwok = (node.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake"
+        if kwok and not tainted and node.metadata.deletion_timestamp is None:
             return str(node.metadata.name)
     pytest.skip("needs kwok nodes: a kubelet would set a pod's Ready condition back to True")
 
