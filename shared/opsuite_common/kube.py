@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import aiohttp
+import orjson
 from kubernetes import client, config
 
 from opsuite_common.fence import WriteFence
@@ -365,7 +366,7 @@ class KubeApi:
                     raw = await response.read()
         if not 200 <= response.status <= 299:
             raise ApiException(response.status, response.reason or "", raw.decode(errors="replace"))
-        parsed: JSON = json.loads(raw) if raw else {}
+        parsed: JSON = orjson.loads(raw) if raw else {}
         return parsed
 
     @contextlib.asynccontextmanager

@@ -115,13 +115,14 @@ class Store:
             return False
         return resource_version_order(new, old) == -1
 
-    def cached_keys(self) -> set[ObjectKey]:
-        """The keys of every cached object."""
-        return set(self._objects)
-
-    def prune(self, keep: set[ObjectKey]) -> list[JSON]:
-        """Drop every object whose key is not in ``keep``; return the dropped objects."""
-        gone = [key for key in self._objects if key not in keep]
+    def prune(self, keep: set[ObjectKey], namespace: str | None = None) -> list[JSON]:
+        """Drop every object (of ``namespace``; None: of any) whose key is not in ``keep``;
+        return the dropped objects."""
+        gone = [
+            key
+            for key in self._objects
+            if key not in keep and (namespace is None or key[0] == namespace)
+        ]
         return [obj for key in gone if (obj := self._remove(key)) is not None]
 
     def _remove(self, key: ObjectKey) -> JSON | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from opsuite_common.kopf_settings import (
     track_watch_activity,
 )
 from opsuite_common.options import parse_options
+from opsuite_testkit import FakeClock
 
 PODS = references.Resource(group="", version="v1", plural="pods", namespaced=True)
 PATH = "/api/v1/namespaces/ns/pods"
@@ -177,3 +179,74 @@ async def test_an_api_server_refusing_streaming_lists_is_listed_in_pages(listing
     assert listed == [{("ns", "a")}]
     assert server.queries[1]["limit"] == str(LIST_CHUNK_SIZE)
     assert not settings.watching.initial_streaming
+
+
+@pytest.fixture
+async def raw_watch() -> AsyncIterator[Any]:
+    """``run(chunks, stream)``: what ``stream`` (kopf's ``api.stream`` or a replacement) yields
+    for a watch of pods in "ns" whose response body is ``chunks``, each sent on its own."""
+    runners: list[web.AppRunner] = []
+
+    async def run(chunks: list[bytes], stream: Any) -> list[Any]:
+        async def pods(request: web.Request) -> web.StreamResponse:
+            response = web.StreamResponse()
+            await response.prepare(request)
+            for chunk in chunks:
+                await response.write(chunk)
+                await asyncio.sleep(0.01)  # its own read on the client's side
+            return response
+
+        app = web.Application()
+        app.router.add_get(PATH, pods)
+        runner = web.AppRunner(app)
+        runners.append(runner)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        vault = credentials.Vault()
+        host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        await vault.populate({"test": credentials.ConnectionInfo(server=host)})
+        auth.vault_var.set(vault)
+        url = PODS.get_url(namespace=references.NamespaceName("ns"), params={"watch": "true"})
+        logger = logging.getLogger(__name__)
+        settings = kopf.OperatorSettings()
+        try:
+            async with asyncio.timeout(10):
+                return [i async for i in stream(url, settings=settings, logger=logger)]
+        finally:
+            await vault.close()
+
+    originals = (watching.infinite_watch, watching.watch_objs, api.stream)
+    yield run
+    watching.infinite_watch, watching.watch_objs, api.stream = originals
+    for runner in runners:
+        await runner.cleanup()
+
+
+async def test_the_watch_stream_yields_the_events_kopf_parses(raw_watch: Any) -> None:
+    """opsuite's rewrite of kopf's ``api.stream`` (orjson, from the bytes) yields what kopf's
+    own does, for lines split across reads (inside a multi-byte character too), a line of
+    3 MiB (a large annotation; kopf's line reader has no line limit), blank lines and a last
+    line without its newline; a response the server ends cleanly marks the watch alive."""
+    huge = {"big": "x" * (3 << 20)}
+    events = [
+        ApiServer._event("ADDED", "a", "5"),
+        json.dumps(
+            {"type": "ADDED", "object": {"metadata": {"name": "b", "labels": {"note": "naïve ✓"}}}},
+            ensure_ascii=False,  # as the API server sends text: UTF-8
+        ).encode()
+        + b"\n",
+        ApiServer._event("MODIFIED", "c", "7", huge),
+        ApiServer._event("BOOKMARK", "", "100", END),
+    ]
+    body = b"".join(events[:3]) + b"\n" + events[3].rstrip(b"\n")
+    split = body.index("✓".encode()) + 1  # inside the character's three bytes
+    chunks = [body[:10], body[10:split], body[split : split + 100], body[split + 100 :]]
+    kopfs = await raw_watch(chunks, api.stream)
+    clock = FakeClock(100)
+    activity = WatchActivity(clock)
+    track_watch_activity(activity)
+    clock.now = 150
+    ours = await raw_watch(chunks, api.stream)
+    assert ours == kopfs == [json.loads(e) for e in events]
+    clock.now = 200
+    assert activity.silent(["pods"], ["ns"], longer_than=60) == []  # silent since 150, not 100

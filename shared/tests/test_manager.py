@@ -19,7 +19,7 @@ from opsuite_common import manager as manager_module
 from opsuite_common.health import HealthServer
 from opsuite_common.kopf_settings import watch_dead_after
 from opsuite_common.manager import WatchDead, _serve
-from opsuite_common.store import JSON, Store
+from opsuite_common.store import JSON, Store, object_key
 from opsuite_testkit import FakeClock, offline_manager
 
 
@@ -67,7 +67,7 @@ def test_a_relisting_prunes_the_store_and_reports_each_pruned_object_as_deleted(
         deliver({"type": None, "object": {"metadata": {"namespace": namespace, "name": name}}})
     seen.clear()
     manager.activity.listed("pods", "ns", {("ns", "kept")})
-    assert store.cached_keys() == {("ns", "kept"), ("other", "elsewhere")}
+    assert {object_key(o) for o in store.items()} == {("ns", "kept"), ("other", "elsewhere")}
     assert seen == [("DELETED", "gone", True)]
 
 
@@ -121,6 +121,64 @@ def test_once_the_caches_are_synced_the_objects_so_far_leave_the_full_collection
     assert frozen == [True]
     manager.activity.listed("pods", "ns", {("ns", "a")})  # a relisting later: no second freeze
     assert frozen == [True]
+
+
+def test_a_listing_that_ends_before_its_objects_reach_the_cache_syncs_with_the_last_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where events reach the cache after the listing's end is reported (kopf's own workers,
+    for a resource not routed), the caches are synced when the last listed object arrives,
+    not before; objects of other namespaces, or not listed, do not count."""
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    manager.watch("", "v1", "pods", store=Store("pods"))
+    deliver = manager._routes[("", "pods")]
+
+    def pod(namespace: str, name: str) -> JSON:
+        return {"type": None, "object": {"metadata": {"namespace": namespace, "name": name}}}
+
+    deliver(pod("ns", "a"))
+    manager.activity.listed("pods", "ns", {("ns", "a"), ("ns", "b"), ("ns", "c")})
+    for event in (pod("other", "b"), pod("ns", "d"), pod("ns", "b")):
+        deliver(event)
+        assert not manager._synced.is_set()
+    deliver(pod("ns", "c"))
+    assert manager._synced.is_set()
+
+
+async def test_the_collector_rests_while_the_initial_listings_fill_the_caches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its passes during the initial listings find nothing to free (the caches' records live
+    on): it is off from lead() until the caches are synced, then on again; on again too when
+    lead() ends before they were."""
+    monkeypatch.setattr(gc, "freeze", lambda: None)  # keep the test process collectable
+    seen: list[bool] = []
+
+    async def listing(**_: Any) -> None:
+        seen.append(gc.isenabled())
+        pods = {"type": None, "object": {"metadata": {"namespace": "ns", "name": "a"}}}
+        manager._routes[("", "pods")](pods)
+        seen.append(gc.isenabled())
+        manager.activity.listed("pods", "ns", {("ns", "a")})
+        seen.append(gc.isenabled())
+
+    async def stopped(**_: Any) -> None:
+        seen.append(gc.isenabled())
+
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    manager.watch("", "v1", "pods", store=Store("pods"))
+    stopping = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    stopping.watch("", "v1", "pods", store=Store("pods"))
+    try:
+        monkeypatch.setattr(kopf, "operator", listing)
+        await manager.lead()
+        assert seen == [False, False, True]
+        monkeypatch.setattr(kopf, "operator", stopped)
+        await stopping.lead()
+        assert seen[3:] == [False]
+        assert gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def _free_port() -> int:
