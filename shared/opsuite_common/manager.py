@@ -71,6 +71,10 @@ EventHandler = Callable[[str | None, JSON, JSON | None], None]
 WATCHDOG_PERIOD = 1.0
 """How often the leader checks that its watch streams are alive."""
 
+GC_PAUSE_LIMIT = 120.0
+"""Longest time the garbage collector is kept off while the initial listings fill the caches
+(seconds; 20,000 objects take a few)."""
+
 
 class WatchDead(Exception):
     """A watch stream stayed silent past watch_dead_after: the leader steps down."""
@@ -267,12 +271,16 @@ class Manager:
         self.fence.open()
         self._leading = True
         self.activity.start()
+        collector_back = None
         if not self._synced.is_set():
             # The initial listings fill the caches in one burst of long-lived records, during
             # which the collector's passes find nothing to free: with 20,000 pods, three full
             # passes over them, a tenth of the CPU until Ready (#19). It is on again once the
-            # caches are synced (those records frozen out of it), or when lead() ends.
+            # caches are synced (those records frozen out of it), when lead() ends, or after
+            # GC_PAUSE_LIMIT: a listing that keeps failing (RBAC, a CRD missing) makes cyclic
+            # garbage (exceptions and their tracebacks) for as long as it does.
             gc.disable()
+            collector_back = asyncio.get_running_loop().call_later(GC_PAUSE_LIMIT, gc.enable)
         settings = kopf.OperatorSettings()
         configure_kopf(settings, self.options)
         track_watch_activity(self.activity)
@@ -309,6 +317,8 @@ class Manager:
                 watchdog.result()  # raises WatchDead
             await kopf_task
         finally:
+            if collector_back is not None:
+                collector_back.cancel()
             gc.enable()
             self.fence.close()
             kopf_task.cancel()

@@ -181,6 +181,29 @@ async def test_the_collector_rests_while_the_initial_listings_fill_the_caches(
         gc.enable()
 
 
+async def test_the_collector_is_back_after_a_while_when_the_listings_never_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing that keeps failing (RBAC, a missing CRD) makes cyclic garbage: the collector
+    is on again after GC_PAUSE_LIMIT though the caches never synced."""
+    monkeypatch.setattr(manager_module, "GC_PAUSE_LIMIT", 0.05)
+    seen: list[bool] = []
+
+    async def failing(**_: Any) -> None:
+        seen.append(gc.isenabled())
+        await asyncio.sleep(0.2)
+        seen.append(gc.isenabled())
+
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    manager.watch("", "v1", "pods", store=Store("pods"))
+    try:
+        monkeypatch.setattr(kopf, "operator", failing)
+        await manager.lead()
+        assert seen == [False, True]
+    finally:
+        gc.enable()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
