@@ -46,6 +46,7 @@ from opsuite_common.store import Store
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
+_DONE = {"create": "created", "update": "updated", "replace": "replaced"}
 RETRY_AFTER_CONFLICT = 1.0
 """Seconds before a pass whose write met a newer object (409) or a vanished one (404) runs
 again: by then the watch has delivered the change."""
@@ -132,7 +133,8 @@ async def release(kube: KubeApi, cache: Store, plan: Plan) -> Execution:
     futures = [_delete(kube, r) for r in plan.deletes] + [_unmark(kube, r) for r in plan.unmarks]
     results = await gather_results(futures)
     execution = Execution()
-    for record, result in zip(records, results, strict=True):
+    released = 0
+    for index, (record, result) in enumerate(zip(records, results, strict=True)):
         key = key_of(record)
         if isinstance(result, ApiException):
             if result.status == 404:
@@ -144,10 +146,17 @@ async def release(kube: KubeApi, cache: Store, plan: Plan) -> Execution:
             else:
                 execution.failed = True
             continue
-        unmarked = record in plan.unmarks
+        unmarked = index >= len(plan.deletes)
         _write_through(cache, key, record, result if unmarked else None)
         execution.deleted += not unmarked
-        log.info("%s copy %s/%s", "released" if unmarked else "deleted", *key)
+        released += unmarked
+        log.debug("%s copy %s/%s", "released" if unmarked else "deleted", *key)
+    if execution.deleted or released:
+        log.info(
+            "copies of a ConfigMapSync that is gone or going: deleted %d, released %d",
+            execution.deleted,
+            released,
+        )
     return execution
 
 
@@ -233,11 +242,7 @@ async def execute(
             continue
         _write_through(cache, key, None if write.replace else write.observed, result)
         execution.written += 1
-        log.info(
-            "%s copy %s/%s",
-            {"create": "created", "update": "updated"}.get(write.verb, "replaced"),
-            *key,
-        )
+        log.debug("%s copy %s/%s", _DONE[write.verb], *key)
     for record, result in zip(plan.deletes, results[len(writes) :], strict=True):
         key = key_of(record)
         if isinstance(result, ApiException) and result.status != 404:
@@ -249,7 +254,16 @@ async def execute(
             continue
         _write_through(cache, key, record, None)
         execution.deleted += 1
-        log.info("deleted copy %s/%s (no longer a destination)", *key)
+        log.debug("deleted copy %s/%s (no longer a destination)", *key)
+    if execution.written or execution.deleted:
+        meta = sync["metadata"]
+        log.info(
+            "ConfigMapSync %s/%s: wrote %d copies, deleted %d",
+            meta["namespace"],
+            meta["name"],
+            execution.written,
+            execution.deleted,
+        )
 
     execution.outcome = plan.outcome.with_failures(failures)
     if execution.requeue_after is not None:

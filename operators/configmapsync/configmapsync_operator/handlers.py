@@ -83,6 +83,25 @@ def _same_version(old: JSON | None, obj: JSON) -> bool:
     )
 
 
+class _ConfigMaps(Store):
+    """The slim ConfigMap records. An event for the version a record already holds (the
+    watch's echo of the operator's own write, recorded from the API server's answer) keeps
+    that record: the same uid and resourceVersion are the same object, slimmed once."""
+
+    def apply(self, event_type: str | None, obj: JSON) -> JSON | None:
+        """:meth:`Store.apply`, unless the cache holds this very version already."""
+        if event_type != "DELETED":
+            meta = obj["metadata"]
+            held = self.get(meta.get("namespace", ""), meta["name"])
+            if (
+                held is not None
+                and _same_version(held, obj)
+                and held["metadata"].get("uid") == meta.get("uid")
+            ):
+                return held
+        return super().apply(event_type, obj)
+
+
 def _slim_namespace(obj: JSON) -> JSON:
     meta = obj.get("metadata") or {}
     record = {k: meta[k] for k in ("name", "uid", "labels", "deletionTimestamp") if k in meta}
@@ -111,7 +130,7 @@ def setup(manager: Manager) -> None:
             "selector": has_selector,
         },
     )
-    configmaps = Store(
+    configmaps = _ConfigMaps(
         "configmaps",
         {"owner": _owner_index, "name": _name_index, "owner-key": _owner_key_index},
         transform=slim,

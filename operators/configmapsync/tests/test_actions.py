@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from configmapsync_operator.actions import Execution, execute
+import pytest
+
+from configmapsync_operator.actions import Execution, execute, release
 from configmapsync_operator.copies import owner_uid, slim
 from configmapsync_operator.models import FINALIZER
-from configmapsync_operator.reconcile import Plan, plan
+from configmapsync_operator.reconcile import Outcome, Plan, plan
 from configmapsync_operator.simulation import (
     NAME,
     World,
@@ -241,3 +244,43 @@ async def test_copies_are_written_in_parallel() -> None:
     kube = GatedKube(gate=len(targets))
     _, done = await asyncio.wait_for(run(world, kube, cache_of(world)), timeout=5)
     assert done.written == len(targets)
+
+
+async def test_a_pass_logs_one_info_line_and_each_copy_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A pass writing many copies logs one line at info (how many it wrote and deleted); the
+    line for each copy is at debug, off by default (#19: per-copy lines cost CPU per copy)."""
+    world = world_with("a", "b", "c")
+    with caplog.at_level(logging.INFO, logger="configmapsync_operator.actions"):
+        _, done = await run(world, FakeKube(), cache_of(world))
+    assert done.written == 3
+    assert [r.getMessage() for r in caplog.records] == [
+        "ConfigMapSync src/sync: wrote 3 copies, deleted 0"
+    ]
+    caplog.clear()
+    world = world_with("a", "b")
+    with caplog.at_level(logging.DEBUG, logger="configmapsync_operator.actions"):
+        await run(world, FakeKube(), cache_of(world))
+    assert sorted(r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG) == [
+        "created copy a/cfg",
+        "created copy b/cfg",
+    ]
+
+
+async def test_release_deletes_the_planned_deletes_and_unmarks_the_rest() -> None:
+    """``release`` deletes ``plan.deletes`` and unmarks ``plan.unmarks`` (told apart by their
+    place in the plan), and writes each outcome through to the cache."""
+    world = world_with("a", "b")
+    uid = world.sync["metadata"]["uid"]
+    for ns in ("a", "b"):
+        world.add(configmap(ns, data={"k": "v"}, owner=uid))
+    cache = cache_of(world)
+    copies = tuple(r for r in cache.items() if owner_uid(r) == uid)
+    actions = Plan(Outcome(), deletes=copies[:1], unmarks=copies[1:])
+    done = await release(FakeKube(), cache, actions)  # type: ignore[arg-type]
+    assert done.deleted == 1
+    assert cache.get("a", "cfg") is None
+    released = cache.get("b", "cfg")
+    assert released is not None
+    assert owner_uid(released) is None

@@ -151,6 +151,33 @@ def test_the_echo_of_a_written_through_copy_enqueues_nothing_and_an_edit_its_own
     assert SYNC in wired.enqueued
 
 
+def test_the_echo_of_a_written_through_copy_keeps_the_record_made_from_the_answer(
+    wired: WiredOperator,
+) -> None:
+    """The echo of the operator's own write is not slimmed again: the record the write-through
+    made from the API server's answer stays, the same object (#19). Another version, or the
+    same name re-created (another uid), replaces it."""
+    store = wired.manager.cache("configmaps")
+    assert store is not None
+    written = _configmap("a", "cfg", owner="sync-uid")
+    written["metadata"]["resourceVersion"] = "7"
+    store.apply("MODIFIED", written)
+    record = store.get("a", "cfg")
+    wired.event("", "configmaps", "MODIFIED", {**written, "data": {"k": "v"}})
+    assert store.get("a", "cfg") is record
+    recreated = {**written, "metadata": {**written["metadata"], "uid": "other"}}
+    wired.event("", "configmaps", "MODIFIED", recreated)
+    replaced = store.get("a", "cfg")
+    assert replaced is not record
+    assert replaced is not None
+    assert replaced["metadata"]["uid"] == "other"
+    newer = {**written, "metadata": {**written["metadata"], "resourceVersion": "8"}}
+    wired.event("", "configmaps", "MODIFIED", newer)
+    assert store.get("a", "cfg") is not replaced
+    wired.event("", "configmaps", "DELETED", newer)
+    assert store.get("a", "cfg") is None
+
+
 class _RecordingKube:
     """Answers every request at once: GETs and LISTs find nothing, writes succeed; records
     them."""
