@@ -12,6 +12,7 @@ observed, so the extra read happens once per scale-up, not once per event.
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime
 
 from opsuite_common.controller import Result
@@ -39,7 +40,8 @@ CONTROLLER = "podset"
 POD_EVENT_WINDOW = 0.1
 """Seconds during which the pod events of one PodSet share a reconcile (see
 :mod:`podset_operator.event_window`): a burst of pod events (a scale-up going Running) costs one
-reconcile per PodSet and window, not one per event. PodSet events are not delayed."""
+reconcile per PodSet and window, not one per event; a PodSet whose reconciles are costly (tens of
+thousands of pods) gets a wider window. PodSet events are not delayed."""
 
 
 def _controller_podset(pod: JSON) -> ObjectKey | None:
@@ -100,8 +102,10 @@ def setup(manager: Manager) -> None:
             # them enqueues the PodSet again (ReplicaSet skips its sync likewise); the record's
             # expiry is the backstop for an event that never comes.
             return Result(requeue_after=pending)
+        began = time.process_time()
         namespace_pods = pods.by_index("namespace", key[0])
         actions = plan(podset, namespace_pods, now, True)
+        window.spent(key, time.process_time() - began)
         if actions.pods_to_create:
             actions, namespace_pods = await live_plan(podset, actions, namespace_pods, now)
         metrics.observe(key, actions.status)

@@ -46,3 +46,18 @@ def test_at_most_one_reconcile_per_window_and_none_later_than_a_window(times: li
         slots.append(now + delay)
     distinct = sorted(set(slots))
     assert all(b - a >= 0.25 - 1e-9 for a, b in itertools.pairwise(distinct))
+
+
+def test_a_costly_reconcile_widens_its_own_window_only() -> None:
+    """With 20,000 pods a reconcile costs tens of ms: its PodSet's window grows to ten times
+    that, so that a steady flood of pod events keeps at most a tenth of a core reconciling."""
+    window = EventWindow(0.1)
+    window.spent(KEY, 0.08)
+    assert window.delay(KEY, 0.0) == 0.0
+    assert abs(window.delay(KEY, 0.05) - 0.75) < 1e-9  # next slot: 0.8 s after the first
+    assert window.delay(("ns", "small"), 0.0) == 0.0
+    assert abs(window.delay(("ns", "small"), 0.05) - 0.05) < 1e-9
+    window.spent(KEY, 0.001)  # cheap again: back to the base window
+    assert abs(window.delay(KEY, 0.9) - 0.0) < 1e-9
+    window.forget(KEY)
+    assert window.width(KEY) == 0.1
