@@ -90,6 +90,18 @@ class ApiServer:
         return json.dumps({"type": kind, "object": {"metadata": meta}}).encode() + b"\n"
 
 
+async def _serve(app: web.Application) -> tuple[web.AppRunner, credentials.Vault]:
+    """Serve ``app`` on a free local port and point kopf's credentials at it."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    vault = credentials.Vault()
+    host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    await vault.populate({"test": credentials.ConnectionInfo(server=host)})
+    auth.vault_var.set(vault)
+    return runner, vault
+
+
 @pytest.fixture
 async def listing() -> AsyncIterator[Any]:
     """``run(server)``: kopf's watch of pods in "ns" against ``server`` until its first
@@ -98,14 +110,8 @@ async def listing() -> AsyncIterator[Any]:
     originals = (watching.infinite_watch, watching.watch_objs, api.stream)
 
     async def run(server: ApiServer) -> tuple[list[Any], list[set[tuple[str, str]]], Any]:
-        runner = web.AppRunner(server.app())
+        runner, vault = await _serve(server.app())
         runners.append((runner, server))
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        vault = credentials.Vault()
-        host = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        await vault.populate({"test": credentials.ConnectionInfo(server=host)})
-        auth.vault_var.set(vault)
         settings = kopf.OperatorSettings()
         configure_kopf(settings, parse_options("op", "", [], environ={}))
         activity = WatchActivity()
@@ -198,14 +204,8 @@ async def raw_watch() -> AsyncIterator[Any]:
 
         app = web.Application()
         app.router.add_get(PATH, pods)
-        runner = web.AppRunner(app)
+        runner, vault = await _serve(app)
         runners.append(runner)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        vault = credentials.Vault()
-        host = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        await vault.populate({"test": credentials.ConnectionInfo(server=host)})
-        auth.vault_var.set(vault)
         url = PODS.get_url(namespace=references.NamespaceName("ns"), params={"watch": "true"})
         logger = logging.getLogger(__name__)
         settings = kopf.OperatorSettings()

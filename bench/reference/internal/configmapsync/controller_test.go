@@ -2,7 +2,6 @@ package configmapsync
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"opsuite.dev/bench/reference/api"
 	"opsuite.dev/bench/reference/internal/app"
+	"opsuite.dev/bench/reference/internal/recordedevents"
 )
 
 var syncKey = types.NamespacedName{Namespace: "platform", Name: "ca"}
@@ -67,16 +67,6 @@ func setup(t *testing.T, sync *api.ConfigMapSync, objs ...client.Object) (*Recon
 	c := builder.Build()
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	return &Reconciler{Client: c, Now: func() time.Time { return now }, Recorder: record.NewFakeRecorder(100)}, c
-}
-
-// events drains the Events the reconciler recorded, sorted ("<type> <reason> <message>").
-func events(r *Reconciler) []string {
-	var out []string
-	for ch := r.Recorder.(*record.FakeRecorder).Events; len(ch) > 0; {
-		out = append(out, <-ch)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func reconcileOnce(t *testing.T, r *Reconciler) {
@@ -131,13 +121,13 @@ func TestCopiesIntoListedAndSelectedNamespacesNeverTheSource(t *testing.T) {
 		st.ObservedGeneration != 1 {
 		t.Errorf("status %+v", st)
 	}
-	got := events(r)
+	got := recordedevents.Drain(r.Recorder)
 	if len(got) != 3 || got[0] != "Normal Synced wrote 2 copies of platform/bundle" ||
 		!strings.HasPrefix(got[1], "Warning "+NamespaceMissing+" ") || !strings.HasPrefix(got[2], "Warning "+SourceNamespace+" platform: ") {
 		t.Errorf("events %v", got)
 	}
 	reconcileOnce(t, r)
-	if got := events(r); len(got) != 0 {
+	if got := recordedevents.Drain(r.Recorder); len(got) != 0 {
 		t.Errorf("events after a pass with nothing new: %v", got)
 	}
 }

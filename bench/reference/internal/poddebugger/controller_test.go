@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +21,7 @@ import (
 
 	"opsuite.dev/bench/reference/api"
 	"opsuite.dev/bench/reference/internal/app"
+	"opsuite.dev/bench/reference/internal/recordedevents"
 )
 
 func pod(name string, age time.Duration, phase corev1.PodPhase, labels map[string]string) *corev1.Pod {
@@ -55,16 +55,6 @@ func setup(t *testing.T, maxPods int32, objs ...client.Object) (*Reconciler, cli
 		}).
 		Build()
 	return &Reconciler{Client: c, Recorder: record.NewFakeRecorder(100)}, c, patches
-}
-
-// events drains the Events the reconciler recorded, sorted ("<type> <reason> <message>").
-func events(r *Reconciler) []string {
-	var out []string
-	for ch := r.Recorder.(*record.FakeRecorder).Events; len(ch) > 0; {
-		out = append(out, <-ch)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func reconcileOnce(t *testing.T, r *Reconciler) {
@@ -111,11 +101,11 @@ func TestInjectsOnceIntoEveryMatchingLivePod(t *testing.T) {
 		"Normal DebugContainerAdded added " + want + " (image busybox:1.37) to pod a",
 		"Normal DebugContainerAdded added " + want + " (image busybox:1.37) to pod b",
 	}
-	if got := events(r); !slices.Equal(got, wantEvents) {
+	if got := recordedevents.Drain(r.Recorder); !slices.Equal(got, wantEvents) {
 		t.Errorf("events %v, want %v", got, wantEvents)
 	}
 	reconcileOnce(t, r)
-	if got := events(r); len(got) != 0 {
+	if got := recordedevents.Drain(r.Recorder); len(got) != 0 {
 		t.Errorf("events after a pass with nothing to do: %v", got)
 	}
 	if patches.Load() != 2 {
@@ -210,7 +200,7 @@ func TestARefusalIsReportedAndRetried(t *testing.T) {
 		d.Status.FailedPods[0].Reason != "Rejected" || d.Status.DebuggedCount != 0 || d.Status.MatchedPods != 1 {
 		t.Errorf("status %+v", d.Status)
 	}
-	got := events(r)
+	got := recordedevents.Drain(r.Recorder)
 	if len(got) != 2 || !strings.HasPrefix(got[0], "Warning DebugContainerRefused PodDebugger shell could not add") ||
 		!strings.HasPrefix(got[1], "Warning InjectionFailed pod a refused") {
 		t.Errorf("events %v", got)

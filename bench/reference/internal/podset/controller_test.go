@@ -19,6 +19,7 @@ import (
 
 	"opsuite.dev/bench/reference/api"
 	"opsuite.dev/bench/reference/internal/app"
+	"opsuite.dev/bench/reference/internal/recordedevents"
 )
 
 var key = types.NamespacedName{Namespace: "ns", Name: "web"}
@@ -39,16 +40,6 @@ func setup(t *testing.T, podSet *api.PodSet, objs ...client.Object) (*Reconciler
 	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&api.PodSet{}).
 		WithObjects(append(objs, podSet)...).Build()
 	return &Reconciler{Client: c, Scheme: scheme, Recorder: record.NewFakeRecorder(100)}, c, scheme
-}
-
-// events drains the Events the reconciler recorded, sorted ("<type> <reason> <message>").
-func events(r *Reconciler) []string {
-	var out []string
-	for ch := r.Recorder.(*record.FakeRecorder).Events; len(ch) > 0; {
-		out = append(out, <-ch)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func reconcileOnce(t *testing.T, r *Reconciler) ctrl.Result {
@@ -119,14 +110,14 @@ func TestScaleUpCreatesOwnedLabelledPodsThenCountsThem(t *testing.T) {
 		want = append(want, "Normal SuccessfulCreate Created pod: "+p.Name)
 	}
 	sort.Strings(want)
-	if got := events(r); !slices.Equal(got, want) {
+	if got := recordedevents.Drain(r.Recorder); !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v", got, want)
 	}
 	reconcileOnce(t, r)
 	if n := len(pods(t, c)); n != 3 {
 		t.Errorf("%d pods after a second pass, want 3", n)
 	}
-	if got := events(r); len(got) != 0 {
+	if got := recordedevents.Drain(r.Recorder); len(got) != 0 {
 		t.Errorf("events after a pass with nothing to do: %v", got)
 	}
 	wantStatus := api.PodSetStatus{Replicas: 3, Selector: "apps.opsuite.dev/podset=web", ObservedGeneration: 3}
@@ -157,7 +148,7 @@ func TestScaleDownDeletesUnreadyAndNewestFirst(t *testing.T) {
 		t.Errorf("left %v, want [new-ready old-ready]", left)
 	}
 	want := []string{"Normal SuccessfulDelete Deleted pod: newest-ready", "Normal SuccessfulDelete Deleted pod: unready"}
-	if got := events(r); !slices.Equal(got, want) {
+	if got := recordedevents.Drain(r.Recorder); !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v", got, want)
 	}
 	reconcileOnce(t, r)
