@@ -1,21 +1,22 @@
-"""The operators' one HTTP stack to the API server: a facade over one aiohttp session that
-speaks plain dicts (#21, item 3; docs/http-stack.md has the measurement that chose it).
+"""The operators' one HTTP stack to the API server: a facade over one pool of keep-alive
+connections (:mod:`opsuite_common.http1`) that speaks plain dicts (#21, item 3; #19;
+docs/http-stack.md has the measurements that chose it).
 
 Operators read from their watch caches and write through :class:`KubeApi`; leader election's
 Lease requests and the metrics endpoint's TokenReviews and SubjectAccessReviews go through it
-too, on the same session (kopf's watches and lists use kopf's own aiohttp session). Everything
-runs on the event loop: no thread. Responses are parsed JSON dicts, not the ``kubernetes``
-client's model objects: those cost most of a kopf operator's memory (kopf's docs/critiques), and
-dicts are what the reconcile functions take anyway. The ``kubernetes`` package only loads the
-configuration (in-cluster service account, else KUBECONFIG); the bearer token is read from it
-for every request, so a rotated service account token is re-read as the package's own client
-would. Every request carries the operator's User-Agent, so the audit log tells which process
-did what, and is counted in ``rest_client_requests_total{code,method,host}`` as client-go counts
-it. Every write passes the leader's :class:`~opsuite_common.fence.WriteFence` right before it
-leaves, once it has its turn among the requests in flight. HTTP/1.1 takes a connection per
-request in flight, each with its own TLS handshake: new connections resume the TLS session of
-an earlier one (:class:`ResumingContext`), and the first request of the process goes alone so
-that a burst's connections find its session there.
+too, on the same connections (kopf's watches and lists use kopf's own aiohttp session).
+Everything runs on the event loop: no thread. Responses are parsed JSON dicts, not the
+``kubernetes`` client's model objects: those cost most of a kopf operator's memory (kopf's
+docs/critiques), and dicts are what the reconcile functions take anyway. The ``kubernetes``
+package only loads the configuration (in-cluster service account, else KUBECONFIG); the bearer
+token is read from it for every request, so a rotated service account token is re-read as the
+package's own client would. Every request carries the operator's User-Agent, so the audit log
+tells which process did what, and is counted in ``rest_client_requests_total{code,method,host}``
+as client-go counts it. Every write passes the leader's :class:`~opsuite_common.fence.WriteFence`
+right before it leaves, once it has its turn among the requests in flight. HTTP/1.1 takes a
+connection per request in flight, each with its own TLS handshake: new connections resume the
+TLS session of an earlier one (:class:`ResumingContext`), and the first request of the process
+goes alone so that a burst's connections find its session there.
 """
 
 from __future__ import annotations
@@ -24,20 +25,19 @@ import asyncio
 import asyncio.sslproto
 import contextlib
 import copy
-import json
 import socket
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
-import aiohttp
 import orjson
 from kubernetes import client, config
 
 from opsuite_common.fence import WriteFence
+from opsuite_common.http1 import ConnectionPool, Response, Server
 from opsuite_common.metrics import REST_CLIENT_REQUESTS
 
 __all__ = [
@@ -67,8 +67,8 @@ EVENT_WRITERS = 2
 """Event writes in flight at once: client-go's broadcaster writes them one by one from its own
 goroutine, so that a burst of Events never delays the writes that do the operator's work."""
 IDLE_CONNECTION_TIMEOUT = 90.0
-"""Seconds an idle connection is kept for reuse (client-go's IdleConnTimeout; aiohttp's default
-of 15 s would make a burst after a quiet spell open, and TLS-handshake, its connections anew)."""
+"""Seconds an idle connection is kept for reuse (client-go's IdleConnTimeout: shorter, a burst
+after a quiet spell would open, and TLS-handshake, its connections anew)."""
 
 
 UNACKNOWLEDGED_TIMEOUT = 2.0
@@ -94,9 +94,9 @@ class ApiException(Exception):
 TLS_READ_BUFFER = 32 * 1024
 """Bytes a TLS connection reads at once: two TLS records' plaintext (16 KiB each at most).
 asyncio gives each connection a read buffer of 256 KiB (``SSLProtocol.max_size``), allocated
-and zero-filled when it connects, though aiohttp's protocol never reads into it, and reads up
-to that much per call. With up to MAX_PARALLEL_REQUESTS connections after a burst of writes
-that held some 16 MiB, which the process kept (#21)."""
+and zero-filled when it connects, and reads up to that much per call. With up to
+MAX_PARALLEL_REQUESTS connections after a burst of writes that held some 16 MiB, which the
+process kept (#21)."""
 
 
 def bound_tls_read_buffers() -> None:
@@ -194,14 +194,17 @@ def _ssl_context(configuration: client.Configuration) -> ssl.SSLContext:
 
 
 class _Session:
-    """The process's one aiohttp session to the API server, made on first use (it belongs to
+    """The process's one connection pool to the API server, made on first use (it belongs to
     the running event loop) and shared by a KubeApi and the ones derived from it."""
 
     def __init__(self, configuration: client.Configuration, user_agent: str) -> None:
         self.configuration = configuration
         self.host = urlsplit(configuration.host).netloc
-        self._user_agent = user_agent
-        self._session: aiohttp.ClientSession | None = None
+        self.headers = (
+            f"Host: {self.host}\r\nUser-Agent: {user_agent}\r\nAccept: application/json\r\n"
+        ).encode("latin-1")
+        """The headers every request carries."""
+        self._pool: ConnectionPool | None = None
         self._first: asyncio.Lock | None = None
         self._answered = not configuration.host.startswith("https:")  # no TLS: no session
 
@@ -222,22 +225,24 @@ class _Session:
                     return
         yield
 
-    def get(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            https = self.configuration.host.startswith("https:")
-            connector = aiohttp.TCPConnector(
-                limit=0,  # each KubeApi bounds its own requests in flight
-                keepalive_timeout=IDLE_CONNECTION_TIMEOUT,
-                ssl=_ssl_context(self.configuration) if https else False,
-                socket_factory=api_socket,
+    def pool(self) -> ConnectionPool:
+        if self._pool is None:
+            conf = self.configuration
+            https = conf.host.startswith("https:")
+            server = Server(
+                url=conf.host,
+                tls=_ssl_context(conf) if https else None,
+                server_hostname=conf.tls_server_name,
+                proxy=conf.proxy,
             )
-            headers = {"User-Agent": self._user_agent, "Accept": "application/json"}
-            self._session = aiohttp.ClientSession(connector=connector, headers=headers)
-        return self._session
+            self._pool = ConnectionPool(
+                server, idle_timeout=IDLE_CONNECTION_TIMEOUT, socket_factory=api_socket
+            )
+        return self._pool
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        if self._pool is not None:
+            await self._pool.close()
 
 
 async def gather_results(futures: Sequence[asyncio.Future[JSON]]) -> list[JSON | ApiException]:
@@ -251,6 +256,15 @@ async def gather_results(futures: Sequence[asyncio.Future[JSON]]) -> list[JSON |
             raise result
         results.append(result)
     return results
+
+
+def _encode(body: object) -> bytes | None:
+    """A request body as bytes: JSON for anything but text or bytes."""
+    if body is None or isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode()
+    return orjson.dumps(body)
 
 
 def resource_path(
@@ -294,7 +308,7 @@ class KubeApi:
         always (only for :meth:`unfenced`'s purposes)."""
         self._session = _Session(configuration, user_agent)
         self._fence = fence
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+        self._timeout = request_timeout
         self._slots = asyncio.Semaphore(max_parallel)
         self._requests: set[asyncio.Task[JSON]] = set()
 
@@ -304,7 +318,7 @@ class KubeApi:
         derived = copy.copy(self)  # the same session
         derived._fence = fence
         if timeout is not None:
-            derived._timeout = aiohttp.ClientTimeout(total=timeout)
+            derived._timeout = timeout
         derived._slots = asyncio.Semaphore(max_parallel)
         derived._requests = set()
         return derived
@@ -353,7 +367,7 @@ class KubeApi:
         query: Mapping[str, str] | None,
         content_type: str,
     ) -> JSON:
-        data = body if body is None or isinstance(body, str | bytes) else json.dumps(body)
+        data = _encode(body)
         async with self._slots, self._session.turn():
             # Its turn has come: pass the fence now, as late as possible.
             fence: AbstractContextManager[None] = (
@@ -362,46 +376,46 @@ class KubeApi:
                 else nullcontext()
             )
             with fence:
-                async with self._response(method, path, query, data, content_type) as response:
-                    raw = await response.read()
+                response = await self._exchange(
+                    method, path, query, data, content_type, self._timeout
+                )
         if not 200 <= response.status <= 299:
-            raise ApiException(response.status, response.reason or "", raw.decode(errors="replace"))
-        parsed: JSON = orjson.loads(raw) if raw else {}
+            raise ApiException(
+                response.status, response.reason, response.body.decode(errors="replace")
+            )
+        parsed: JSON = orjson.loads(response.body) if response.body else {}
         return parsed
 
-    @contextlib.asynccontextmanager
-    async def _response(
+    async def _exchange(
         self,
         method: str,
         path: str,
         query: Mapping[str, str] | None,
-        data: object = None,
-        content_type: str = "application/json",
-        limits: aiohttp.ClientTimeout | None = None,
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """One request on the session, counted in rest_client_requests_total: the status code,
-        or ``<error>`` when no response came, as client-go does."""
+        data: bytes | None,
+        content_type: str,
+        limit: float,
+        *,
+        first_line: bool = False,
+    ) -> Response:
+        """One request on the session's connections, ``limit`` seconds at most, counted in
+        rest_client_requests_total: the status code, or ``<error>`` when no response came, as
+        client-go does."""
         session = self._session
-        conf = session.configuration
-        headers = {"Content-Type": content_type}
+        pool = session.pool()
+        target = pool.target(path + ("?" + urlencode(query, quote_via=quote) if query else ""))
+        head = f"{method} {target} HTTP/1.1\r\n".encode() + session.headers
         # Read for every request: the loaders re-read a rotated token when it is due.
-        token = conf.get_api_key_with_prefix("BearerToken", alias="authorization")
+        token = session.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
         if token:
-            headers["Authorization"] = token
+            head += f"Authorization: {token}\r\n".encode("latin-1")
+        if data is not None:
+            head += f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n".encode()
         code = "<error>"
         try:
-            async with session.get().request(
-                method,
-                conf.host + path,
-                params=query,
-                data=data,
-                headers=headers,
-                timeout=limits or self._timeout,
-                proxy=conf.proxy,
-                server_hostname=conf.tls_server_name,
-            ) as response:
-                code = str(response.status)
-                yield response
+            async with asyncio.timeout(limit):
+                response = await pool.request(method, head + b"\r\n", data, first_line=first_line)
+            code = str(response.status)
+            return response
         finally:
             REST_CLIENT_REQUESTS.labels(code, method, session.host).inc()
 
@@ -409,16 +423,15 @@ class KubeApi:
         """Watch ``path`` (``query`` without ``watch``) and return at its first event, or when
         the server ends the watch; raise ApiException on an error status. The connection is
         closed after, never reused; cancelling the wait ends the watch."""
-        limits = aiohttp.ClientTimeout(total=max_wait + 5, sock_connect=self._timeout.total)
-        async with (
-            self._slots,
-            self._response("GET", path, {**query, "watch": "true"}, limits=limits) as response,
-        ):
-            if response.status != 200:
-                body = (await response.read()).decode(errors="replace")
-                raise ApiException(response.status, response.reason or "", body)
-            await response.content.readline()
-            response.close()
+        watch = {**query, "watch": "true"}
+        async with self._slots:
+            response = await self._exchange(
+                "GET", path, watch, None, "", max_wait + 5, first_line=True
+            )
+        if response.status != 200:
+            raise ApiException(
+                response.status, response.reason, response.body.decode(errors="replace")
+            )
 
     async def get(self, path: str) -> JSON | None:
         """GET an object; None when it does not exist."""

@@ -409,8 +409,8 @@ async def _serve(manager: Manager) -> int:
 
 def run_main(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """``asyncio.run(main())`` without joining the default executor's threads at the end: one
-    blocked on the network (aiohttp resolves the API server's name with ``getaddrinfo`` there,
-    kopf waits on flags there) would hold the exit until kopf's ultimate exiting timeout
+    blocked on the network (the API clients resolve the API server's name with ``getaddrinfo``
+    there, kopf waits on flags there) would hold the exit until kopf's ultimate exiting timeout
     SIGKILLs the process (#20)."""
 
     async def without_waiting() -> int:
