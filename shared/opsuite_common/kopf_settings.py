@@ -165,10 +165,6 @@ def configure_kopf(settings: kopf.OperatorSettings, options: ManagerOptions) -> 
     settings.watching.chunk_size = LIST_CHUNK_SIZE
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = CONNECT_TIMEOUT
-    # Handlers only enqueue keys, so kopf's per-object workers are short-lived; a burst of
-    # events for one object within the batch window collapses to its latest state (#698),
-    # which is harmless because reconcilers read the cache, not the event.
-    settings.batching.batch_window = 0.1
     settings.batching.exit_timeout = 2.0
     settings.process.ultimate_exiting_timeout = 5.0
     # Our handlers never block; keep kopf's thread pool for sync handlers small.
