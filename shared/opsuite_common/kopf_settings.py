@@ -165,7 +165,7 @@ def configure_kopf(settings: kopf.OperatorSettings, options: ManagerOptions) -> 
     settings.watching.chunk_size = LIST_CHUNK_SIZE
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = CONNECT_TIMEOUT
-    settings.batching.exit_timeout = 2.0
+    settings.queueing.exit_timeout = 2.0
     settings.process.ultimate_exiting_timeout = 5.0
     # Our handlers never block; keep kopf's thread pool for sync handlers small.
     settings.execution.max_workers = 2
