@@ -45,7 +45,6 @@ from bench.implementations import (
     OPSUITE,
     PAIRS,
     Implementation,
-    compile_bytecode,
     order,
     ratio,
 )
@@ -53,6 +52,7 @@ from bench.objwatch import Tracker, timed_parallel, wide_client
 from bench.operator import OperatorProcess
 from bench.plane import LOCAL, ROOT, read, request, request_json
 from bench.runner import Environment, measure, write_document
+from bench.runtime import runtime_bin
 from bench.workloads import PODSET, pod_template
 from opsuite_common.kube import resource_path
 
@@ -405,7 +405,7 @@ def run(
     for pair in config.pairs:
         chart, name = CRDS[pair]
         plane.apply_crds(ROOT / "charts" / chart / "crds", name)
-    compile_bytecode()
+    runtime_bin()  # made before the first trial, not inside it
     curve = Curve(api, config, progress)
     points: list[Point] = []
     try:

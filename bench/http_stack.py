@@ -1,15 +1,17 @@
-"""The operators' write path against the thread-pool design it replaced, side by side (#21,
-item 3; docs/http-stack.md).
+"""The operators' write path against the two designs it replaced, side by side (#21, item 3;
+#19; docs/http-stack.md).
 
     python -m bench.http_stack [--writes 500] [--rounds 3] [--concurrency 64]
 
-Two ways to send the same writes from one asyncio operator process:
+Three ways to send the same writes from one asyncio operator process:
 
-- ``threads``: the former design, kept here only as the baseline: the blocking ``kubernetes``
+- ``threads``: the first design, kept here only as a baseline: the blocking ``kubernetes``
   client (urllib3) in a pool of ``--concurrency`` threads (:class:`ThreadPoolWriter`);
-- ``aiohttp``: what the operators do, :class:`opsuite_common.kube.KubeApi`: one ``aiohttp``
-  session on the event loop, at most ``--concurrency`` requests in flight, each write passing
-  an open write fence.
+- ``aiohttp``: the second, kept here only as a baseline: one ``aiohttp`` session on the event
+  loop, as ``KubeApi`` had until #19 (:class:`AiohttpWriter`);
+- ``kubeapi``: what the operators do, :class:`opsuite_common.kube.KubeApi` on its own HTTP/1.1
+  connections (:mod:`opsuite_common.http1`), at most ``--concurrency`` requests in flight,
+  each write passing an open write fence.
 
 The workload is a PodSet-like burst: ``--writes`` pod creates at once, then as many deletes, in a
 fresh namespace of the local plane (kwok nodes take the pods; nothing runs). Each stack runs in
@@ -27,6 +29,7 @@ import asyncio
 import json
 import os
 import resource
+import ssl
 import statistics
 import subprocess
 import sys
@@ -37,18 +40,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes import client, config
 
 from bench import plane
 from opsuite_common.fence import WriteFence
 from opsuite_common.kube import (
     KubeApi,
+    api_socket,
     bound_tls_read_buffers,
     load_configuration,
     resource_path,
 )
 
-STACKS = ("threads", "aiohttp")
+STACKS = ("threads", "aiohttp", "kubeapi")
 OUTPUT = plane.LOCAL / "measurements" / "bench-http-stack.json"
 USER_AGENT = "opsuite-bench-http-stack"
 JSON = dict[str, Any]
@@ -103,6 +108,57 @@ class ThreadPoolWriter:
         self.pool.shutdown()
 
 
+class AiohttpWriter:
+    """``KubeApi``'s write path until #19, the second baseline: one aiohttp session (no bound on
+    connections, 90 s keep-alive, TCP_USER_TIMEOUT sockets), JSON bodies by ``json.dumps``, the
+    token read from the configuration for every request, at most ``concurrency`` in flight."""
+
+    def __init__(self, kubeconfig: Path, concurrency: int) -> None:
+        self.configuration = client.Configuration()
+        config.load_kube_config(str(kubeconfig), client_configuration=self.configuration)  # type: ignore[no-untyped-call]
+        self.slots = asyncio.Semaphore(concurrency)
+        self.session: aiohttp.ClientSession | None = None
+
+    def _session(self) -> aiohttp.ClientSession:
+        if self.session is None:
+            conf = self.configuration
+            context = ssl.create_default_context(cafile=conf.ssl_ca_cert)
+            if conf.cert_file:
+                context.load_cert_chain(conf.cert_file, conf.key_file)
+            connector = aiohttp.TCPConnector(
+                limit=0, keepalive_timeout=90.0, ssl=context, socket_factory=api_socket
+            )
+            headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+            self.session = aiohttp.ClientSession(connector=connector, headers=headers)
+        return self.session
+
+    async def request(self, method: str, path: str, body: object) -> JSON:
+        conf = self.configuration
+        headers = {"Content-Type": "application/json"}
+        token = conf.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:
+            headers["Authorization"] = token
+        async with (
+            self.slots,
+            self._session().request(
+                method,
+                conf.host + path,
+                data=json.dumps(body),
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=30),
+            ) as response,
+        ):
+            raw = await response.read()
+        if not 200 <= response.status <= 299:
+            raise RuntimeError(f"{method} {path}: {response.status}")
+        data: JSON = json.loads(raw) if raw else {}
+        return data
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+
 async def _burst(
     send: Callable[[str, str, object], Awaitable[JSON]], namespace: str, writes: int
 ) -> list[float]:
@@ -132,11 +188,14 @@ def _rss_mib() -> float:
 
 
 async def _worker(stack: str, kubeconfig: Path, namespace: str, writes: int, width: int) -> JSON:
+    bound_tls_read_buffers()  # as an operator's start does
     if stack == "threads":
         writer = ThreadPoolWriter(kubeconfig, width)
         send, close = writer.request, writer.close
+    elif stack == "aiohttp":
+        session = AiohttpWriter(kubeconfig, width)
+        send, close = session.request, session.close
     else:
-        bound_tls_read_buffers()  # as an operator's start does
         fence = WriteFence()
         fence.open()
         api = KubeApi(load_configuration(), user_agent=USER_AGENT, fence=fence, max_parallel=width)
@@ -216,11 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'figure (median of ' + str(args.rounds) + ')':<26}"
         + "".join(f"{s:>12}" for s in STACKS)
-        + f"{'ratio':>8}"
+        + "".join(f"{'kubeapi/' + s:>16}" for s in STACKS[:-1])
     )
     for f in figures:
-        a, b = (medians[s][f] for s in STACKS)
-        print(f"{f:<26}{a:>12.2f}{b:>12.2f}{b / a:>8.2f}")
+        values = [medians[s][f] for s in STACKS]
+        ratios = "".join(f"{values[-1] / v:>16.2f}" for v in values[:-1])
+        print(f"{f:<26}" + "".join(f"{v:>12.2f}" for v in values) + ratios)
     OUTPUT.parent.mkdir(parents=True, exist_ok=True)
     OUTPUT.write_text(
         json.dumps({"config": vars(args) | {"kubeconfig": str(args.kubeconfig)}, "trials": trials,

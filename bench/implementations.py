@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import math
 import statistics
-import subprocess
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.operator import OperatorProcess
-from bench.plane import KUBECONFIG, LOCAL, ROOT
+from bench.plane import KUBECONFIG, LOCAL
+from bench.runtime import runtime_bin
 
 REFERENCE_BIN = LOCAL / "bench-reference" / "bin"
 """Where ``make bench-reference`` (bench/reference/build.sh) puts the Go binaries."""
@@ -46,10 +45,11 @@ class Implementation:
         """e.g. "podset-operator" or "podset (Go)"."""
         return self.command if self.side == OPSUITE else f"{self.command} (Go)"
 
-    def executable(self) -> Path | None:
-        """The Go binary (None: the opsuite console script of this virtualenv)."""
+    def executable(self) -> Path:
+        """The Go binary, or the opsuite console script of the runtime virtualenv (made if
+        needed: bench/runtime.py)."""
         if self.side == OPSUITE:
-            return None
+            return runtime_bin() / self.command
         path = REFERENCE_BIN / self.command
         if not path.exists():
             raise FileNotFoundError(f"{path} is missing: run `make bench-reference` first")
@@ -92,16 +92,6 @@ IMPLEMENTATIONS: dict[str, tuple[Implementation, Implementation]] = {
         Implementation("poddebugger", GO, "poddebugger", "poddebugger/"),
     ),
 }
-
-
-def compile_bytecode() -> None:
-    """Compile the virtualenv's and the operators' bytecode ahead of the runs, as the images
-    do (hack/image/install-runtime.sh): otherwise, where bytecode is not written
-    (PYTHONDONTWRITEBYTECODE), every start of an opsuite operator compiles its sources and
-    its dependencies' again, about a second of CPU that no deployed operator spends."""
-    targets = [Path(sys.prefix) / "lib", ROOT / "shared", ROOT / "operators"]
-    command = [sys.executable, "-m", "compileall", "-q", "-j", "0", *map(str, targets)]
-    subprocess.run(command, capture_output=True, check=False)
 
 
 def order(pair: str, turn: int) -> tuple[Implementation, Implementation]:

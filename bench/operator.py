@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import IO
 
 from bench.plane import KUBECONFIG
+from bench.runtime import runtime_bin
 from opsuite_testkit.processes import terminate
 
 
@@ -36,7 +36,8 @@ def _readyz(port: int) -> int:
 
 
 class OperatorProcess:
-    """An operator console script (from this virtualenv) with its health endpoint.
+    """An operator console script (from the runtime virtualenv, as the images ship it:
+    bench/runtime.py) with its health endpoint.
 
     Its identity (``POD_NAME``) is "bench" unless ``env`` says otherwise, so its User-Agent
     reads "<name>/<version> (bench)" in the audit log; metrics are off; logs go to ``log_path``.
@@ -55,9 +56,10 @@ class OperatorProcess:
     ) -> None:
         """``launcher`` runs the console script through it (e.g. a tracemalloc wrapper);
         ``env`` is added to the process's environment; ``executable`` runs that program (a Go
-        reference binary) instead of the console script ``command``."""
+        reference binary, a script of another virtualenv) instead of the console script
+        ``command``."""
         self.command = command
-        self.executable = executable or Path(sys.executable).parent / command
+        self.executable = executable or runtime_bin() / command
         self.args = args
         self.log_path = log_path
         self.kubeconfig = kubeconfig

@@ -465,6 +465,7 @@ def profile_largest(
         kubeconfig=kubeconfigs[largest],
         launcher=[*launcher, str(dump)],
         env={"PYTHONPATH": str(ROOT), **NO_POLICIES},
+        executable=Path(sys.executable).parent / largest,  # the wrapper's virtualenv
     )
     began = time.monotonic()
     traced.start(ready_timeout=timeout)

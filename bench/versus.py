@@ -44,7 +44,6 @@ from bench.implementations import (
     OPSUITE,
     PAIRS,
     Implementation,
-    compile_bytecode,
     median,
     order,
     ratio,
@@ -54,6 +53,7 @@ from bench.objwatch import Tracker, timed_parallel, wide_client
 from bench.operator import OperatorProcess
 from bench.plane import AUDIT_LOG, LOCAL, ROOT, read, request, request_json
 from bench.runner import Environment, measure, write_document
+from bench.runtime import runtime_bin
 from bench.workloads import PODSET
 from opsuite_common.kube import resource_path
 
@@ -423,7 +423,7 @@ def run_all(
         for implementation in IMPLEMENTATIONS[pair]:
             implementation.executable()
     _crds(config.pairs)
-    compile_bytecode()
+    runtime_bin()  # made before the first trial, not inside it
     run = Run(api, config)
     trials: list[Trial] = []
     destinations: list[str] = []
