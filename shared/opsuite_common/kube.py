@@ -5,12 +5,11 @@ docs/http-stack.md has the measurements that chose it).
 Operators read from their watch caches and write through :class:`KubeApi`; leader election's
 Lease requests and the metrics endpoint's TokenReviews and SubjectAccessReviews go through it
 too, on the same connections (kopf's watches and lists use kopf's own aiohttp session).
-Everything runs on the event loop: no thread. Responses are parsed JSON dicts, not the
-``kubernetes`` client's model objects: those cost most of a kopf operator's memory (kopf's
-docs/critiques), and dicts are what the reconcile functions take anyway. The ``kubernetes``
-package only loads the configuration (in-cluster service account, else KUBECONFIG); the bearer
-token is read from it for every request, so a rotated service account token is re-read as the
-package's own client would. Every request carries the operator's User-Agent, so the audit log
+Everything runs on the event loop: no thread. Responses are parsed JSON dicts, as the reconcile
+functions take them, not a generated client's model objects. The configuration (in-cluster
+service account, else KUBECONFIG) comes from :mod:`opsuite_common.kubeconfig`, and the
+``Authorization`` header is asked of it for every request, so a rotated service account token
+is read again when it is due. Every request carries the operator's User-Agent, so the audit log
 tells which process did what, and is counted in ``rest_client_requests_total{code,method,host}``
 as client-go counts it. Every write passes the leader's :class:`~opsuite_common.fence.WriteFence`
 right before it leaves, once it has its turn among the requests in flight. HTTP/1.1 takes a
@@ -34,10 +33,10 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
-from kubernetes import client, config
 
 from opsuite_common.fence import WriteFence
 from opsuite_common.http1 import ConnectionPool, Response, Server
+from opsuite_common.kubeconfig import Configuration
 from opsuite_common.metrics import REST_CLIENT_REQUESTS
 
 __all__ = [
@@ -47,7 +46,6 @@ __all__ = [
     "api_socket",
     "bound_tls_read_buffers",
     "gather_results",
-    "load_configuration",
     "resource_path",
 ]
 
@@ -115,16 +113,6 @@ def api_socket(addr_info: tuple[Any, ...]) -> socket.socket:
     return sock
 
 
-def load_configuration() -> client.Configuration:
-    """The API server and credentials: in-cluster config, else KUBECONFIG / ~/.kube/config."""
-    configuration = client.Configuration()
-    try:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except config.ConfigException:
-        config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    return configuration
-
-
 class ResumingContext(ssl.SSLContext):
     """A client TLS context that offers each new connection the session of an earlier one, so
     that the server may resume it (RFC 8446 2.2) instead of a full handshake: no certificate
@@ -177,17 +165,17 @@ class ResumingContext(ssl.SSLContext):
         return self._session
 
 
-def _ssl_context(configuration: client.Configuration) -> ssl.SSLContext:
+def _ssl_context(configuration: Configuration) -> ssl.SSLContext:
     """The CA, client certificate and verification the configuration asks for (as
     ``ssl.create_default_context``: the server's certificate and host name verified)."""
     context = ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
-    if configuration.ssl_ca_cert:
-        context.load_verify_locations(cafile=configuration.ssl_ca_cert)
+    if configuration.ca_file:
+        context.load_verify_locations(cafile=configuration.ca_file)
     else:
         context.load_default_certs()
     if configuration.cert_file:
         context.load_cert_chain(configuration.cert_file, configuration.key_file)
-    if not configuration.verify_ssl:
+    if not configuration.verify:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     return context
@@ -197,7 +185,7 @@ class _Session:
     """The process's one connection pool to the API server, made on first use (it belongs to
     the running event loop) and shared by a KubeApi and the ones derived from it."""
 
-    def __init__(self, configuration: client.Configuration, user_agent: str) -> None:
+    def __init__(self, configuration: Configuration, user_agent: str) -> None:
         self.configuration = configuration
         self.host = urlsplit(configuration.host).netloc
         self.headers = (
@@ -297,7 +285,7 @@ class KubeApi:
 
     def __init__(
         self,
-        configuration: client.Configuration,
+        configuration: Configuration,
         *,
         user_agent: str,
         fence: WriteFence | None,
@@ -336,7 +324,7 @@ class KubeApi:
         return self._derive(None, request_timeout, max_parallel)
 
     @property
-    def configuration(self) -> client.Configuration:
+    def configuration(self) -> Configuration:
         """The API server and credentials (kopf logs in with the same)."""
         return self._session.configuration
 
@@ -404,10 +392,10 @@ class KubeApi:
         pool = session.pool()
         target = pool.target(path + ("?" + urlencode(query, quote_via=quote) if query else ""))
         head = f"{method} {target} HTTP/1.1\r\n".encode() + session.headers
-        # Read for every request: the loaders re-read a rotated token when it is due.
-        token = session.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
-        if token:
-            head += f"Authorization: {token}\r\n".encode("latin-1")
+        # Asked for every request: a rotated token is read again when it is due.
+        authorization = session.configuration.authorization()
+        if authorization:
+            head += f"Authorization: {authorization}\r\n".encode("latin-1")
         if data is not None:
             head += f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n".encode()
         code = "<error>"

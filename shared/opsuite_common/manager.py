@@ -15,6 +15,7 @@ an informer failure ends a controller-runtime manager: it stops, releases the Le
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import gc
 import logging
@@ -43,12 +44,8 @@ from opsuite_common.kopf_settings import (
     track_watch_activity,
     watch_dead_after,
 )
-from opsuite_common.kube import (
-    EVENT_WRITERS,
-    KubeApi,
-    bound_tls_read_buffers,
-    load_configuration,
-)
+from opsuite_common.kube import EVENT_WRITERS, KubeApi, bound_tls_read_buffers
+from opsuite_common.kubeconfig import load_configuration
 from opsuite_common.leader_election import (
     KubernetesLeaseApi,
     LeaderElectionConfig,
@@ -124,16 +121,20 @@ class Manager:
     def _login(self, **_kwargs: Any) -> kopf.ConnectionInfo:
         """kopf's credentials: the same configuration as our own client (one source)."""
         conf = self.kube.configuration
-        header = conf.get_api_key_with_prefix("BearerToken") or conf.get_api_key_with_prefix(
-            "authorization"
-        )
-        scheme, _sep, token = (header or "").rpartition(" ")
+        scheme, _, value = (conf.authorization() or "").partition(" ")
+        username = password = token = None
+        if scheme.lower() == "basic":
+            username, _, password = base64.b64decode(value).decode().partition(":")
+        elif value:
+            token = value
         return kopf.ConnectionInfo(
             server=conf.host,
-            ca_path=conf.ssl_ca_cert,
-            insecure=not conf.verify_ssl,
-            scheme=scheme or ("Bearer" if token else None),
-            token=token or None,
+            ca_path=conf.ca_file,
+            insecure=not conf.verify,
+            username=username,
+            password=password,
+            scheme=scheme if token else None,
+            token=token,
             certificate_path=conf.cert_file,
             private_key_path=conf.key_file,
         )

@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 from hypothesis import strategies as st
-from kubernetes.config import kube_config
 
 from opsuite_common.kube_model import LABEL_VALUE_PATTERN, QUALIFIED_NAME_PATTERN
 from opsuite_common.manager import Manager
@@ -250,8 +249,8 @@ def offline_manager(
         "current-context": "x",
     }
     kubeconfig.write_text(json.dumps(config))
-    # The client reads KUBECONFIG once, when it is imported.
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     options = ManagerOptions(
         leader_elect=False,
         leader_election_id="test",

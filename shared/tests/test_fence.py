@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 import pytest
 from aiohttp import web
-from kubernetes.client import Configuration
 
 from opsuite_common.fence import WriteFence, WriteFenced
 from opsuite_common.kube import KubeApi
+from opsuite_common.kubeconfig import Configuration
 
 
 def test_a_closed_fence_refuses_writes_and_counts_them() -> None:

@@ -29,7 +29,7 @@ BUILD_TIME = {
 }
 """Generators, the test kit and the packaging specs: make manifests, make bundle and the tests."""
 PACKAGES = {**RUNTIME, **BUILD_TIME}
-DEV_ONLY = {"hypothesis", "pytest", "matplotlib", "mypy", "ruff"}
+DEV_ONLY = {"hypothesis", "pytest", "matplotlib", "mypy", "ruff", "kubernetes", "pykube"}
 OUTSIDE = {"e2e", "bench", "hack"}
 
 

@@ -6,11 +6,9 @@ reaching the API server long after it was sent (TCP_USER_TIMEOUT)."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import socket
 import ssl
-import types
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +16,6 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from kubernetes.client import Configuration
-from kubernetes.config import incluster_config, kube_config
 
 from opsuite_common import kube as kube_module
 from opsuite_common.fence import WriteFence, WriteFenced
@@ -30,8 +26,8 @@ from opsuite_common.kube import (
     KubeApi,
     ResumingContext,
     bound_tls_read_buffers,
-    load_configuration,
 )
+from opsuite_common.kubeconfig import Configuration, TokenFile, load_configuration
 from opsuite_common.leader_election import KubernetesLeaseApi, LeaderElectionConfig
 from opsuite_common.metrics import REGISTRY
 from opsuite_common.metrics_auth import self_signed_certificate
@@ -158,14 +154,14 @@ def write_kubeconfig(path: Path, server: str, user: dict[str, str]) -> None:
 
 
 async def test_every_request_carries_the_kubeconfig_token_and_the_user_agent(
-    api_server: tuple[str, Seen], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    api_server: tuple[str, Seen], tmp_path: Path
 ) -> None:
     host, seen = api_server
     write_kubeconfig(tmp_path / "kubeconfig", f"http://{host}", {"token": "t0k"})
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "kubeconfig"))
     fence = WriteFence()
     fence.open()
-    kube = KubeApi(load_configuration(), user_agent="podset/1.2.3 (pod-a)", fence=fence)
+    configuration = load_configuration({"KUBECONFIG": str(tmp_path / "kubeconfig")})
+    kube = KubeApi(configuration, user_agent="podset/1.2.3 (pod-a)", fence=fence)
     try:
         await kube.get(f"{PODS}/a")
         await kube.create(PODS, {"metadata": {"name": "b"}})
@@ -178,10 +174,10 @@ async def test_every_request_carries_the_kubeconfig_token_and_the_user_agent(
 
 
 async def test_in_cluster_it_verifies_the_server_and_reads_a_rotated_token_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    """The service account's token is rotated by the kubelet: a request after its refresh
-    period carries the new one, as the kubernetes client's own refresh would."""
+    """The service account's token is rotated by the kubelet: a request a minute after the
+    token was read carries the new one, as client-go's token source would."""
     cert, key = self_signed_certificate("localhost")
     (tmp_path / "ca.crt").write_bytes(cert)
     (tmp_path / "tls.key").write_bytes(key)
@@ -190,32 +186,27 @@ async def test_in_cluster_it_verifies_the_server_and_reads_a_rotated_token_again
     seen = Seen()
     runner = await serve(api_app(seen), context)
     (tmp_path / "token").write_text("first")
-    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
-    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(tmp_path / "ca.crt"))
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
-    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(runner.addresses[0][1]))
-    later = datetime.timedelta()
-
-    class Clock(datetime.datetime):
-        @classmethod
-        def now(cls, tz: datetime.tzinfo | None = None) -> Clock:
-            now = datetime.datetime.now(tz) + later
-            return cls.fromtimestamp(now.timestamp(), tz)
-
-    clock = types.SimpleNamespace(datetime=Clock, timedelta=datetime.timedelta)
-    monkeypatch.setattr(incluster_config, "datetime", clock)
-    kube = KubeApi(load_configuration(), user_agent="test", fence=None)
+    environ = {
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(runner.addresses[0][1]),
+    }
+    configuration = load_configuration(environ, service_account=tmp_path)
+    assert isinstance(configuration.credentials, TokenFile)
+    now = [0.0]
+    configuration.credentials.clock = lambda: now[0]
+    kube = KubeApi(configuration, user_agent="test", fence=None)
     try:
         await kube.get(f"{PODS}/a")
         (tmp_path / "token").write_text("second")
-        await kube.get(f"{PODS}/a")  # within the refresh period: still the first
-        later = datetime.timedelta(minutes=2)
+        now[0] = 59.0
+        await kube.get(f"{PODS}/a")  # within the minute: still the first
+        now[0] = 61.0
         await kube.get(f"{PODS}/a")
     finally:
         await kube.close()
         await runner.cleanup()
     tokens = [r.headers["Authorization"] for r in seen.requests]
-    assert tokens == ["bearer first", "bearer first", "bearer second"]
+    assert tokens == ["Bearer first", "Bearer first", "Bearer second"]
 
 
 async def test_tls_connections_read_through_a_small_buffer_and_get_large_bodies_whole(
@@ -247,8 +238,9 @@ async def test_tls_connections_read_through_a_small_buffer_and_get_large_bodies_
     app = web.Application()
     app.router.add_get("/api/v1/namespaces/ns/configmaps/big", configmap)
     runner = await serve(app, context)
-    configuration = Configuration(host=f"https://127.0.0.1:{runner.addresses[0][1]}")
-    configuration.ssl_ca_cert = str(tmp_path / "ca.crt")
+    configuration = Configuration(
+        host=f"https://127.0.0.1:{runner.addresses[0][1]}", ca_file=str(tmp_path / "ca.crt")
+    )
     kube = KubeApi(configuration, user_agent="test", fence=None)
     try:
         got = await kube.get("/api/v1/namespaces/ns/configmaps/big")
@@ -284,8 +276,9 @@ async def test_the_connections_of_a_burst_resume_the_tls_session_of_the_first(
     app = web.Application()
     app.router.add_get(PODS + "/{name}", handler)
     runner = await serve(app, context)
-    configuration = Configuration(host=f"https://127.0.0.1:{runner.addresses[0][1]}")
-    configuration.ssl_ca_cert = str(tmp_path / "ca.crt")
+    configuration = Configuration(
+        host=f"https://127.0.0.1:{runner.addresses[0][1]}", ca_file=str(tmp_path / "ca.crt")
+    )
     kube = KubeApi(configuration, user_agent="test", fence=None)
     unknown = Configuration(host=configuration.host)  # the server's CA not given
     stranger = KubeApi(unknown, user_agent="test", fence=None)

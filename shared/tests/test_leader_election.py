@@ -15,9 +15,9 @@ import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kubernetes.client import Configuration
 
 from opsuite_common.kube import ApiException, KubeApi
+from opsuite_common.kubeconfig import Configuration
 from opsuite_common.leader_election import (
     KubernetesLeaseApi,
     LeaderElectionConfig,

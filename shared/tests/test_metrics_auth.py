@@ -12,11 +12,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 from cryptography import x509
-from kubernetes.client import Configuration
 from prometheus_client import CollectorRegistry, Counter
 
 from opsuite_common.fence import WriteFence
 from opsuite_common.kube import KubeApi
+from opsuite_common.kubeconfig import Configuration
 from opsuite_common.metrics import start_metrics_server
 from opsuite_common.metrics_auth import (
     ALLOW_TTL,
