@@ -49,9 +49,9 @@ from opsuite_common.kube import (
     KubeApi,
     api_socket,
     bound_tls_read_buffers,
-    load_configuration,
     resource_path,
 )
+from opsuite_common.kubeconfig import load_configuration
 
 STACKS = ("threads", "aiohttp", "kubeapi")
 OUTPUT = plane.LOCAL / "measurements" / "bench-http-stack.json"
