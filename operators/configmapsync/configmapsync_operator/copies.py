@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from configmapsync_operator.consent import matches
 from configmapsync_operator.models import (
@@ -120,8 +121,11 @@ def copied(entries: object, patterns: tuple[str, ...]) -> dict[str, str]:
 
 
 def _digest(value: object) -> str:
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+    # The same bytes as json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+    # made several times faster: a copy's digest is taken for each of the 20,000 copies an
+    # operator lists at start (#19).
+    canonical = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()[:32]
 
 
 def content_digest(obj: Mapping[str, Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
 from typing import Any
@@ -11,7 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from configmapsync_operator.consent import allowed_namespaces, matches
-from configmapsync_operator.copies import Allowlist, Desired, key_of, owner_uid
+from configmapsync_operator.copies import Allowlist, Desired, content_digest, key_of, owner_uid
 from configmapsync_operator.models import (
     FINALIZER,
     OWNER_LABEL,
@@ -334,3 +335,19 @@ def test_any_admitted_spec_plans_only_valid_requests(world: World) -> None:
     if actions.status_patch is not None:
         status = {**world.sync.get("status", {}), **actions.status_patch}
         assert not schema_errors(status, STATUS_SCHEMA, ".status"), status
+
+
+@given(
+    data=st.dictionaries(st.text(max_size=8), st.text(max_size=40), max_size=6),
+    binary=st.dictionaries(st.text(max_size=8), st.text(max_size=20), max_size=3),
+)
+def test_a_content_digest_is_the_sha256_of_the_canonical_json(
+    data: dict[str, str], binary: dict[str, str]
+) -> None:
+    """The digests are taken with orjson (#19): the same bytes as the standard library's
+    sorted, compact, non-ASCII-keeping JSON, whatever the keys and values."""
+    canonical = json.dumps(
+        [data, binary], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    expected = hashlib.sha256(canonical.encode()).hexdigest()[:32]
+    assert content_digest({"data": data, "binaryData": binary}) == expected
