@@ -53,6 +53,12 @@ def runtime_bin() -> Path:
         }
         with tempfile.TemporaryDirectory(dir=RUNTIME) as dist:
             image = ROOT / "hack" / "image"
-            subprocess.run([image / "build-wheel.sh", dist, POETRY_VENV], check=True, env=env)
-            subprocess.run([image / "install-runtime.sh", dist, venv], check=True, env=env)
+            steps: list[list[str]] = [
+                [str(image / "build-wheel.sh"), dist, str(POETRY_VENV)],
+                [str(image / "install-runtime.sh"), dist, str(venv)],
+            ]
+            for step in steps:
+                done = subprocess.run(step, capture_output=True, text=True, env=env, check=False)
+                if done.returncode != 0:
+                    raise RuntimeError(f"{step[0]} failed:\n{done.stdout}{done.stderr}")
     return venv / "bin"
