@@ -51,6 +51,7 @@ from bench.implementations import (
 from bench.objwatch import Tracker, timed_parallel, wide_client
 from bench.operator import OperatorProcess
 from bench.plane import LOCAL, ROOT, read, request, request_json
+from bench.readme import RESULTS
 from bench.runner import Environment, measure, write_document
 from bench.runtime import runtime_bin
 from bench.workloads import PODSET, pod_template
@@ -543,7 +544,10 @@ def main(
         environment,
         f"curve failed (logs: {LOCAL / 'bench'}/curve-*.log)",
     )
-    previous = json.loads(output.read_text()) if output.exists() else None
+    # The points of the sizes not measured now: the last run's here, else the committed ones
+    # (a fresh checkout has no .local/measurements).
+    saved = output if output.exists() else RESULTS / "curve.json"
+    previous = json.loads(saved.read_text()) if saved.exists() else None
     merged = merge(previous, points, env)
     rows = summary(_points(merged))
     print()
