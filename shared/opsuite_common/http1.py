@@ -368,7 +368,7 @@ class ConnectionPool:
             return response
         raise AssertionError("unreachable")
 
-    async def close(self) -> None:
+    def close(self) -> None:
         """Close every connection; requests still waiting for an answer fail."""
         self._closed = True
         for connection in list(self._open):

@@ -26,6 +26,7 @@ import contextlib
 import copy
 import socket
 import ssl
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -182,8 +183,10 @@ def _ssl_context(configuration: Configuration) -> ssl.SSLContext:
 
 
 class _Session:
-    """The process's one connection pool to the API server, made on first use (it belongs to
-    the running event loop) and shared by a KubeApi and the ones derived from it."""
+    """The process's connections to the API server, shared by a KubeApi and the ones derived
+    from it: one pool per event loop that sends requests (the operator's, and the metrics
+    server's thread's for its reviews), each made on that loop's first request, since a
+    connection belongs to the loop that made it."""
 
     def __init__(self, configuration: Configuration, user_agent: str) -> None:
         self.configuration = configuration
@@ -192,8 +195,13 @@ class _Session:
             f"Host: {self.host}\r\nUser-Agent: {user_agent}\r\nAccept: application/json\r\n"
         ).encode("latin-1")
         """The headers every request carries."""
-        self._pool: ConnectionPool | None = None
-        self._first: asyncio.Lock | None = None
+        self._server: Server | None = None
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ConnectionPool] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._firsts: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         self._answered = not configuration.host.startswith("https:")  # no TLS: no session
 
     @contextlib.asynccontextmanager
@@ -202,9 +210,8 @@ class _Session:
         first connection's TLS session is then there for the others to resume (a burst of a
         new process would otherwise make a full handshake on every connection)."""
         if not self._answered:
-            if self._first is None:
-                self._first = asyncio.Lock()
-            async with self._first:
+            first = self._firsts.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+            async with first:
                 if not self._answered:
                     try:
                         yield
@@ -214,23 +221,32 @@ class _Session:
         yield
 
     def pool(self) -> ConnectionPool:
-        if self._pool is None:
-            conf = self.configuration
-            https = conf.host.startswith("https:")
-            server = Server(
-                url=conf.host,
-                tls=_ssl_context(conf) if https else None,
-                server_hostname=conf.tls_server_name,
-                proxy=conf.proxy,
+        """The running event loop's pool."""
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            if self._server is None:
+                conf = self.configuration
+                self._server = Server(
+                    url=conf.host,
+                    tls=_ssl_context(conf) if conf.host.startswith("https:") else None,
+                    server_hostname=conf.tls_server_name,
+                    proxy=conf.proxy,
+                )
+            pool = ConnectionPool(
+                self._server, idle_timeout=IDLE_CONNECTION_TIMEOUT, socket_factory=api_socket
             )
-            self._pool = ConnectionPool(
-                server, idle_timeout=IDLE_CONNECTION_TIMEOUT, socket_factory=api_socket
-            )
-        return self._pool
+            self._pools[loop] = pool
+        return pool
 
-    async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
+    def close(self) -> None:
+        """Close every pool's connections, each on its own loop."""
+        running = asyncio.get_running_loop()
+        for loop, pool in list(self._pools.items()):
+            if loop is running:
+                pool.close()
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(pool.close)
 
 
 async def gather_results(futures: Sequence[asyncio.Future[JSON]]) -> list[JSON | ApiException]:
@@ -329,8 +345,8 @@ class KubeApi:
         return self._session.configuration
 
     async def close(self) -> None:
-        """Close the session (shared with the KubeApis derived from this one)."""
-        await self._session.close()
+        """Close the connections (shared with the KubeApis derived from this one)."""
+        self._session.close()
 
     def request(
         self,

@@ -119,7 +119,7 @@ async def test_length_chunked_and_empty_bodies_come_whole_on_one_kept_connection
     server = await raw_server(reply)
     pool = pool_for(server.port)
     got = [await pool.request("GET", head("GET", f"/{i}"), None) for i in range(5)]
-    await pool.close()
+    pool.close()
     assert got == [
         Response(200, "OK", b'{"a":1}'),
         Response(200, "OK", b'{"items":[1,2,3]}'),
@@ -139,7 +139,7 @@ async def test_a_body_sent_is_received_whole(raw_server: Any) -> None:
     body = b"x" * 200_000
     message = b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
     assert (await pool.request("POST", message, body)).body == body
-    await pool.close()
+    pool.close()
 
 
 async def test_a_connection_the_server_marks_close_carries_no_other_request(
@@ -153,7 +153,7 @@ async def test_a_connection_the_server_marks_close_carries_no_other_request(
     server = await raw_server(reply)  # it keeps the connection open all the same
     pool = pool_for(server.port)
     bodies = [(await pool.request("GET", head("GET", "/"), None)).body for _ in range(3)]
-    await pool.close()
+    pool.close()
     assert bodies == [b"one", b"two", b"three"]
     assert server.connections == 2
 
@@ -171,7 +171,7 @@ async def test_a_body_without_length_ends_with_the_connection() -> None:
     try:
         assert (await pool.request("GET", head("GET", "/"), None)).body == b"all of it"
     finally:
-        await pool.close()
+        pool.close()
         server.close()
 
 
@@ -195,7 +195,7 @@ async def test_a_get_is_sent_again_when_its_reused_connection_was_closed_a_post_
     await pool.request("GET", head("GET", "/warm"), None)
     with pytest.raises(HttpConnectionError):
         await pool.request("POST", head("POST", "/once"), None)
-    await pool.close()
+    pool.close()
     lines = [h.split(b" HTTP")[0].decode() for h in server.heads]
     assert lines == ["GET /warm", "GET /again", "GET /again", "GET /warm", "POST /once"]
 
@@ -208,7 +208,7 @@ async def test_a_get_on_a_new_connection_is_not_sent_twice(raw_server: Any) -> N
     pool = pool_for(server.port)
     with pytest.raises(HttpConnectionError):
         await pool.request("GET", head("GET", "/"), None)
-    await pool.close()
+    pool.close()
     assert len(server.heads) == 1
 
 
@@ -226,7 +226,7 @@ async def test_idle_connections_expire_and_closed_ones_are_not_taken(raw_server:
     now[0] = 19.5  # idle for 10.5 s since the last answer
     await pool.request("GET", head("GET", "/"), None)
     assert server.connections == 2
-    await pool.close()
+    pool.close()
     with pytest.raises(HttpConnectionError, match="closed"):
         await pool.request("GET", head("GET", "/"), None)
 
@@ -253,7 +253,7 @@ async def test_the_first_line_of_a_streamed_body_and_the_connection_dropped(
         assert not pool._open  # closed, not kept
     finally:
         held.set()
-        await pool.close()
+        pool.close()
         server.close()
 
 
@@ -265,7 +265,7 @@ async def test_a_malformed_response_fails_the_request(raw_server: Any) -> None:
     pool = pool_for(server.port)
     with pytest.raises(HttpConnectionError, match="not an HTTP"):
         await pool.request("GET", head("GET", "/"), None)
-    await pool.close()
+    pool.close()
 
 
 async def test_a_cancelled_request_closes_its_connection(raw_server: Any) -> None:
@@ -279,7 +279,7 @@ async def test_a_cancelled_request_closes_its_connection(raw_server: Any) -> Non
         async with asyncio.timeout(0.2):
             await pool.request("GET", head("GET", "/"), None)
     assert not pool._open
-    await pool.close()
+    pool.close()
 
 
 async def test_https_through_a_connect_proxy_with_credentials(
@@ -323,7 +323,7 @@ async def test_https_through_a_connect_proxy_with_credentials(
     try:
         response = await pool.request("GET", head("GET", "/"), None)
     finally:
-        await pool.close()
+        pool.close()
         proxy_server.close()
     assert response.body == b"through the tunnel"
     [connect] = connects

@@ -462,3 +462,29 @@ async def test_bytes_sent_to_a_vanished_api_server_are_dropped_before_a_standby_
     option = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
     assert option == int(UNACKNOWLEDGED_TIMEOUT * 1000)
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+
+async def test_a_kubeapi_serves_the_event_loop_of_another_thread_on_connections_of_its_own(
+    api_server: tuple[str, Seen], kube_of: Any
+) -> None:
+    """The metrics server runs its own event loop in a thread and reviews tokens through the
+    operator's KubeApi: each loop gets its own connections (a connection belongs to the loop
+    that made it), and both keep working, before and after the other's requests."""
+    host, seen = api_server
+    kube = kube_of(host)
+    reviews = kube.unfenced(4)
+    await kube.get(f"{PODS}/a")
+
+    def in_thread() -> list[dict[str, Any] | None]:
+        async def requests() -> list[dict[str, Any] | None]:
+            return [await reviews.get(f"{PODS}/a") for _ in range(3)]
+
+        return asyncio.run(requests())
+
+    async with asyncio.timeout(10):
+        answers = await asyncio.to_thread(in_thread)
+        assert answers == [{"kind": "Pod", "metadata": {"name": "a"}}] * 3
+        assert await kube.get(f"{PODS}/a") is not None
+    ports = {r.transport.get_extra_info("peername")[1] for r in seen.requests}  # type: ignore[union-attr]
+    assert len(seen.requests) == 5
+    assert len(ports) == 2  # one connection per loop, each reused
