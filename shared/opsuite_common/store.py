@@ -115,6 +115,17 @@ class Store:
             return False
         return resource_version_order(new, old) == -1
 
+    def record_write(self, answer: JSON) -> None:
+        """The API server's answer to this operator's own write of a cached object (its status,
+        say): keep it, unless the object left the cache or the watch already brought a newer
+        version. The next pass then compares with what the server holds, even before the
+        watch's event of the write arrives: a status computed equal to the stale one cached
+        would otherwise not be written."""
+        if "name" not in (answer.get("metadata") or {}):
+            return  # not an object (an answer without a body)
+        if self.get(*object_key(answer)) is not None and not self.outdated(answer):
+            self.apply("MODIFIED", answer)
+
     def prune(self, keep: set[ObjectKey], namespace: str | None = None) -> list[JSON]:
         """Drop every object (of ``namespace``; None: of any) whose key is not in ``keep``;
         return the dropped objects."""

@@ -87,3 +87,18 @@ def test_only_a_cached_object_newer_than_the_one_offered_makes_it_outdated() -> 
     assert not store.outdated(version("9", name="other"))
     assert not store.outdated(version(None))
     assert not store.outdated(version("opaque"))
+
+
+def test_an_own_write_answer_is_kept_unless_newer_is_cached_or_the_object_is_gone() -> None:
+    """#19: a pass that writes a status and the next pass, before the watch's event of that
+    write: the next one must compare with the status the server now holds."""
+    store = Store("podsets")
+    store.apply(None, {"metadata": {"namespace": "n", "name": "a", "resourceVersion": "5"}})
+    answer = {"metadata": {"namespace": "n", "name": "a", "resourceVersion": "7"}, "status": 1}
+    store.record_write(answer)
+    assert store.get("n", "a") == answer
+    store.record_write({"metadata": {"namespace": "n", "name": "a", "resourceVersion": "6"}})
+    assert store.get("n", "a") == answer  # the cache holds a newer version
+    store.apply("DELETED", answer)
+    store.record_write(answer)
+    assert store.get("n", "a") is None  # never brought back

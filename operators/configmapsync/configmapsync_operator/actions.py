@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -199,8 +199,11 @@ async def execute(
     sync: Mapping[str, Any],
     plan: Plan,
     now: datetime | None = None,
+    *,
+    on_status: Callable[[JSON], None] | None = None,
 ) -> Execution:
-    """Execute ``plan`` for ``sync``; writes through to the slim ConfigMap ``cache``."""
+    """Execute ``plan`` for ``sync``; writes through to the slim ConfigMap ``cache``, and hands
+    the API server's answer to a status write to ``on_status``."""
     if plan.remove_finalizer:
         return await _cleanup(kube, cache, sync, plan)
     if plan.strip_finalizer:
@@ -275,8 +278,11 @@ async def execute(
         meta = sync["metadata"]
         path = resource_path(API_VERSION, PLURAL, meta["namespace"], meta["name"], "status")
         try:
-            await kube.patch(path, {"status": patch})
+            answer = await kube.patch(path, {"status": patch})
         except ApiException as exc:
             if exc.status != 404:  # deleted meanwhile
                 raise
+        else:
+            if on_status is not None:
+                on_status(answer)
     return execution

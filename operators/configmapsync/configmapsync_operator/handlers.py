@@ -225,7 +225,7 @@ def setup(manager: Manager) -> None:
             if not sync["metadata"].get("deletionTimestamp"):
                 metrics.observe_targets(key, len(outcome.synced), len(outcome.issues))
             return None
-        done = await execute(manager.kube, configmaps, sync, actions)
+        done = await execute(manager.kube, configmaps, sync, actions, on_status=syncs.record_write)
         record_events(sync, done)
         if done.written and key in pending:
             metrics.observe_propagation(time.monotonic() - pending[key], done.written)

@@ -55,6 +55,8 @@ class FakeKube:
             answer = strategic_merge(self.stored.get((parts[4], parts[6]), empty), body)
             answer["metadata"]["resourceVersion"] = "999"
             future.set_result(answer)
+        elif method == "PATCH" and path.endswith("/status") and isinstance(body, dict):
+            future.set_result({"metadata": {"resourceVersion": "1000"}, **body})
         elif isinstance(body, dict) and body.get("kind") == "ConfigMap":
             answer = {**body, "metadata": {**body["metadata"], "resourceVersion": "999"}}
             answer["metadata"].setdefault("uid", "new-uid")
@@ -126,6 +128,25 @@ async def test_strips_the_old_finalizer_creates_in_parallel_write_through_and_st
     world.sync["status"] = kube.calls[-1][2]["status"]
     again, _ = await run(world, FakeKube(), cache)
     assert again.is_empty
+
+
+async def test_the_answer_to_the_status_write_is_handed_on() -> None:
+    """The handlers keep it in the ConfigMapSync cache: a next pass before the watch's event of
+    this write compares with the status the server holds (#19)."""
+    world = world_with("a")
+    kube, cache = FakeKube(), cache_of(world)
+    answers: list[JSON] = []
+    actions = plan(
+        world.sync,
+        world.configmaps.get(world.source_key),
+        list(world.namespaces.values()),
+        {},
+        [],
+        datetime.now(UTC),
+    )
+    await execute(kube, cache, world.sync, actions, on_status=answers.append)  # type: ignore[arg-type]
+    [answer] = answers
+    assert answer["status"] == kube.calls[-1][2]["status"]
 
 
 async def test_conflicting_create_requeues_without_a_status_write() -> None:

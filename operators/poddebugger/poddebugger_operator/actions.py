@@ -244,19 +244,30 @@ def without_container(record: JSON, name: str) -> JSON:
 
 
 async def write_status(
-    kube: KubeApi, pacer: StatusPacer, key: ObjectKey, patch: JSON | None
+    kube: KubeApi,
+    pacer: StatusPacer,
+    key: ObjectKey,
+    patch: JSON | None,
+    *,
+    on_status: Callable[[JSON], None] | None = None,
 ) -> float | None:
     """Write the status ``patch`` of PodDebugger ``key`` if ``pacer`` allows; else return the
-    seconds after which to try again (None: written, or nothing to write)."""
+    seconds after which to try again (None: written, or nothing to write). The API server's
+    answer goes to ``on_status``."""
     if patch is None:
         return None
     delay = pacer.delay(key)
     if delay > 0:
         return delay
     try:
-        await kube.patch(resource_path(API_VERSION, PLURAL, *key, "status"), {"status": patch})
+        answer = await kube.patch(
+            resource_path(API_VERSION, PLURAL, *key, "status"), {"status": patch}
+        )
     except ApiException as exc:
         if exc.status != 404:  # deleted meanwhile
             raise
+    else:
+        if on_status is not None:
+            on_status(answer)
     pacer.wrote(key)
     return None

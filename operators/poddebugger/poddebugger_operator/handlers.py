@@ -126,7 +126,9 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
         for uid in actions.new_matches:
             seen.setdefault((key, uid), started)
         injector.send(key, actions.injections)
-        delay = await write_status(manager.kube, pacer, key, actions.status_patch)
+        delay = await write_status(
+            manager.kube, pacer, key, actions.status_patch, on_status=debuggers.record_write
+        )
         retry = [d for d in (delay, actions.requeue_after) if d is not None]
         return Result(requeue_after=min(retry)) if retry else None
 

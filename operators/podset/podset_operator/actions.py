@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -200,8 +200,11 @@ async def apply_plan(
     podset: JSON,
     pods: list[JSON],
     plan: Plan,
+    *,
+    on_status: Callable[[JSON], None] | None = None,
 ) -> Failure | None:
-    """Execute ``plan`` for ``podset``; return the failure that stopped it, if any.
+    """Execute ``plan`` for ``podset``; return the failure that stopped it, if any. The API
+    server's answer to the status write goes to ``on_status``.
 
     Errors that are not API errors (timeouts, connection failures) are raised, after the
     bookkeeping, so that the controller retries with backoff.
@@ -262,8 +265,11 @@ async def apply_plan(
     if patch is not None:
         path = resource_path(f"{GROUP}/{VERSION}", PLURAL, ns, meta["name"], "status")
         try:
-            await kube.patch(path, {"status": patch})
+            answer = await kube.patch(path, {"status": patch})
         except ApiException as exc:
             if exc.status != 404:  # deleted meanwhile
                 raise
+        else:
+            if on_status is not None:
+                on_status(answer)
     return failure

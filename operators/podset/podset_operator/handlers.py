@@ -112,7 +112,14 @@ def setup(manager: Manager) -> None:
         if actions.is_empty:
             return None
         failure = await apply_plan(
-            manager.kube, recorder, expectations, exp_key, podset, namespace_pods, actions
+            manager.kube,
+            recorder,
+            expectations,
+            exp_key,
+            podset,
+            namespace_pods,
+            actions,
+            on_status=podsets.record_write,
         )
         if failure is not None:
             return Result(requeue=True)  # retried with the work queue's backoff
