@@ -314,7 +314,7 @@ class KubeApi:
         self._fence = fence
         self._timeout = request_timeout
         self._slots = asyncio.Semaphore(max_parallel)
-        self._requests: set[asyncio.Task[JSON]] = set()
+        self._requests: set[asyncio.Task[None]] = set()
 
     def _derive(
         self, fence: WriteFence | None, timeout: float | None, max_parallel: int
@@ -357,11 +357,29 @@ class KubeApi:
         query: Mapping[str, str] | None = None,
         content_type: str = "application/json",
     ) -> asyncio.Future[JSON]:
-        """Make one API request now; a future of the parsed JSON (``{}`` if empty)."""
-        task = asyncio.ensure_future(self._send(method, path, body, query, content_type))
+        """Make one API request now; a future of the parsed JSON (``{}`` if empty).
+
+        The request runs in a task of its own to its end, whether or not the future is still
+        awaited (cancelling the future leaves it running). Its outcome, an error included, goes
+        to the future only: the task itself always ends cleanly, since kopf re-raises at
+        shutdown the error of any task that ended during it (a 422 answered while SIGTERM was
+        being handled made the operator exit 1)."""
+        outcome: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
+
+        async def run() -> None:
+            try:
+                answer = await self._send(method, path, body, query, content_type)
+            except Exception as exc:  # handed to the future
+                if not outcome.done():
+                    outcome.set_exception(exc)
+                return
+            if not outcome.done():
+                outcome.set_result(answer)
+
+        task = asyncio.ensure_future(run())
         self._requests.add(task)
         task.add_done_callback(self._requests.discard)
-        return asyncio.shield(task)
+        return outcome
 
     async def _send(
         self,

@@ -488,3 +488,21 @@ async def test_a_kubeapi_serves_the_event_loop_of_another_thread_on_connections_
     ports = {r.transport.get_extra_info("peername")[1] for r in seen.requests}  # type: ignore[union-attr]
     assert len(seen.requests) == 5
     assert len(ports) == 2  # one connection per loop, each reused
+
+
+async def test_a_failed_request_fails_its_future_and_its_task_ends_cleanly(
+    api_server: tuple[str, Seen], kube_of: Any
+) -> None:
+    """kopf re-raises at shutdown the error of every task that ended meanwhile: a request's
+    task must not end with the API error it hands its caller (an operator stopped while a 422
+    came back exited 1)."""
+    host, _seen = api_server
+    kube = kube_of(host)
+    before = asyncio.all_tasks()
+    future = kube.request("GET", f"{PODS}/missing")
+    [task] = asyncio.all_tasks() - before - {asyncio.current_task()}
+    with pytest.raises(ApiException) as missing:
+        await future
+    assert missing.value.status == 404
+    await asyncio.wait_for(task, 5)
+    assert task.result() is None
