@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.server
 import threading
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,19 +13,13 @@ from opsuite_packaging.helm_test import problems, readyz
 
 
 def _pod(name: str, phase: str = "Running", ip: str | None = "10.0.0.1") -> Any:
-    return SimpleNamespace(
-        metadata=SimpleNamespace(name=name), status=SimpleNamespace(phase=phase, pod_ip=ip)
-    )
+    status = {"phase": phase, **({"podIP": ip} if ip else {})}
+    return {"metadata": {"name": name}, "status": status}
 
 
 def _crd(established: str | None = "True") -> Any:
-    conditions = (
-        [] if established is None else [SimpleNamespace(type="Established", status=established)]
-    )
-    return SimpleNamespace(
-        metadata=SimpleNamespace(name="xs.example.com"),
-        status=SimpleNamespace(conditions=conditions),
-    )
+    conditions = [] if established is None else [{"type": "Established", "status": established}]
+    return {"metadata": {"name": "xs.example.com"}, "status": {"conditions": conditions}}
 
 
 def _ok(ip: str, port: int) -> str:
