@@ -10,6 +10,8 @@ rules, own templates). The CRD goes to ``charts/<chart>/crds/`` (the one canonic
 samples to ``operators/<operator>/samples/`` and the rest of the chart to ``charts/<chart>/``,
 with the templates every chart shares from ``shared/helm/templates/`` and Artifact Hub's
 annotations; ``charts/artifacthub-repo.yml`` is the charts' Artifact Hub repository metadata.
+``shared/opsuite_common/kube_protos.py`` holds the protobuf descriptors of the built-in types
+the operators watch in protobuf (opsuite_packaging/kube_protos.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from opsuite_packaging.artifacthub import chart_annotations, repository_metadata
 from opsuite_packaging.chart import chart_files
 from opsuite_packaging.crd import build_crd, crd_yaml
 from opsuite_packaging.generated import run
+from opsuite_packaging.kube_protos import module_text as kube_protos_module
 
 ROOT = Path(__file__).resolve().parent.parent
 OPERATORS = {
@@ -71,6 +74,7 @@ def expected_files() -> dict[Path, str]:
             path = ROOT / "operators" / directory / "samples" / f"{sample_name}.yaml"
             files[path] = _sample_yaml(sample)
     files[ROOT / "charts" / "artifacthub-repo.yml"] = repository_metadata()
+    files[ROOT / "shared" / "opsuite_common" / "kube_protos.py"] = kube_protos_module()
     return files
 
 

@@ -49,6 +49,7 @@ from kopf._cogs.structs import references
 from kopf._core.reactor import queueing
 
 from opsuite_common.options import ManagerOptions
+from opsuite_common.protowatch import CONTENT_TYPE, WATCH_CONTENT_TYPE, WatchDecoder
 
 KOPF_SERIES = "1.45"
 """The kopf release series whose internals the patches below are written for (pyproject.toml
@@ -273,8 +274,15 @@ def watched_stream(url: str) -> Stream:
     return segments[-1], None
 
 
-def track_watch_activity(activity: WatchActivity) -> None:
-    """Wrap kopf's watch streams to report listings and signs of life to ``activity``.
+DecoderLookup = Callable[[str], WatchDecoder | None]
+"""Given a watch URL, the decoder of its protobuf stream, or None to watch it in JSON."""
+
+
+def track_watch_activity(
+    activity: WatchActivity, decoders: DecoderLookup = lambda _url: None
+) -> None:
+    """Wrap kopf's watch streams to report listings and signs of life to ``activity``, and
+    watch in protobuf where ``decoders`` has a decoder for the URL.
 
     Every listing is reported when it ends (``WatchActivity.listed``), with the objects it
     held: kopf sends no DELETED event for objects deleted while a watch was down (a relist
@@ -289,7 +297,9 @@ def track_watch_activity(activity: WatchActivity) -> None:
     starts over with a fresh listing, in pages from then on. ``api.stream`` itself is kopf's
     rewritten to parse each line with orjson from its bytes, where kopf decodes the line to
     text for the standard library's parser: with 20,000 pods present, the parsing was a
-    quarter of an operator's CPU until Ready. kopf looks these functions up by module
+    quarter of an operator's CPU until Ready. A watch with a decoder asks for protobuf
+    (:mod:`opsuite_common.protowatch`) and reads length-prefixed frames, unless the API
+    server answers JSON all the same. kopf looks these functions up by module
     attribute at call time. Private API: kopf is pinned to 1.45.x and the e2e suite
     checks that readiness holds through a quiet period and follows the watch (API server paused
     and resumed); shared/tests/test_initial_lists.py runs the listings against a local server.
@@ -354,7 +364,11 @@ def track_watch_activity(activity: WatchActivity) -> None:
         stopper: asyncio.Future[Any] | None = None,
         logger: logging.Logger | logging.LoggerAdapter[Any],
     ) -> AsyncIterator[Any]:
-        """kopf's ``api.stream`` (1.45), its lines parsed by orjson from the bytes."""
+        """kopf's ``api.stream`` (1.45), its lines parsed by orjson from the bytes, or its
+        protobuf frames decoded."""
+        decoder = decoders(url)
+        if decoder is not None:
+            headers = {**(headers or {}), "Accept": WATCH_CONTENT_TYPE}
 
         def cancel_request(_: asyncio.Future[Any]) -> None:
             task = asyncio.current_task()
@@ -391,8 +405,12 @@ def track_watch_activity(activity: WatchActivity) -> None:
             stopper.add_done_callback(close_response)
         try:
             async with response:
-                async for line in api.iter_jsonlines(response.content):
-                    yield orjson.loads(line)
+                if decoder is not None and response.content_type == CONTENT_TYPE:
+                    async for frame in _frames(response.content):
+                        yield decoder.decode(frame)
+                else:
+                    async for line in api.iter_jsonlines(response.content):
+                        yield orjson.loads(line)
         except aiohttp.ClientConnectionError:
             if stopper is None or not stopper.done():
                 raise  # not the stopper's closing
@@ -412,6 +430,21 @@ def track_watch_activity(activity: WatchActivity) -> None:
     watching.watch_objs = watch_objs
     api.stream = stream
     logger.debug("watch activity tracking installed")
+
+
+async def _frames(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """The frames of a protobuf watch: each a 4-byte big-endian length, then the frame."""
+    while True:
+        try:
+            head = await content.readexactly(4)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                raise aiohttp.ClientPayloadError("watch stream cut in a frame's length") from exc
+            return  # the API server ended the watch
+        try:
+            yield await content.readexactly(int.from_bytes(head, "big"))
+        except asyncio.IncompleteReadError as exc:
+            raise aiohttp.ClientPayloadError("watch stream cut in a frame") from exc
 
 
 EventRoute = Callable[[str, str], Callable[[Mapping[str, Any]], None] | None]

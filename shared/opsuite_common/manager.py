@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 
 import kopf
 
-from opsuite_common import metrics
+from opsuite_common import metrics, protowatch
 from opsuite_common.controller import Controller, Reconciler
 from opsuite_common.events import EventRecorder
 from opsuite_common.fence import WriteFence
@@ -56,6 +56,7 @@ from opsuite_common.leader_election import (
 from opsuite_common.logs import configure_logging
 from opsuite_common.metrics_auth import KubeReviewApi, MetricsAuth, server_context
 from opsuite_common.options import ManagerOptions, parse_options
+from opsuite_common.protowatch import Fields
 from opsuite_common.store import JSON, Store, object_key
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,7 @@ class Manager:
         self._watched: list[str] = []
         self._stores: dict[str, tuple[Store | None, EventHandler | None]] = {}
         self._routes: dict[tuple[str, str], Callable[[Mapping[str, Any]], None]] = {}
+        self._decoders: dict[str, protowatch.WatchDecoder] = {}
         # Until the caches are synced: objects each handler has applied, and objects of each
         # initial listing not applied yet (handlers may run before or after the listing ends).
         self._applied_keys: dict[str, set[tuple[str, str]]] = {}
@@ -158,8 +160,18 @@ class Manager:
         *,
         store: Store | None = None,
         on_event: EventHandler | None = None,
+        fields: Fields | None = None,
     ) -> None:
-        """Watch a resource read-only: feed ``store`` and call ``on_event`` on every event."""
+        """Watch a resource read-only: feed ``store`` and call ``on_event`` on every event.
+
+        With ``fields`` (a built-in resource of :data:`protowatch.MESSAGES`), the watch is
+        streamed in protobuf and its objects hold those fields (and the common metadata,
+        :mod:`opsuite_common.protowatch`); the handlers and the store's transform must read
+        nothing else. Objects of its paged listings are whole JSON objects still."""
+        if fields is not None:
+            if group or plural not in protowatch.MESSAGES:
+                raise ValueError(f"{plural}.{group}: only {sorted(protowatch.MESSAGES)} (core)")
+            self._decoders[plural] = protowatch.WatchDecoder(plural, fields)
 
         def deliver(event: Mapping[str, Any]) -> None:
             obj: JSON = dict(event["object"])
@@ -180,6 +192,10 @@ class Manager:
         self._stores[plural] = (store, on_event)
         self._routes[(group, plural)] = deliver
         kopf.on.event(group, version, plural, registry=self.registry, id=f"watch-{plural}")(handler)
+
+    def _decoder(self, url: str) -> protowatch.WatchDecoder | None:
+        plural = protowatch.core_plural(url)
+        return None if plural is None else self._decoders.get(plural)
 
     def cache(self, plural: str) -> Store | None:
         """The store ``watch`` feeds for ``plural`` (None: not watched, or without a store)."""
@@ -284,7 +300,7 @@ class Manager:
             collector_back = asyncio.get_running_loop().call_later(GC_PAUSE_LIMIT, gc.enable)
         settings = kopf.OperatorSettings()
         configure_kopf(settings, self.options)
-        track_watch_activity(self.activity)
+        track_watch_activity(self.activity, self._decoder)
         route_watch_events(lambda group, plural: self._routes.get((group, plural)))
         ready_flag: asyncio.Event = asyncio.Event()
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from opsuite_common.fence import WriteFenced
 from opsuite_common.kube import ApiException, KubeApi, resource_path
+from opsuite_common.protowatch import Fields
 from opsuite_common.status_pacer import StatusPacer
 from opsuite_common.store import ObjectKey, Store
 from poddebugger_operator.injected import Injected
@@ -71,6 +72,24 @@ def _slim_state(state: Any) -> JSON:
             detail = state[kind] if isinstance(state[kind], Mapping) else {}
             return {kind: {k: detail[k] for k in _STATE_FIELDS.get(kind, ()) if k in detail}}
     return {}
+
+
+WATCHED_FIELDS: Fields = {
+    "spec": {"ephemeralContainers": {"name": None, "image": None}},
+    "status": {
+        "phase": None,
+        "ephemeralContainerStatuses": {
+            "name": None,
+            "state": {
+                "waiting": {"reason": None, "message": None},
+                "running": {"startedAt": None},
+                "terminated": {"exitCode": None, "reason": None, "message": None},
+            },
+        },
+    },
+}
+"""What the pod watch decodes besides the common metadata (opsuite_common.protowatch): all
+that :func:`slim_pod` and the pod handler read."""
 
 
 def slim_pod(pod: Mapping[str, Any]) -> JSON:

@@ -36,7 +36,13 @@ from opsuite_common.spec_cache import SpecCache
 from opsuite_common.status_pacer import STATUS_INTERVAL, StatusPacer
 from opsuite_common.store import JSON, ObjectKey, Store, by_namespace, object_key, status_only
 from poddebugger_operator import metrics
-from poddebugger_operator.actions import InjectionResult, Injector, slim_pod, write_status
+from poddebugger_operator.actions import (
+    WATCHED_FIELDS,
+    InjectionResult,
+    Injector,
+    slim_pod,
+    write_status,
+)
 from poddebugger_operator.gate import admission_problem
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import GROUP, KIND, PLURAL, VERSION
@@ -219,7 +225,7 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
             enqueue_all()
 
     manager.watch(GROUP, VERSION, PLURAL, store=debuggers, on_event=on_debugger)
-    manager.watch("", "v1", "pods", store=pods, on_event=on_pod)
+    manager.watch("", "v1", "pods", store=pods, on_event=on_pod, fields=WATCHED_FIELDS)
     if not settings.allow_without_admission_policy:
         for plural, store, handler in (
             (POLICIES, policies, on_policy),

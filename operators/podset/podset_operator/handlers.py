@@ -32,7 +32,7 @@ from podset_operator.actions import apply_plan
 from podset_operator.event_window import EventWindow
 from podset_operator.expectations import Expectations
 from podset_operator.models import GROUP, KIND, PLURAL, VERSION
-from podset_operator.pod_state import slim_pod
+from podset_operator.pod_state import WATCHED_FIELDS, slim_pod
 from podset_operator.reconcile import Plan, plan
 from podset_operator.spec import InvalidSpecError, parse_spec
 
@@ -168,4 +168,4 @@ def setup(manager: Manager) -> None:
             enqueue_for_pod(previous_owner)
 
     manager.watch(GROUP, VERSION, PLURAL, store=podsets, on_event=on_podset)
-    manager.watch("", "v1", "pods", store=pods, on_event=on_pod)
+    manager.watch("", "v1", "pods", store=pods, on_event=on_pod, fields=WATCHED_FIELDS)

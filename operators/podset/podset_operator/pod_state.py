@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeAlias, TypeGuard
 
 from opsuite_common.conditions import parse_timestamp
+from opsuite_common.protowatch import Fields
 
 Pod: TypeAlias = Mapping[str, Any]
 
@@ -20,6 +21,18 @@ _DELETION_COST_RE = re.compile(r"0|-[0-9]+|[1-9][0-9]*")
 
 
 _EMPTY: Mapping[str, Any] = {}
+
+WATCHED_FIELDS: Fields = {
+    "spec": {"nodeName": None, "initContainers": {"name": None, "restartPolicy": None}},
+    "status": {
+        "phase": None,
+        "conditions": {"type": None, "status": None, "lastTransitionTime": None},
+        "containerStatuses": {"name": None, "restartCount": None},
+        "initContainerStatuses": {"name": None, "restartCount": None},
+    },
+}
+"""What the pod watch decodes besides the common metadata (opsuite_common.protowatch): all
+that :func:`slim_pod` and the pod handler read."""
 
 
 def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:

@@ -1,0 +1,340 @@
+"""Watch streams of built-in resources in protobuf, decoded into the dicts a JSON watch gives.
+
+controller-runtime asks the API server for protobuf for every built-in type (pods,
+ConfigMaps, namespaces). For 20,000 pods the API server streams 49 MB of protobuf in about
+0.7 s on the local plane, against 82 MB of JSON in over 2 s: encoding JSON is most of an
+initial listing's time, on the API server's side. A watch declared with ``fields``
+(:meth:`opsuite_common.manager.Manager.watch`) is streamed in protobuf when its resource is
+one of :data:`MESSAGES`; each event's object is decoded (upb, in C) and only the declared
+fields are turned into a dict, shaped as the JSON object is (same keys, RFC 3339
+timestamps, base64 bytes). A watch's paged listings (where streaming lists are not to be
+had) and an API server that answers JSON still give whole JSON objects: the stores' transforms
+take either.
+
+What the dicts hold: ``apiVersion``, ``kind``, :data:`OBJECT_META` and the declared fields.
+Scalars are kept when the message carries them, except empty strings (JSON's ``omitempty``
+drops them; Go's protobuf encoder writes them); lists and maps when not empty; messages when
+present.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import keyword
+import time
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any
+from urllib.parse import urlsplit
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import DecodeError, Message
+
+from opsuite_common.kube_protos import FILE_DESCRIPTOR_SET
+
+JSON = dict[str, Any]
+Fields = Mapping[str, "Fields | None"]
+"""Fields to decode, by JSON name: a nested mapping for a message (each item of a list of
+messages), None for the whole value."""
+Converter = Callable[[Message], JSON]
+
+CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
+WATCH_CONTENT_TYPE = f"{CONTENT_TYPE};stream=watch"
+MAGIC = b"k8s\x00"
+"""Prefix of an encoded object: then a runtime.Unknown with the type and the message."""
+MESSAGES = {
+    "pods": "k8s.io.api.core.v1.Pod",
+    "configmaps": "k8s.io.api.core.v1.ConfigMap",
+    "namespaces": "k8s.io.api.core.v1.Namespace",
+}
+"""Core (``/api/v1``) resources watched in protobuf, by plural."""
+OBJECT_META: Fields = {
+    "name": None,
+    "namespace": None,
+    "uid": None,
+    "resourceVersion": None,
+    "generation": None,
+    "creationTimestamp": None,
+    "deletionTimestamp": None,
+    "labels": None,
+    "annotations": None,
+    "ownerReferences": None,
+}
+"""The metadata every decoded object keeps (kopf resumes a watch from resourceVersion)."""
+_META = "k8s.io.apimachinery.pkg.apis.meta.v1."
+_TIME = _META + "Time"
+_MICRO_TIME = _META + "MicroTime"
+
+
+class ProtobufError(ValueError):
+    """A frame or object that is not what a protobuf watch sends."""
+
+
+@cache
+def _pool() -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    for file in descriptor_pb2.FileDescriptorSet.FromString(FILE_DESCRIPTOR_SET).file:
+        pool.Add(file)
+    return pool
+
+
+@cache
+def message_class(full_name: str) -> type[Message]:
+    """The generated class of a Kubernetes message, e.g. ``k8s.io.api.core.v1.Pod``."""
+    cls: type[Message] = message_factory.GetMessageClass(_pool().FindMessageTypeByName(full_name))
+    return cls
+
+
+_ABSENT = object()
+_INLINED = {"k8s.io.api.core.v1.EphemeralContainer": "ephemeralContainerCommon"}
+"""Messages embedding another whose fields JSON inlines (Go struct embedding)."""
+_TIMES: dict[tuple[int, int], str] = {}
+"""Formatted timestamps: the objects of a listing share few seconds."""
+
+
+def _timestamp(seconds: int, micros: int | None) -> str:
+    key = (seconds, -1 if micros is None else micros)
+    text = _TIMES.get(key)
+    if text is None:
+        if len(_TIMES) >= 4096:
+            _TIMES.clear()
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        text = _TIMES[key] = f"{text}Z" if micros is None else f"{text}.{micros:06d}Z"
+    return text
+
+
+def _time(msg: Any) -> Any:
+    """metav1.Time: seconds, in RFC 3339; the zero time is JSON's null (absent)."""
+    seconds = msg.seconds
+    return _ABSENT if seconds == 0 and msg.nanos == 0 else _timestamp(seconds, None)
+
+
+def _micro_time(msg: Any) -> Any:
+    """metav1.MicroTime: microseconds, in RFC 3339; the zero time is absent."""
+    seconds, nanos = msg.seconds, msg.nanos
+    return _ABSENT if seconds == 0 and nanos == 0 else _timestamp(seconds, nanos // 1000)
+
+
+def _b64(value: bytes) -> str:
+    return base64.b64encode(value).decode()
+
+
+class _Compiler:
+    """Writes, for a message type and the fields wanted of it, a Python function turning such
+    a message into its JSON dict: one statement per field, no loop over field descriptors
+    (twice as fast as interpreting them, for the tens of thousands of objects a listing
+    brings)."""
+
+    def __init__(self, origin: Mapping[str, str]) -> None:
+        """``origin``: the upstream name of each view message (:class:`_Views`)."""
+        self.origin = origin
+        self.namespace: dict[str, Any] = {
+            "_ABSENT": _ABSENT,
+            "_b64": _b64,
+            "_time": _time,
+            "_micro_time": _micro_time,
+        }
+        self.source: list[str] = []
+
+    def function(self, descriptor: Descriptor, fields: Fields | None) -> str:
+        """The name of the function converting ``descriptor``'s messages (``fields`` of
+        them; None: every field); a name that is not a field raises ValueError."""
+        inlined = _INLINED.get(self._upstream(descriptor))
+        embedded = descriptor.fields_by_name[inlined].message_type if inlined is not None else None
+        if fields is None:
+            names = [f.name for f in descriptor.fields if f.name != inlined]
+            if embedded is not None:
+                names += [f.name for f in embedded.fields]
+            fields = dict.fromkeys(names)
+        body: list[str] = []
+        into: dict[str, Fields | None] = {}
+        for name, sub in fields.items():
+            field = descriptor.fields_by_name.get(name)
+            if field is None and embedded is not None and name in embedded.fields_by_name:
+                into[name] = sub
+            elif field is None:
+                raise ValueError(f"{descriptor.full_name} has no field {name!r}")
+            else:
+                body.extend(self._field(field, sub))
+        if into:
+            assert inlined is not None
+            assert embedded is not None
+            helper = self.function(embedded, into)
+            body[:0] = [
+                f"if m.HasField({inlined!r}):",
+                f"    o.update({helper}(getattr(m, {inlined!r})))",
+            ]
+        name = f"_c{len(self.namespace)}"
+        self.namespace[name] = None  # reserve the name before nested functions take theirs
+        self.source += [f"def {name}(m):", "    o = {}"]
+        self.source += [f"    {line}" for line in body]
+        self.source += ["    return o", ""]
+        return name
+
+    def _upstream(self, descriptor: Descriptor) -> str:
+        return self.origin.get(descriptor.full_name, descriptor.full_name)
+
+    def _field(self, field: FieldDescriptor, sub: Fields | None) -> list[str]:
+        name = field.name
+        get = f"getattr(m, {name!r})" if keyword.iskeyword(name) else f"m.{name}"
+        put = f"o[{name!r}]"
+        message = field.message_type
+        is_bytes = field.type == FieldDescriptor.TYPE_BYTES
+        if message is not None and message.GetOptions().map_entry:
+            value = message.fields_by_name["value"]
+            if value.message_type is not None:
+                raise ValueError(f"map of messages not supported: {field.full_name}")
+            bytes_values = value.type == FieldDescriptor.TYPE_BYTES
+            made = "{k: _b64(x) for k, x in v.items()}" if bytes_values else "dict(v.items())"
+            return [f"v = {get}", "if v:", f"    {put} = {made}"]
+        upstream = self._upstream(message) if message is not None else None
+        if upstream in (_TIME, _MICRO_TIME):
+            if field.is_repeated:
+                raise ValueError(f"list of timestamps not supported: {field.full_name}")
+            convert = "_time" if upstream == _TIME else "_micro_time"
+            return [
+                f"if m.HasField({name!r}):",
+                f"    v = {convert}({get})",
+                "    if v is not _ABSENT:",
+                f"        {put} = v",
+            ]
+        if message is not None:
+            helper = self.function(message, sub)
+            if field.is_repeated:
+                return [f"v = {get}", "if v:", f"    {put} = [{helper}(x) for x in v]"]
+            return [f"if m.HasField({name!r}):", f"    {put} = {helper}({get})"]
+        if field.is_repeated:
+            made = "[_b64(x) for x in v]" if is_bytes else "list(v)"
+            return [f"v = {get}", "if v:", f"    {put} = {made}"]
+        if field.type == FieldDescriptor.TYPE_STRING:
+            return [f"v = {get}", "if v:", f"    {put} = v"]  # "" is omitted, as JSON does
+        made = f"_b64({get})" if is_bytes else get
+        return [f"if m.HasField({name!r}):", f"    {put} = {made}"]
+
+    def compile(self, descriptor: Descriptor, fields: Fields | None) -> Callable[[Any], JSON]:
+        """The converter of ``descriptor``'s messages, compiled."""
+        name = self.function(descriptor, fields)
+        exec("\n".join(self.source), self.namespace)  # source written above
+        converter: Callable[[Any], JSON] = self.namespace[name]
+        return converter
+
+
+class _Views:
+    """Message types holding only some fields of upstream ones (same numbers and types), in
+    a pool of their own: parsing into a view skips what it lacks (kept as unknown bytes)
+    instead of building every container, volume and probe of a pod."""
+
+    def __init__(self, package: str) -> None:
+        self.file = descriptor_pb2.FileDescriptorProto(
+            name=f"{package.replace('.', '/')}.proto", package=package, syntax="proto2"
+        )
+        self.origin: dict[str, str] = {}
+
+    def message(self, descriptor: Descriptor, fields: Fields | None) -> str:
+        """Add the view of ``descriptor`` with ``fields`` (None: all); its full name."""
+        upstream = descriptor_pb2.DescriptorProto()
+        descriptor.CopyToProto(upstream)
+        inlined = _INLINED.get(descriptor.full_name)
+        wanted: dict[str, Fields | None]
+        if fields is None:
+            wanted = dict.fromkeys(f.name for f in descriptor.fields)
+        else:
+            wanted, embedded = {}, {}
+            for name, sub in fields.items():
+                if name in descriptor.fields_by_name:
+                    wanted[name] = sub
+                elif inlined is not None and name in _inlined_names(descriptor, inlined):
+                    embedded[name] = sub
+                else:
+                    raise ValueError(f"{descriptor.full_name} has no field {name!r}")
+            if embedded:
+                wanted[inlined] = embedded  # type: ignore[index]  # set with embedded
+        view = self.file.message_type.add(name=f"M{len(self.file.message_type)}")
+        full_name = f"{self.file.package}.{view.name}"
+        self.origin[full_name] = descriptor.full_name
+        for proto in upstream.field:
+            if proto.name not in wanted:
+                continue
+            copy = view.field.add()
+            copy.CopyFrom(proto)
+            message = descriptor.fields_by_name[proto.name].message_type
+            if message is None:
+                continue
+            if message.GetOptions().map_entry:
+                entry = next(n for n in upstream.nested_type if n.name == message.name)
+                view.nested_type.add().CopyFrom(entry)
+                copy.type_name = f".{full_name}.{entry.name}"
+            else:
+                copy.type_name = "." + self.message(message, wanted[proto.name])
+        return full_name
+
+    def message_class(self, name: str) -> type[Message]:
+        """The class of view ``name``, once every view is added."""
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(self.file)
+        cls: type[Message] = message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
+        return cls
+
+
+def _inlined_names(descriptor: Descriptor, inlined: str) -> set[str]:
+    return {f.name for f in descriptor.fields_by_name[inlined].message_type.fields}
+
+
+def _viewer(upstream: str, fields: Fields | None) -> tuple[type[Message], Callable[[Any], JSON]]:
+    """The view class of message ``upstream`` with ``fields``, and its converter."""
+    views = _Views(f"opsuite.view{next(_VIEW_IDS)}")
+    cls = views.message_class(views.message(message_class(upstream).DESCRIPTOR, fields))
+    return cls, _Compiler(views.origin).compile(cls.DESCRIPTOR, fields)
+
+
+_VIEW_IDS = itertools.count()
+
+
+def with_metadata(fields: Fields) -> Fields:
+    """``fields`` with :data:`OBJECT_META` added to its ``metadata``."""
+    meta = fields.get("metadata") or {}
+    return {**fields, "metadata": {**OBJECT_META, **meta}}
+
+
+class WatchDecoder:
+    """Decodes the frames of one resource's protobuf watch into JSON watch events
+    (``{"type": ..., "object": ...}``), the objects cut to ``fields`` plus
+    :data:`OBJECT_META`; an ERROR event's Status is decoded whole."""
+
+    def __init__(self, plural: str, fields: Fields) -> None:
+        """``plural``: a key of :data:`MESSAGES`."""
+        self._message, self._convert = _viewer(MESSAGES[plural], with_metadata(fields))
+        self._status, self._convert_status = _viewer(_META + "Status", None)
+        self._event = message_class(_META + "WatchEvent")
+        self._unknown = message_class("k8s.io.apimachinery.pkg.runtime.Unknown")
+
+    def decode(self, frame: bytes) -> JSON:
+        """One frame (without its length prefix) as a JSON watch event."""
+        try:
+            event = self._event.FromString(frame)
+            raw = event.object.raw
+            if not raw.startswith(MAGIC):
+                raise ProtobufError("watch event object without the protobuf prefix")
+            unknown = self._unknown.FromString(raw[len(MAGIC) :])
+            kind = unknown.typeMeta.kind
+            if kind == "Status":
+                obj = self._convert_status(self._status.FromString(unknown.raw))
+            else:
+                obj = self._convert(self._message.FromString(unknown.raw))
+        except DecodeError as exc:
+            raise ProtobufError(f"undecodable watch frame: {exc}") from exc
+        obj["apiVersion"] = unknown.typeMeta.apiVersion
+        obj["kind"] = kind
+        return {"type": event.type, "object": obj}
+
+
+def core_plural(url: str) -> str | None:
+    """The plural of a core (``/api/v1``) collection URL, else None."""
+    segments = urlsplit(url).path.strip("/").split("/")
+    if segments[:2] != ["api", "v1"] or len(segments) not in (3, 5):
+        return None
+    if len(segments) == 5 and segments[2] != "namespaces":
+        return None
+    return segments[-1]
