@@ -433,18 +433,21 @@ def track_watch_activity(
 
 
 async def _frames(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
-    """The frames of a protobuf watch: each a 4-byte big-endian length, then the frame."""
-    while True:
-        try:
-            head = await content.readexactly(4)
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial:
-                raise aiohttp.ClientPayloadError("watch stream cut in a frame's length") from exc
-            return  # the API server ended the watch
-        try:
-            yield await content.readexactly(int.from_bytes(head, "big"))
-        except asyncio.IncompleteReadError as exc:
-            raise aiohttp.ClientPayloadError("watch stream cut in a frame") from exc
+    """The frames of a protobuf watch: each a 4-byte big-endian length, then the frame. Read
+    as the bytes come (a few frames per read), not with two reads per frame."""
+    buffer = b""
+    async for chunk in content.iter_any():
+        buffer = buffer + chunk if buffer else chunk
+        start, end = 0, len(buffer)
+        while end - start >= 4:
+            stop = start + 4 + int.from_bytes(buffer[start : start + 4], "big")
+            if stop > end:
+                break
+            yield buffer[start + 4 : stop]
+            start = stop
+        buffer = buffer[start:]
+    if buffer:  # the API server ends a watch between frames
+        raise aiohttp.ClientPayloadError(f"watch stream cut in a frame ({len(buffer)} bytes)")
 
 
 EventRoute = Callable[[str, str], Callable[[Mapping[str, Any]], None] | None]

@@ -32,7 +32,6 @@ from configmapsync_operator.models import (
     OWNER_LABEL,
     SOURCE_ANNOTATION,
 )
-from opsuite_common.protowatch import Fields
 
 JSON = dict[str, Any]
 ObjectKey = tuple[str, str]
@@ -152,12 +151,6 @@ def _value_digest(value: str) -> str:
 _DIGESTS = {"labels": "labelDigests", "annotations": "annotationDigests"}
 """Where a record keeps the digest of each label and annotation value."""
 _MARKS = {"labels": MARK_LABELS, "annotations": MARK_ANNOTATIONS}
-
-
-WATCHED_FIELDS: Fields = {"data": None, "binaryData": None, "immutable": None}
-"""What the ConfigMap watch decodes besides the common metadata (opsuite_common.protowatch,
-which keeps labels, annotations and ownerReferences): all that :func:`slim` and a source's
-copies read."""
 
 
 def slim(obj: Mapping[str, Any]) -> JSON:

@@ -38,14 +38,7 @@ from datetime import UTC, datetime
 from configmapsync_operator import metrics
 from configmapsync_operator.actions import Execution, execute, release
 from configmapsync_operator.consent import allowed_namespaces
-from configmapsync_operator.copies import (
-    WATCHED_FIELDS,
-    is_terminating,
-    key_of,
-    owner_key,
-    owner_uid,
-    slim,
-)
+from configmapsync_operator.copies import is_terminating, key_of, owner_key, owner_uid, slim
 from configmapsync_operator.models import API_VERSION, GROUP, PLURAL, VERSION
 from configmapsync_operator.reconcile import collect, plan, wants
 from configmapsync_operator.sources import SourceCache
@@ -60,7 +53,6 @@ from configmapsync_operator.spec import (
 from opsuite_common.controller import Result
 from opsuite_common.kube import resource_path
 from opsuite_common.manager import Manager
-from opsuite_common.protowatch import Fields
 from opsuite_common.store import JSON, ObjectKey, Store, object_key, status_only
 
 CONTROLLER = "configmapsync"
@@ -108,10 +100,6 @@ class _ConfigMaps(Store):
             ):
                 return held
         return super().apply(event_type, obj)
-
-
-NAMESPACE_FIELDS: Fields = {}
-"""The namespace watch decodes the common metadata only (opsuite_common.protowatch)."""
 
 
 def _slim_namespace(obj: JSON) -> JSON:
@@ -337,9 +325,5 @@ def setup(manager: Manager) -> None:
         enqueue_all(syncs.by_index("selector", True))
 
     manager.watch(GROUP, VERSION, PLURAL, store=syncs, on_event=on_sync)
-    manager.watch(
-        "", "v1", "configmaps", store=configmaps, on_event=on_configmap, fields=WATCHED_FIELDS
-    )
-    manager.watch(
-        "", "v1", "namespaces", store=namespaces, on_event=on_namespace, fields=NAMESPACE_FIELDS
-    )
+    manager.watch("", "v1", "configmaps", store=configmaps, on_event=on_configmap)
+    manager.watch("", "v1", "namespaces", store=namespaces, on_event=on_namespace)

@@ -1,0 +1,313 @@
+"""Pod watches in protobuf: decoding against objects encoded from JSON with the upstream
+descriptors (opsuite_testkit.protobuf), and the watch stream against a local HTTP server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import kopf
+import orjson
+import pytest
+from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kopf._cogs.clients import api, auth, watching
+from kopf._cogs.structs import credentials, references
+
+from opsuite_common import protowatch
+from opsuite_common.kopf_settings import WatchActivity, track_watch_activity
+from opsuite_common.protowatch import Fields, WatchDecoder, core_plural, with_metadata
+from opsuite_testkit.protobuf import watch_frame
+from poddebugger_operator import actions as debugger
+from podset_operator import pod_state as podset
+
+POD = "k8s.io.api.core.v1.Pod"
+STATUS = "k8s.io.apimachinery.pkg.apis.meta.v1.Status"
+WANTED = {"podset": podset.WATCHED_FIELDS, "poddebugger": debugger.WATCHED_FIELDS}
+SLIM = {"podset": podset.slim_pod, "poddebugger": debugger.slim_pod}
+
+
+def _project(obj: Any, fields: Fields | None) -> Any:
+    """A JSON value cut to ``fields`` (None: all of it), a list item by item."""
+    if fields is None:
+        return obj
+    if isinstance(obj, list):
+        return [_project(item, fields) for item in obj]
+    return {key: _project(obj[key], sub) for key, sub in fields.items() if key in obj}
+
+
+def _decode(obj: Mapping[str, Any], fields: Fields, event: str = "ADDED") -> dict[str, Any]:
+    return WatchDecoder("pods", fields).decode(watch_frame(event, obj, POD)[4:])
+
+
+# --------------------------------------------------------------- pods as the API gives them
+
+_text = st.text(st.characters(codec="utf-8"), min_size=1, max_size=8)
+_name = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,10}[a-z0-9])?", fullmatch=True)
+_time = st.datetimes(
+    min_value=datetime(2001, 1, 1), max_value=datetime(2090, 1, 1), timezones=st.just(UTC)
+).map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"))
+_count = st.integers(0, 2**31 - 1)
+
+
+def _optional(**fields: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """Dicts holding any subset of ``fields``."""
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+_owner = st.fixed_dictionaries(
+    {"apiVersion": _text, "kind": _text, "name": _name, "uid": _text},
+    optional={"controller": st.booleans(), "blockOwnerDeletion": st.booleans()},
+)
+_metadata = st.fixed_dictionaries(
+    {"name": _name, "namespace": _name, "uid": _text, "resourceVersion": _name},
+    optional={
+        "generation": st.integers(1, 2**40),
+        "creationTimestamp": _time,
+        "deletionTimestamp": _time,
+        "labels": st.dictionaries(_text, st.text(max_size=4), min_size=1, max_size=3),
+        "annotations": st.dictionaries(_text, st.text(max_size=4), min_size=1, max_size=3),
+        "ownerReferences": st.lists(_owner, min_size=1, max_size=2),
+        "finalizers": st.lists(_text, min_size=1, max_size=2),
+    },
+)
+_container = st.fixed_dictionaries(
+    {"name": _name, "image": _text},
+    optional={"restartPolicy": st.sampled_from(["Always"]), "command": st.lists(_text)},
+)
+_state = st.one_of(
+    st.fixed_dictionaries({"waiting": _optional(reason=_text, message=_text)}),
+    st.fixed_dictionaries({"running": _optional(startedAt=_time)}),
+    st.fixed_dictionaries(
+        {
+            "terminated": st.fixed_dictionaries(
+                {"exitCode": st.integers(-(2**31), 2**31 - 1)},
+                optional={"reason": _text, "message": _text, "finishedAt": _time},
+            )
+        }
+    ),
+)
+_container_status = st.fixed_dictionaries(
+    {"name": _name, "ready": st.booleans(), "restartCount": _count, "image": _text},
+    optional={"state": _state, "imageID": _text},
+)
+_pods = st.fixed_dictionaries(
+    {"apiVersion": st.just("v1"), "kind": st.just("Pod"), "metadata": _metadata},
+    optional={
+        "spec": _optional(
+            nodeName=_name,
+            containers=st.lists(_container, min_size=1, max_size=2),
+            initContainers=st.lists(_container, min_size=1, max_size=2),
+            ephemeralContainers=st.lists(
+                st.fixed_dictionaries(
+                    {"name": _name, "image": _text}, optional={"targetContainerName": _name}
+                ),
+                min_size=1,
+                max_size=2,
+            ),
+        ),
+        "status": _optional(
+            phase=st.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Unknown"]),
+            conditions=st.lists(
+                st.fixed_dictionaries(
+                    {"type": _text, "status": st.sampled_from(["True", "False", "Unknown"])},
+                    optional={"lastTransitionTime": _time, "reason": _text},
+                ),
+                min_size=1,
+                max_size=4,
+            ),
+            containerStatuses=st.lists(_container_status, min_size=1, max_size=2),
+            initContainerStatuses=st.lists(_container_status, min_size=1, max_size=2),
+            ephemeralContainerStatuses=st.lists(_container_status, min_size=1, max_size=2),
+        ),
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pod=_pods, operator=st.sampled_from(sorted(WANTED)))
+def test_a_decoded_pod_is_its_json_cut_to_the_fields(pod: dict[str, Any], operator: str) -> None:
+    """Decoded from protobuf, a pod is its JSON form cut to the watch's fields (and the
+    common metadata), key for key and value for value; the operator's cache record is the
+    one it makes of the whole JSON pod."""
+    fields = WANTED[operator]
+    decoded = _decode(pod, fields)
+    assert decoded["type"] == "ADDED"
+    expected = _project(pod, {**with_metadata(fields), "apiVersion": None, "kind": None})
+    for section in ("spec", "status"):  # a view's message is present, if empty
+        if section in expected or section in decoded["object"]:
+            expected.setdefault(section, {})
+    assert decoded["object"] == expected
+    assert SLIM[operator](decoded["object"]) == SLIM[operator](pod)
+
+
+def test_the_view_skips_what_the_watch_does_not_read() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "managedFields": [{"manager": "kubelet"}]},
+        "spec": {"containers": [{"name": "c", "image": "i"}], "nodeName": "n1"},
+    }
+    decoded = _decode(pod, podset.WATCHED_FIELDS)["object"]
+    assert decoded["spec"] == {"nodeName": "n1"}
+    assert "managedFields" not in decoded["metadata"]
+
+
+def test_go_defaults_read_as_json_omits_them() -> None:
+    """Go's protobuf encoder writes empty strings and the zero time of non-pointer fields;
+    JSON drops the strings (omitempty) and writes the time as null: both are absent."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "generateName": ""}}
+    frame = watch_frame("MODIFIED", pod, POD)
+    decoded = WatchDecoder("pods", {}).decode(frame[4:])["object"]
+    assert decoded["metadata"] == {"name": "p"}
+    zero = {**pod, "metadata": {"name": "p", "creationTimestamp": "1970-01-01T00:00:00Z"}}
+    assert _decode(zero, {})["object"]["metadata"] == {"name": "p"}
+
+
+def test_a_bookmark_keeps_its_resource_version_and_annotation() -> None:
+    bookmark = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "resourceVersion": "104",
+            "annotations": {"k8s.io/initial-events-end": "true"},
+        },
+    }
+    event = _decode(bookmark, podset.WATCHED_FIELDS, "BOOKMARK")
+    assert event["type"] == "BOOKMARK"
+    assert event["object"]["metadata"] == bookmark["metadata"]
+
+
+def test_an_error_event_carries_the_status_whole() -> None:
+    """kopf restarts a watch on an ERROR event whose Status has code 410."""
+    status = {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "message": "too old resource version: 1 (5)",
+        "reason": "Expired",
+        "code": 410,
+        "metadata": {},
+    }
+    frame = watch_frame("ERROR", status, STATUS)
+    event = WatchDecoder("pods", podset.WATCHED_FIELDS).decode(frame[4:])
+    assert event == {"type": "ERROR", "object": status}
+
+
+def test_a_field_the_message_lacks_is_refused_at_once() -> None:
+    with pytest.raises(ValueError, match="PodStatus has no field 'phaze'"):
+        WatchDecoder("pods", {"status": {"phaze": None}})
+
+
+def test_an_undecodable_frame_raises_a_protobuf_error() -> None:
+    decoder = WatchDecoder("pods", {})
+    with pytest.raises(protowatch.ProtobufError, match="undecodable"):
+        decoder.decode(b"\x12\x09\x0a")  # cut short
+    with pytest.raises(protowatch.ProtobufError, match="prefix"):
+        decoder.decode(b"\x0a\x05ADDED\x12\x03\x0a\x01x")
+
+
+@pytest.mark.parametrize(
+    ("url", "plural"),
+    [
+        ("https://h/api/v1/namespaces/ns/pods?watch=true", "pods"),
+        ("https://h/api/v1/pods?watch=true", "pods"),
+        ("https://h/api/v1/namespaces?watch=true", "namespaces"),
+        ("https://h/api/v1/namespaces/ns", None),
+        ("https://h/api/v1/nodes/n1/proxy", None),
+        ("https://h/apis/apps/v1/namespaces/ns/deployments", None),
+    ],
+)
+def test_core_plural(url: str, plural: str | None) -> None:
+    assert core_plural(url) == plural
+
+
+# --------------------------------------------------------------- the stream
+
+PATH = "/api/v1/namespaces/ns/pods"
+
+
+def _pod(name: str, rv: str) -> dict[str, Any]:
+    meta = {"name": name, "namespace": "ns", "resourceVersion": rv}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "status": {"phase": "Running"}}
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Any]:
+    """``run(body, content_type, split)``: the events opsuite's ``api.stream`` yields for a
+    watch of pods in "ns" answered with ``body`` (sent in pieces of ``split`` bytes), and the
+    Accept header it sent."""
+    runners: list[web.AppRunner] = []
+    originals = (watching.infinite_watch, watching.watch_objs, api.stream)
+
+    async def run(body: bytes, content_type: str, split: int) -> tuple[list[Any], str]:
+        accepted: list[str] = []
+
+        async def pods(request: web.Request) -> web.StreamResponse:
+            accepted.append(request.headers.get("Accept", ""))
+            response = web.StreamResponse(headers={"Content-Type": content_type})
+            await response.prepare(request)
+            for start in range(0, len(body), split):
+                await response.write(body[start : start + split])
+                await asyncio.sleep(0)
+            return response
+
+        app = web.Application()
+        app.router.add_get(PATH, pods)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        runners.append(runner)
+        vault = credentials.Vault()
+        host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        await vault.populate({"test": credentials.ConnectionInfo(server=host)})
+        auth.vault_var.set(vault)
+        decoder = WatchDecoder("pods", {"status": {"phase": None}})
+        track_watch_activity(
+            WatchActivity(), lambda url: decoder if core_plural(url) == "pods" else None
+        )
+        resource = references.Resource(group="", version="v1", plural="pods", namespaced=True)
+        url = resource.get_url(namespace=references.NamespaceName("ns"), params={"watch": "true"})
+        try:
+            async with asyncio.timeout(10):
+                stream = api.stream(
+                    url, settings=kopf.OperatorSettings(), logger=logging.getLogger(__name__)
+                )
+                return [event async for event in stream], accepted[0]
+        finally:
+            await vault.close()
+
+    yield run
+    watching.infinite_watch, watching.watch_objs, api.stream = originals
+    for runner in runners:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize("split", [1, 7, 1 << 16])
+async def test_a_protobuf_stream_yields_each_frame_as_a_json_event(served: Any, split: int) -> None:
+    """Frames split across reads anywhere (inside the length prefix too), several in one."""
+    pods = [_pod("a", "5"), _pod("b", "6"), _pod("c", "7")]
+    body = b"".join(watch_frame("ADDED", p, POD) for p in pods)
+    events, accept = await served(body, protowatch.WATCH_CONTENT_TYPE, split)
+    assert accept == protowatch.WATCH_CONTENT_TYPE
+    assert [e["object"] for e in events] == pods
+    assert [e["type"] for e in events] == ["ADDED"] * 3
+
+
+async def test_a_stream_cut_inside_a_frame_is_an_error(served: Any) -> None:
+    """kopf retries a watch whose response broke off (a payload error)."""
+    body = watch_frame("ADDED", _pod("a", "5"), POD)
+    with pytest.raises(aiohttp.ClientPayloadError, match="cut in a frame"):
+        await served(body + body[:9], protowatch.WATCH_CONTENT_TYPE, 4)
+
+
+async def test_an_api_server_answering_json_is_read_as_json(served: Any) -> None:
+    """The Accept header is a preference: a JSON answer is read as JSON lines."""
+    body = b"".join(orjson.dumps({"type": "ADDED", "object": _pod(n, "5")}) + b"\n" for n in "ab")
+    events, _ = await served(body, "application/json", 5)
+    assert [e["object"]["metadata"]["name"] for e in events] == ["a", "b"]
