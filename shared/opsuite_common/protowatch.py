@@ -90,31 +90,32 @@ def message_class(full_name: str) -> type[Message]:
 _ABSENT = object()
 _INLINED = {"k8s.io.api.core.v1.EphemeralContainer": "ephemeralContainerCommon"}
 """Messages embedding another whose fields JSON inlines (Go struct embedding)."""
-_TIMES: dict[tuple[int, int], str] = {}
-"""Formatted timestamps: the objects of a listing share few seconds."""
+_SECONDS: dict[int, str] = {}
+"""Formatted times by second: the objects of a listing share few of them."""
 
 
-def _timestamp(seconds: int, micros: int | None) -> str:
-    key = (seconds, -1 if micros is None else micros)
-    text = _TIMES.get(key)
-    if text is None:
-        if len(_TIMES) >= 4096:
-            _TIMES.clear()
-        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-        text = _TIMES[key] = f"{text}Z" if micros is None else f"{text}.{micros:06d}Z"
+def _second(seconds: int) -> str:
+    if len(_SECONDS) >= 4096:
+        _SECONDS.clear()
+    text = _SECONDS[seconds] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
     return text
 
 
 def _time(msg: Any) -> Any:
-    """metav1.Time: seconds, in RFC 3339; the zero time is JSON's null (absent)."""
+    """metav1.Time (unset: the zero time): seconds, in RFC 3339; the zero time is JSON's null
+    (absent)."""
     seconds = msg.seconds
-    return _ABSENT if seconds == 0 and msg.nanos == 0 else _timestamp(seconds, None)
+    if seconds == 0 and msg.nanos == 0:
+        return _ABSENT
+    return f"{_SECONDS.get(seconds) or _second(seconds)}Z"
 
 
 def _micro_time(msg: Any) -> Any:
     """metav1.MicroTime: microseconds, in RFC 3339; the zero time is absent."""
     seconds, nanos = msg.seconds, msg.nanos
-    return _ABSENT if seconds == 0 and nanos == 0 else _timestamp(seconds, nanos // 1000)
+    if seconds == 0 and nanos == 0:
+        return _ABSENT
+    return f"{_SECONDS.get(seconds) or _second(seconds)}.{nanos // 1000:06d}Z"
 
 
 def _b64(value: bytes) -> str:
@@ -194,12 +195,8 @@ class _Compiler:
             if field.is_repeated:
                 raise ValueError(f"list of timestamps not supported: {field.full_name}")
             convert = "_time" if upstream == _TIME else "_micro_time"
-            return [
-                f"if m.HasField({name!r}):",
-                f"    v = {convert}({get})",
-                "    if v is not _ABSENT:",
-                f"        {put} = v",
-            ]
+            # An unset time reads as the zero time, which is absent too: no HasField.
+            return [f"v = {convert}({get})", "if v is not _ABSENT:", f"    {put} = v"]
         if message is not None:
             helper = self.function(message, sub)
             if field.is_repeated:
