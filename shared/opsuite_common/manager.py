@@ -250,8 +250,9 @@ class Manager:
             gc.enable()  # off since lead(), see there
 
     def readiness(self) -> str | None:
-        """None when ready: a standby always is; the leader once its watches are up and fresh."""
-        if not self._leading:
+        """None when ready: a standby (leader election on, not leading) always is; the leader,
+        or a process without leader election, once its watches are up and fresh."""
+        if not self._leading and self.options.leader_elect:
             return None
         if not self._ready.is_set() or not self._synced.is_set():
             missing = [plural for plural in self._watched if not self._has_listed(plural)]

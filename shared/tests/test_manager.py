@@ -327,3 +327,17 @@ def test_the_exit_code_does_not_wait_for_a_thread_stuck_on_the_network() -> None
         assert time.monotonic() - began < 5
     finally:
         stuck.set()
+
+
+def test_without_leader_election_it_is_not_ready_before_it_leads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probes answer before lead() starts the watches: without leader election the process
+    is no standby, and is not ready until its caches are synced (a bench run saw /readyz 200
+    0.4 s after start with 20,000 pods to list). With leader election, a standby is ready."""
+    manager = offline_manager("test-operator", ("a",), tmp_path, monkeypatch)
+    manager.watch("", "v1", "pods")
+    assert manager.readiness() == "caches not synced yet: pods"
+    electing = offline_manager("test-operator", ("a",), tmp_path, monkeypatch)
+    electing.options = dataclasses.replace(electing.options, leader_elect=True)
+    assert electing.readiness() is None
