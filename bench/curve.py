@@ -9,7 +9,8 @@ tainted so that only the run's pods go there) and removes at the end.
 
 At each size, each implementation in turn (the order alternating between sizes), alone:
 
-* starts serving the objects: **start to Ready** (process start to its first /readyz 200);
+* starts serving the objects: **start to Ready** (process start to its first /readyz 200; the
+  median of ``Config.ready_rounds`` starts, alternating which implementation goes first);
 * ``settle_s`` later, **RSS**, and MiB per 1,000 objects;
 * an **event burst**: every pod annotated (PodSet, PodDebugger: N pod events, nothing to
   write), every source updated (ConfigMapSync: N copies to rewrite); **CPU seconds per 1,000
@@ -27,7 +28,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from bench.implementations import (
     OPSUITE,
     PAIRS,
     Implementation,
+    median,
     order,
     ratio,
 )
@@ -82,6 +84,9 @@ class Config:
     pairs: tuple[str, ...] = PAIRS
     settle_s: float = 10.0
     timeout: float = 1800.0
+    ready_rounds: int = 3
+    """Starts of each implementation at each size (alternating which goes first); the point's
+    start to Ready is their median: single starts swing by a third between runs."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,8 @@ class Point:
     side: str
     objects: int
     ready_s: float
-    """Process start -> first ``/readyz`` 200, the objects already present."""
+    """Process start -> first ``/readyz`` 200, the objects already present (the median of
+    ``Config.ready_rounds`` starts)."""
     rss_mib: float
     """RSS ``settle_s`` after Ready."""
     events: int
@@ -371,6 +377,16 @@ class Curve:
             status_bytes=largest,
         )
 
+    def ready(self, impl: Implementation, n: int) -> float:
+        """One more start of ``impl`` with ``n`` objects present: seconds to Ready."""
+        namespace = None if impl.pair == "configmapsync" else self.pods_ns
+        process = impl.process(namespace, f"{self.prefix}-{n}-ready").start(self.config.timeout)
+        try:
+            assert process.ready_s is not None
+            return process.ready_s
+        finally:
+            process.stop()
+
     def _resources(self, pair: str) -> list[dict[str, Any]]:
         name = CRDS[pair][1]
         plural, group = name.split(".", 1)
@@ -416,11 +432,17 @@ def run(
             if "configmapsync" in config.pairs:
                 curve.grow_copies(n)
             for pair in config.pairs:
-                for impl in order(pair, turn):
-                    point = curve.measure(impl, n)
+                measured = [curve.measure(impl, n) for impl in order(pair, turn)]
+                starts = {p.side: [p.ready_s] for p in measured}
+                for extra in range(1, config.ready_rounds):
+                    for impl in order(pair, turn + extra):
+                        starts[impl.side].append(round(curve.ready(impl, n), 3))
+                for point in measured:
+                    point = replace(point, ready_s=median(starts[point.side]))
                     points.append(point)
                     progress(
-                        f"{n} {impl.label}: ready {point.ready_s:.2f} s, RSS {point.rss_mib} MiB, "
+                        f"{n} {point.side} {pair}: ready {point.ready_s:.2f} s "
+                        f"(starts {starts[point.side]}), RSS {point.rss_mib} MiB, "
                         f"{point.events} events in {point.burst_s} s, CPU {point.cpu_burst_s} s"
                         + (f", status lists {point.status_lists}" if point.status_lists else "")
                     )
