@@ -210,7 +210,10 @@ class _Session:
         first connection's TLS session is then there for the others to resume (a burst of a
         new process would otherwise make a full handshake on every connection)."""
         if not self._answered:
-            first = self._firsts.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+            loop = asyncio.get_running_loop()
+            first = self._firsts.get(loop)
+            if first is None:
+                first = self._firsts[loop] = asyncio.Lock()
             async with first:
                 if not self._answered:
                     try:

@@ -15,7 +15,6 @@ an informer failure ends a controller-runtime manager: it stops, releases the Le
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import gc
 import logging
@@ -45,7 +44,7 @@ from opsuite_common.kopf_settings import (
     watch_dead_after,
 )
 from opsuite_common.kube import EVENT_WRITERS, KubeApi, bound_tls_read_buffers
-from opsuite_common.kubeconfig import load_configuration
+from opsuite_common.kubeconfig import BasicAuth, load_configuration
 from opsuite_common.leader_election import (
     KubernetesLeaseApi,
     LeaderElectionConfig,
@@ -123,19 +122,15 @@ class Manager:
     def _login(self, **_kwargs: Any) -> kopf.ConnectionInfo:
         """kopf's credentials: the same configuration as our own client (one source)."""
         conf = self.kube.configuration
-        scheme, _, value = (conf.authorization() or "").partition(" ")
-        username = password = token = None
-        if scheme.lower() == "basic":
-            username, _, password = base64.b64decode(value).decode().partition(":")
-        elif value:
-            token = value
+        token = conf.bearer_token()
+        basic = conf.credentials if isinstance(conf.credentials, BasicAuth) else None
         return kopf.ConnectionInfo(
             server=conf.host,
             ca_path=conf.ca_file,
             insecure=not conf.verify,
-            username=username,
-            password=password,
-            scheme=scheme if token else None,
+            username=basic.username if basic is not None else None,
+            password=basic.password if basic is not None else None,
+            scheme="Bearer" if token else None,
             token=token,
             certificate_path=conf.cert_file,
             private_key_path=conf.key_file,

@@ -18,6 +18,7 @@ import pytest
 from opsuite_common import manager as manager_module
 from opsuite_common.health import HealthServer
 from opsuite_common.kopf_settings import watch_dead_after
+from opsuite_common.kubeconfig import BasicAuth, StaticToken
 from opsuite_common.manager import WatchDead, _serve
 from opsuite_common.store import JSON, Store, object_key
 from opsuite_testkit import FakeClock, offline_manager
@@ -341,3 +342,23 @@ def test_without_leader_election_it_is_not_ready_before_it_leads(
     electing = offline_manager("test-operator", ("a",), tmp_path, monkeypatch)
     electing.options = dataclasses.replace(electing.options, leader_elect=True)
     assert electing.readiness() is None
+
+
+@pytest.mark.parametrize(
+    ("credentials", "expected"),
+    [
+        (StaticToken("t0k"), {"scheme": "Bearer", "token": "t0k"}),
+        (BasicAuth("ann", "p:w"), {"username": "ann", "password": "p:w"}),
+        (None, {}),
+    ],
+)
+def test_kopf_logs_in_with_the_managers_own_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, credentials: Any, expected: dict[str, str]
+) -> None:
+    manager = offline_manager("test-operator", ("a",), tmp_path, monkeypatch)
+    conf = dataclasses.replace(manager.kube.configuration, credentials=credentials)
+    monkeypatch.setattr(type(manager.kube), "configuration", property(lambda _self: conf))
+    info = manager._login()
+    login = {"scheme": None, "token": None, "username": None, "password": None} | expected
+    assert {key: getattr(info, key) for key in login} == login
+    assert info.server == conf.host
