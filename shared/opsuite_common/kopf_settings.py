@@ -49,7 +49,12 @@ from kopf._cogs.structs import references
 from kopf._core.reactor import queueing
 
 from opsuite_common.options import ManagerOptions
-from opsuite_common.protowatch import CONTENT_TYPE, WATCH_CONTENT_TYPE, WatchDecoder
+from opsuite_common.protowatch import (
+    CONTENT_TYPE,
+    WATCH_CONTENT_TYPE,
+    ProtobufError,
+    WatchDecoder,
+)
 
 KOPF_SERIES = "1.45"
 """The kopf release series whose internals the patches below are written for (pyproject.toml
@@ -407,7 +412,11 @@ def track_watch_activity(
             async with response:
                 if decoder is not None and response.content_type == CONTENT_TYPE:
                     async for frame in _frames(response.content):
-                        yield decoder.decode(frame)
+                        try:
+                            event = decoder.decode(frame)
+                        except ProtobufError as exc:  # kopf reconnects, as after a cut
+                            raise aiohttp.ClientPayloadError(str(exc)) from exc
+                        yield event
                 else:
                     async for line in api.iter_jsonlines(response.content):
                         yield orjson.loads(line)

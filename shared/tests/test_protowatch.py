@@ -306,6 +306,14 @@ async def test_a_stream_cut_inside_a_frame_is_an_error(served: Any) -> None:
         await served(body + body[:9], protowatch.WATCH_CONTENT_TYPE, 4)
 
 
+async def test_an_undecodable_frame_ends_the_stream_as_a_cut_does(served: Any) -> None:
+    """kopf reconnects (a streaming list not yet over is listed again, in pages, as JSON)."""
+    frame = watch_frame("ADDED", _pod("a", "5"), POD)
+    broken = (len(frame) - 4).to_bytes(4, "big") + b"\x12" + frame[5:]
+    with pytest.raises(aiohttp.ClientPayloadError, match=r"undecodable|prefix"):
+        await served(frame + broken, protowatch.WATCH_CONTENT_TYPE, 1 << 16)
+
+
 async def test_an_api_server_answering_json_is_read_as_json(served: Any) -> None:
     """The Accept header is a preference: a JSON answer is read as JSON lines."""
     body = b"".join(orjson.dumps({"type": "ADDED", "object": _pod(n, "5")}) + b"\n" for n in "ab")
