@@ -9,7 +9,8 @@ import orjson
 from kubernetes import client
 
 from e2e.cluster import wait_until
-from opsuite_common.protowatch import WATCH_CONTENT_TYPE, WatchDecoder, with_metadata
+from opsuite_common.protodecode import WatchDecoder
+from opsuite_common.protowatch import WATCH_CONTENT_TYPE, with_metadata
 from poddebugger_operator import actions as debugger
 from podset_operator import pod_state as podset
 

@@ -52,8 +52,8 @@ from opsuite_common.options import ManagerOptions
 from opsuite_common.protowatch import (
     CONTENT_TYPE,
     WATCH_CONTENT_TYPE,
+    Decoder,
     ProtobufError,
-    WatchDecoder,
 )
 
 KOPF_SERIES = "1.45"
@@ -279,7 +279,7 @@ def watched_stream(url: str) -> Stream:
     return segments[-1], None
 
 
-DecoderLookup = Callable[[str], WatchDecoder | None]
+DecoderLookup = Callable[[str], Decoder | None]
 """Given a watch URL, the decoder of its protobuf stream, or None to watch it in JSON."""
 
 

@@ -110,7 +110,7 @@ class Manager:
         self._watched: list[str] = []
         self._stores: dict[str, tuple[Store | None, EventHandler | None]] = {}
         self._routes: dict[tuple[str, str], Callable[[Mapping[str, Any]], None]] = {}
-        self._decoders: dict[str, protowatch.WatchDecoder] = {}
+        self._decoders: dict[str, protowatch.Decoder] = {}
         # Until the caches are synced: objects each handler has applied, and objects of each
         # initial listing not applied yet (handlers may run before or after the listing ends).
         self._applied_keys: dict[str, set[tuple[str, str]]] = {}
@@ -166,7 +166,7 @@ class Manager:
         if fields is not None:
             if group or plural not in protowatch.MESSAGES:
                 raise ValueError(f"{plural}.{group}: only {sorted(protowatch.MESSAGES)} (core)")
-            self._decoders[plural] = protowatch.WatchDecoder(plural, fields)
+            self._decoders[plural] = protowatch.decoder(plural, fields)
 
         def deliver(event: Mapping[str, Any]) -> None:
             obj: JSON = dict(event["object"])
@@ -188,7 +188,7 @@ class Manager:
         self._routes[(group, plural)] = deliver
         kopf.on.event(group, version, plural, registry=self.registry, id=f"watch-{plural}")(handler)
 
-    def _decoder(self, url: str) -> protowatch.WatchDecoder | None:
+    def _decoder(self, url: str) -> protowatch.Decoder | None:
         plural = protowatch.core_plural(url)
         return None if plural is None else self._decoders.get(plural)
 

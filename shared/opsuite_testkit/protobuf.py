@@ -1,6 +1,6 @@
 """Kubernetes protobuf for tests: a JSON object encoded as the API server encodes it, and a
 watch event framed as a protobuf watch stream sends it (the inverse of
-:mod:`opsuite_common.protowatch`, written from the upstream descriptors, not from it)."""
+:mod:`opsuite_common.protodecode`, written from the upstream descriptors, not from it)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from opsuite_common.protowatch import MAGIC, message_class
+from opsuite_common.protodecode import message_class
+from opsuite_common.protowatch import MAGIC
 
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 _EMBEDDED = {"k8s.io.api.core.v1.EphemeralContainer": "ephemeralContainerCommon"}

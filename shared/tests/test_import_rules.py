@@ -29,7 +29,16 @@ BUILD_TIME = {
 }
 """Generators, the test kit and the packaging specs: make manifests, make bundle and the tests."""
 PACKAGES = {**RUNTIME, **BUILD_TIME}
-DEV_ONLY = {"hypothesis", "pytest", "matplotlib", "mypy", "ruff", "kubernetes", "pykube"}
+DEV_ONLY = {
+    "hypothesis",
+    "pytest",
+    "matplotlib",
+    "mypy",
+    "ruff",
+    "kubernetes",
+    "pykube",
+    "grpc_tools",
+}
 OUTSIDE = {"e2e", "bench", "hack"}
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +23,8 @@ from kopf._cogs.structs import credentials, references
 
 from opsuite_common import protowatch
 from opsuite_common.kopf_settings import WatchActivity, track_watch_activity
-from opsuite_common.protowatch import Fields, WatchDecoder, core_plural, with_metadata
+from opsuite_common.protodecode import WatchDecoder
+from opsuite_common.protowatch import Fields, core_plural, with_metadata
 from opsuite_testkit.protobuf import watch_frame
 from poddebugger_operator import actions as debugger
 from podset_operator import pod_state as podset
@@ -319,3 +322,27 @@ async def test_an_api_server_answering_json_is_read_as_json(served: Any) -> None
     body = b"".join(orjson.dumps({"type": "ADDED", "object": _pod(n, "5")}) + b"\n" for n in "ab")
     events, _ = await served(body, "application/json", 5)
     assert [e["object"]["metadata"]["name"] for e in events] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("operator", "loads"),
+    [("configmapsync", False), ("podset", True), ("poddebugger", True)],
+)
+def test_only_the_operators_watching_pods_load_the_protobuf_runtime(
+    operator: str, loads: bool, tmp_path: Any
+) -> None:
+    """ConfigMapSync watches no pods: the protobuf runtime would cost it some 40 ms and 6 MiB
+    at every start for nothing."""
+    script = (
+        "import sys, pytest\n"
+        "from opsuite_testkit import offline_manager\n"
+        f"from {operator}_operator.handlers import setup\n"
+        f"manager = offline_manager('op', ('a',), __import__('pathlib').Path({str(tmp_path)!r}),"
+        " pytest.MonkeyPatch())\n"
+        "setup(manager)\n"
+        "print('google.protobuf' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == str(loads)
