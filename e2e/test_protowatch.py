@@ -11,6 +11,7 @@ from kubernetes import client
 from e2e.cluster import wait_until
 from opsuite_common.protodecode import WatchDecoder
 from opsuite_common.protowatch import WATCH_CONTENT_TYPE, with_metadata
+from opsuite_testkit.protobuf import project
 from poddebugger_operator import actions as debugger
 from podset_operator import pod_state as podset
 
@@ -49,14 +50,6 @@ def _frames(body: bytes) -> list[bytes]:
         start = stop
     assert start == len(body)
     return frames
-
-
-def _project(obj: Any, fields: Any) -> Any:
-    if fields is None:
-        return obj
-    if isinstance(obj, list):
-        return [_project(item, fields) for item in obj]
-    return {key: _project(obj[key], sub) for key, sub in fields.items() if key in obj}
 
 
 def test_pods_decoded_from_protobuf_read_as_their_json(
@@ -116,7 +109,7 @@ def test_pods_decoded_from_protobuf_read_as_their_json(
             pod = pods[decoded["metadata"]["name"]]
             assert SLIM[operator](decoded) == SLIM[operator](pod), operator
             wanted = {**with_metadata(fields), "apiVersion": None, "kind": None}
-            assert decoded == _project(pod, wanted), operator
+            assert decoded == project(pod, wanted), operator
 
 
 def _initial(events: list[Any], kind: Any) -> list[Any]:

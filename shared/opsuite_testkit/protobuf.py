@@ -13,7 +13,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from opsuite_common.protodecode import message_class
-from opsuite_common.protowatch import MAGIC
+from opsuite_common.protowatch import MAGIC, Fields
 
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 _EMBEDDED = {"k8s.io.api.core.v1.EphemeralContainer": "ephemeralContainerCommon"}
@@ -49,6 +49,16 @@ def _fill(msg: Message, value: Mapping[str, Any]) -> None:
             setattr(msg, name, base64.b64decode(item))
         else:
             setattr(msg, name, item)
+
+
+def project(obj: Any, fields: Fields | None) -> Any:
+    """A JSON value cut to ``fields`` (None: all of it), a list item by item: what a
+    protobuf watch declaring ``fields`` should decode."""
+    if fields is None:
+        return obj
+    if isinstance(obj, list):
+        return [project(item, fields) for item in obj]
+    return {key: project(obj[key], sub) for key, sub in fields.items() if key in obj}
 
 
 def encode(full_name: str, obj: Mapping[str, Any]) -> bytes:

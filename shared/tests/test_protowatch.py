@@ -25,7 +25,7 @@ from opsuite_common import protowatch
 from opsuite_common.kopf_settings import WatchActivity, track_watch_activity
 from opsuite_common.protodecode import WatchDecoder
 from opsuite_common.protowatch import Fields, core_plural, with_metadata
-from opsuite_testkit.protobuf import watch_frame
+from opsuite_testkit.protobuf import project, watch_frame
 from poddebugger_operator import actions as debugger
 from podset_operator import pod_state as podset
 
@@ -33,15 +33,6 @@ POD = "k8s.io.api.core.v1.Pod"
 STATUS = "k8s.io.apimachinery.pkg.apis.meta.v1.Status"
 WANTED = {"podset": podset.WATCHED_FIELDS, "poddebugger": debugger.WATCHED_FIELDS}
 SLIM = {"podset": podset.slim_pod, "poddebugger": debugger.slim_pod}
-
-
-def _project(obj: Any, fields: Fields | None) -> Any:
-    """A JSON value cut to ``fields`` (None: all of it), a list item by item."""
-    if fields is None:
-        return obj
-    if isinstance(obj, list):
-        return [_project(item, fields) for item in obj]
-    return {key: _project(obj[key], sub) for key, sub in fields.items() if key in obj}
 
 
 def _decode(obj: Mapping[str, Any], fields: Fields, event: str = "ADDED") -> dict[str, Any]:
@@ -141,7 +132,7 @@ def test_a_decoded_pod_is_its_json_cut_to_the_fields(pod: dict[str, Any], operat
     fields = WANTED[operator]
     decoded = _decode(pod, fields)
     assert decoded["type"] == "ADDED"
-    expected = _project(pod, {**with_metadata(fields), "apiVersion": None, "kind": None})
+    expected = project(pod, {**with_metadata(fields), "apiVersion": None, "kind": None})
     for section in ("spec", "status"):  # a view's message is present, if empty
         if section in expected or section in decoded["object"]:
             expected.setdefault(section, {})
