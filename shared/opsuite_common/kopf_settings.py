@@ -37,7 +37,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -55,6 +55,8 @@ from opsuite_common.protowatch import (
     Decoder,
     ProtobufError,
 )
+
+JSON = dict[str, Any]
 
 KOPF_SERIES = "1.45"
 """The kopf release series whose internals the patches below are written for (pyproject.toml
@@ -89,6 +91,8 @@ _PATCHED: tuple[tuple[str, Any, str, str, frozenset[str]], ...] = (
      frozenset({"settings", "resource", "namespace", "since", "operator_pause_waiter"})),
     ("kopf._cogs.clients.api", api, "stream", "an async generator function",
      frozenset({"url", "settings", "stopper"})),
+    ("kopf._cogs.clients.errors", errors, "check_response", "a coroutine function",
+     frozenset({"response"})),
     ("kopf._core.reactor.queueing", queueing, "watcher", "a coroutine function",
      frozenset({"namespace", "settings", "resource", "processor", "operator_paused",
                 "operator_indexed", "resource_indexed"})),
@@ -304,7 +308,8 @@ def track_watch_activity(
     text for the standard library's parser: with 20,000 pods present, the parsing was a
     quarter of an operator's CPU until Ready. A watch with a decoder asks for protobuf
     (:mod:`opsuite_common.protowatch`) and reads length-prefixed frames, unless the API
-    server answers JSON all the same. kopf looks these functions up by module
+    server answers JSON all the same; ``errors.check_response`` is wrapped to read an error
+    it answers in protobuf. kopf looks these functions up by module
     attribute at call time. Private API: kopf is pinned to 1.45.x and the e2e suite
     checks that readiness holds through a quiet period and follows the watch (API server paused
     and resumed); shared/tests/test_initial_lists.py runs the listings against a local server.
@@ -313,6 +318,7 @@ def track_watch_activity(
     original_watch = getattr(watching.infinite_watch, "__wrapped__", watching.infinite_watch)
     original_watch_objs = getattr(watching.watch_objs, "__wrapped__", watching.watch_objs)
     original_stream = getattr(api.stream, "__wrapped__", api.stream)
+    original_check = getattr(errors.check_response, "__wrapped__", errors.check_response)
     logger = logging.getLogger(__name__)
 
     async def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
@@ -432,13 +438,47 @@ def track_watch_activity(
         if stopper is None or not stopper.done():
             activity.mark(*watched_stream(url))
 
+    async def check_response(response: aiohttp.ClientResponse) -> None:
+        """kopf's check of an answer, also for an error answered in protobuf (the Status of
+        a refused watch that asked for it), which kopf would read as text and fail on: the
+        same error is raised as for its JSON form."""
+        decoder = decoders(str(response.url))
+        if response.status < 400 or decoder is None or response.content_type != CONTENT_TYPE:
+            await original_check(response)
+            return
+        answered = _Answered(response, decoder.status(await response.read()))
+        await original_check(cast(aiohttp.ClientResponse, answered))
+
     infinite_watch.__wrapped__ = original_watch  # type: ignore[attr-defined]
     watch_objs.__wrapped__ = original_watch_objs  # type: ignore[attr-defined]
     stream.__wrapped__ = original_stream  # type: ignore[attr-defined]
+    check_response.__wrapped__ = original_check  # type: ignore[attr-defined]
     watching.infinite_watch = infinite_watch
     watching.watch_objs = watch_objs
     api.stream = stream
+    errors.check_response = check_response
     logger.debug("watch activity tracking installed")
+
+
+class _Answered:
+    """An error answer whose body is already read and decoded, as kopf's
+    ``errors.check_response`` reads one; the rest (status, headers, raise_for_status) is the
+    answer's own."""
+
+    def __init__(self, response: aiohttp.ClientResponse, payload: JSON | None) -> None:
+        self._response = response
+        self._payload = payload
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._response, name)
+
+    async def json(self) -> JSON | None:
+        """The decoded Status (None when it was none)."""
+        return self._payload
+
+    async def text(self) -> str:
+        """Never read: ``json()`` does not fail."""
+        return ""
 
 
 async def _frames(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:

@@ -259,6 +259,17 @@ class WatchDecoder:
         self._event = message_class(_META + "WatchEvent")
         self._unknown = message_class("k8s.io.apimachinery.pkg.runtime.Unknown")
 
+    def status(self, body: bytes) -> JSON | None:
+        """An error answer's Status as its JSON dict; None when it is not one."""
+        try:
+            unknown = self._unknown.FromString(body[len(MAGIC) :])
+            if not body.startswith(MAGIC) or unknown.typeMeta.kind != "Status":
+                return None
+            status = self._convert_status(self._status.FromString(unknown.raw))
+        except DecodeError:
+            return None
+        return {"apiVersion": unknown.typeMeta.apiVersion, "kind": "Status", **status}
+
     def decode(self, frame: bytes) -> JSON:
         """One frame (without its length prefix) as a JSON watch event."""
         try:

@@ -64,6 +64,11 @@ class Decoder(Protocol):
         """One frame (without its length prefix) as ``{"type": ..., "object": ...}``."""
         ...
 
+    def status(self, body: bytes) -> JSON | None:
+        """An error answer's Status (a watch that asks for protobuf gets its errors in
+        protobuf too) as its JSON dict; None when it is not one."""
+        ...
+
 
 def decoder(plural: str, fields: Fields) -> Decoder:
     """The decoder of ``plural``'s watch (a key of :data:`MESSAGES`) keeping ``fields``.

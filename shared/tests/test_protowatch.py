@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kopf._cogs.clients import api, auth, watching
+from kopf._cogs.clients import api, auth, errors, watching
 from kopf._cogs.structs import credentials, references
 
 from opsuite_common import protowatch
@@ -239,12 +239,14 @@ async def served() -> AsyncIterator[Any]:
     runners: list[web.AppRunner] = []
     originals = (watching.infinite_watch, watching.watch_objs, api.stream)
 
-    async def run(body: bytes, content_type: str, split: int) -> tuple[list[Any], str]:
+    async def run(
+        body: bytes, content_type: str, split: int, status: int = 200
+    ) -> tuple[list[Any], str]:
         accepted: list[str] = []
 
         async def pods(request: web.Request) -> web.StreamResponse:
             accepted.append(request.headers.get("Accept", ""))
-            response = web.StreamResponse(headers={"Content-Type": content_type})
+            response = web.StreamResponse(status=status, headers={"Content-Type": content_type})
             await response.prepare(request)
             for start in range(0, len(body), split):
                 await response.write(body[start : start + split])
@@ -269,9 +271,9 @@ async def served() -> AsyncIterator[Any]:
         url = resource.get_url(namespace=references.NamespaceName("ns"), params={"watch": "true"})
         try:
             async with asyncio.timeout(10):
-                stream = api.stream(
-                    url, settings=kopf.OperatorSettings(), logger=logging.getLogger(__name__)
-                )
+                settings = kopf.OperatorSettings()
+                settings.networking.error_backoffs = [0.01]  # kopf retries a 403 once, soon
+                stream = api.stream(url, settings=settings, logger=logging.getLogger(__name__))
                 return [event async for event in stream], accepted[0]
         finally:
             await vault.close()
@@ -306,6 +308,28 @@ async def test_an_undecodable_frame_ends_the_stream_as_a_cut_does(served: Any) -
     broken = (len(frame) - 4).to_bytes(4, "big") + b"\x12" + frame[5:]
     with pytest.raises(aiohttp.ClientPayloadError, match=r"undecodable|prefix"):
         await served(frame + broken, protowatch.WATCH_CONTENT_TYPE, 1 << 16)
+
+
+async def test_an_error_answered_in_protobuf_raises_what_json_would(served: Any) -> None:
+    """A watch that asked for protobuf gets its errors in protobuf too (a Status): kopf reads
+    error bodies as text, and failed on it (UnicodeDecodeError, the watcher gone, the process
+    killed instead of stepping down: e2e/test_leader_election.py). It now raises the error
+    kopf raises for the JSON Status: 403 here, which kopf retries and then gives up on."""
+    status = {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'pods is forbidden: User "a" cannot watch resource "pods"',
+        "reason": "Forbidden",
+        "code": 403,
+    }
+    unknown = watch_frame("ERROR", status, STATUS)  # its object: MAGIC + the Status
+    body = WatchDecoder("pods", {})._event.FromString(unknown[4:]).object.raw
+    with pytest.raises(errors.APIForbiddenError) as raised:
+        await served(body, protowatch.CONTENT_TYPE, 1 << 16, status=403)
+    assert raised.value.status == 403
+    assert raised.value.message == status["message"]
 
 
 async def test_an_api_server_answering_json_is_read_as_json(served: Any) -> None:
