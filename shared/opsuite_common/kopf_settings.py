@@ -55,8 +55,7 @@ from opsuite_common.protowatch import (
     Decoder,
     ProtobufError,
 )
-
-JSON = dict[str, Any]
+from opsuite_common.store import JSON
 
 KOPF_SERIES = "1.45"
 """The kopf release series whose internals the patches below are written for (pyproject.toml
@@ -442,8 +441,10 @@ def track_watch_activity(
         """kopf's check of an answer, also for an error answered in protobuf (the Status of
         a refused watch that asked for it), which kopf would read as text and fail on: the
         same error is raised as for its JSON form."""
-        decoder = decoders(str(response.url))
-        if response.status < 400 or decoder is None or response.content_type != CONTENT_TYPE:
+        decoder = None
+        if response.status >= 400 and response.content_type == CONTENT_TYPE:
+            decoder = decoders(str(response.url))
+        if decoder is None:
             await original_check(response)
             return
         answered = _Answered(response, decoder.status(await response.read()))

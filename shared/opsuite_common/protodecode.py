@@ -17,13 +17,13 @@ from google.protobuf.message import DecodeError, Message
 
 from opsuite_common.kube_protos import FILE_DESCRIPTOR_SET
 from opsuite_common.protowatch import (
-    JSON,
     MAGIC,
     MESSAGES,
     Fields,
     ProtobufError,
     with_metadata,
 )
+from opsuite_common.store import JSON
 
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 _TIME = _META + "Time"
@@ -80,6 +80,28 @@ def _b64(value: bytes) -> str:
     return base64.b64encode(value).decode()
 
 
+def _resolve(
+    descriptor: Descriptor, inlined: str | None, fields: Fields | None
+) -> tuple[dict[str, Fields | None], dict[str, Fields | None]]:
+    """``fields`` of ``descriptor`` (None: all) split into its own fields and those of the
+    message its field ``inlined`` embeds (JSON inlines them); a name that is neither raises
+    ValueError."""
+    holder = descriptor.fields_by_name.get(inlined) if inlined is not None else None
+    embedded = holder.message_type if holder is not None else None  # a view may lack it
+    if fields is None:
+        own = dict.fromkeys(f.name for f in descriptor.fields if f.name != inlined)
+        return own, dict.fromkeys(f.name for f in embedded.fields) if embedded else {}
+    own, into = {}, {}
+    for name, sub in fields.items():
+        if name in descriptor.fields_by_name:
+            own[name] = sub
+        elif embedded is not None and name in embedded.fields_by_name:
+            into[name] = sub
+        else:
+            raise ValueError(f"{descriptor.full_name} has no field {name!r}")
+    return own, into
+
+
 class _Compiler:
     """Writes, for a message type and the fields wanted of it, a Python function turning such
     a message into its JSON dict: one statement per field, no loop over field descriptors
@@ -101,26 +123,15 @@ class _Compiler:
         """The name of the function converting ``descriptor``'s messages (``fields`` of
         them; None: every field); a name that is not a field raises ValueError."""
         inlined = _INLINED.get(self._upstream(descriptor))
-        embedded = descriptor.fields_by_name[inlined].message_type if inlined is not None else None
-        if fields is None:
-            names = [f.name for f in descriptor.fields if f.name != inlined]
-            if embedded is not None:
-                names += [f.name for f in embedded.fields]
-            fields = dict.fromkeys(names)
-        body: list[str] = []
-        into: dict[str, Fields | None] = {}
-        for name, sub in fields.items():
-            field = descriptor.fields_by_name.get(name)
-            if field is None and embedded is not None and name in embedded.fields_by_name:
-                into[name] = sub
-            elif field is None:
-                raise ValueError(f"{descriptor.full_name} has no field {name!r}")
-            else:
-                body.extend(self._field(field, sub))
+        own, into = _resolve(descriptor, inlined, fields)
+        body = [
+            line
+            for n, sub in own.items()
+            for line in self._field(descriptor.fields_by_name[n], sub)
+        ]
         if into:
             assert inlined is not None
-            assert embedded is not None
-            helper = self.function(embedded, into)
+            helper = self.function(descriptor.fields_by_name[inlined].message_type, into)
             body[:0] = [
                 f"if m.HasField({inlined!r}):",
                 f"    o.update({helper}(getattr(m, {inlined!r})))",
@@ -192,20 +203,10 @@ class _Views:
         upstream = descriptor_pb2.DescriptorProto()
         descriptor.CopyToProto(upstream)
         inlined = _INLINED.get(descriptor.full_name)
-        wanted: dict[str, Fields | None]
-        if fields is None:
-            wanted = dict.fromkeys(f.name for f in descriptor.fields)
-        else:
-            wanted, embedded = {}, {}
-            for name, sub in fields.items():
-                if name in descriptor.fields_by_name:
-                    wanted[name] = sub
-                elif inlined is not None and name in _inlined_names(descriptor, inlined):
-                    embedded[name] = sub
-                else:
-                    raise ValueError(f"{descriptor.full_name} has no field {name!r}")
-            if embedded:
-                wanted[inlined] = embedded  # type: ignore[index]  # set with embedded
+        wanted, into = _resolve(descriptor, inlined, fields)
+        if into:
+            assert inlined is not None
+            wanted[inlined] = into
         view = self.file.message_type.add(name=f"M{len(self.file.message_type)}")
         full_name = f"{self.file.package}.{view.name}"
         self.origin[full_name] = descriptor.full_name
@@ -233,10 +234,6 @@ class _Views:
         return cls
 
 
-def _inlined_names(descriptor: Descriptor, inlined: str) -> set[str]:
-    return {f.name for f in descriptor.fields_by_name[inlined].message_type.fields}
-
-
 def _viewer(upstream: str, fields: Fields | None) -> tuple[type[Message], Callable[[Any], JSON]]:
     """The view class of message ``upstream`` with ``fields``, and its converter."""
     views = _Views(f"opsuite.view{next(_VIEW_IDS)}")
@@ -262,21 +259,25 @@ class WatchDecoder:
     def status(self, body: bytes) -> JSON | None:
         """An error answer's Status as its JSON dict; None when it is not one."""
         try:
-            unknown = self._unknown.FromString(body[len(MAGIC) :])
-            if not body.startswith(MAGIC) or unknown.typeMeta.kind != "Status":
-                return None
-            status = self._convert_status(self._status.FromString(unknown.raw))
-        except DecodeError:
+            obj = self._object(body)
+        except ProtobufError:
             return None
-        return {"apiVersion": unknown.typeMeta.apiVersion, "kind": "Status", **status}
+        return obj if obj["kind"] == "Status" else None
 
     def decode(self, frame: bytes) -> JSON:
         """One frame (without its length prefix) as a JSON watch event."""
         try:
             event = self._event.FromString(frame)
-            raw = event.object.raw
-            if not raw.startswith(MAGIC):
-                raise ProtobufError("watch event object without the protobuf prefix")
+        except DecodeError as exc:
+            raise ProtobufError(f"undecodable watch frame: {exc}") from exc
+        return {"type": event.type, "object": self._object(event.object.raw)}
+
+    def _object(self, raw: bytes) -> JSON:
+        """An encoded object (:data:`MAGIC`, then a runtime.Unknown holding the message) as
+        its JSON dict, apiVersion and kind included: a Status whole, else the view's fields."""
+        if not raw.startswith(MAGIC):
+            raise ProtobufError("watch event object without the protobuf prefix")
+        try:
             unknown = self._unknown.FromString(raw[len(MAGIC) :])
             kind = unknown.typeMeta.kind
             if kind == "Status":
@@ -287,4 +288,4 @@ class WatchDecoder:
             raise ProtobufError(f"undecodable watch frame: {exc}") from exc
         obj["apiVersion"] = unknown.typeMeta.apiVersion
         obj["kind"] = kind
-        return {"type": event.type, "object": obj}
+        return obj

@@ -21,10 +21,11 @@ present; a zero timestamp is absent (JSON's null).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import urlsplit
 
-JSON = dict[str, Any]
+from opsuite_common.store import JSON
+
 Fields = Mapping[str, "Fields | None"]
 """Fields to decode, by JSON name: a nested mapping for a message (each item of a list of
 messages), None for the whole value."""
