@@ -53,12 +53,19 @@ def test_a_socket_file_nobody_serves_is_not_open(tmp_path: Path) -> None:
     assert not localplane.socket_open(path)
 
 
-def test_kube_scheduler_reads_the_plane_s_configuration(tmp_path: Path) -> None:
+def test_kube_scheduler_reads_the_plane_s_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """kube-scheduler itself parses the configuration localplane writes (its client's QPS raised
-    to 500 from 50, the plane's bottleneck when 500 pods are created at once)."""
+    to 500 from 50, the plane's bottleneck when 500 pods are created at once). Its credentials
+    are issued in ``tmp_path`` as localplane issues them: the plane's own are gone after
+    ``make cluster-down``."""
     scheduler = localplane.BIN / "kube-scheduler"
     if not scheduler.exists():
         pytest.skip("kube-scheduler is not built (make cluster-deps)")
+    monkeypatch.setattr(localplane, "PKI", tmp_path / "pki")
+    localplane.make_ca()
+    localplane.make_cert("scheduler", "/CN=system:kube-scheduler")
     kubeconfig = tmp_path / "scheduler.kubeconfig"
     localplane.write_kubeconfig(kubeconfig, "scheduler", 6443)
     config = tmp_path / "kube-scheduler.yaml"
