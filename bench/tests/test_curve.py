@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from bench.curve import Point, _max_items, merge, status_lists, summary, within_bounds
+from dataclasses import replace
+
+from bench.curve import (
+    Point,
+    _max_items,
+    encoding,
+    merge,
+    status_lists,
+    summary,
+    within_bounds,
+)
 from bench.implementations import GO, OPSUITE
 
 
@@ -72,3 +82,29 @@ def test_merge_keeps_an_earlier_runs_other_sizes_and_replaces_the_same() -> None
         (1000, 70, "new"),
         (20000, 150, "old"),
     ]
+
+
+def test_the_floor_of_a_start_is_reported_against_go_s_start_to_ready() -> None:
+    floor = {"imports_s": 0.4, "listing_s": 0.6, "listing_cpu_s": 0.3, "listing_mb": 25.6}
+    ops = replace(_point("configmapsync", OPSUITE, 20000, 100, 1.3, 8.0), floor=floor)
+    go = _point("configmapsync", GO, 20000, 190, 0.5, 11.0)
+    rows = {r["label"]: r for r in summary([ops, go])}
+    total = rows[
+        "20,000 objects: start floor: imports + bare list, against Go's start to Ready (s)"
+    ]
+    assert (total["opsuite"], total["go"], total["ratio"]) == (1.0, 0.5, 2.0)
+    assert total["met"] is None
+    assert total["target"] == "reported"
+    listing = rows[
+        "20,000 objects: start floor: bare streaming list of the configmaps, JSON, 25.6 MB "
+        "(0.3 s CPU) (s)"
+    ]
+    assert listing["opsuite"] == 0.6
+    assert rows["20,000 objects: start floor: imports (s)"]["opsuite"] == 0.4
+    without = {r["label"] for r in summary([replace(ops, floor={}), go])}
+    assert not any("floor" in label for label in without)
+
+
+def test_the_floor_lists_pods_in_protobuf_and_configmaps_in_json() -> None:
+    assert "protobuf" in encoding("pods")
+    assert encoding("configmaps") == "application/json"
