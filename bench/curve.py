@@ -360,8 +360,9 @@ class Curve:
 
     def measure(self, impl: Implementation, n: int) -> Point:
         """One implementation at ``n`` objects."""
-        namespace = None if impl.pair == "configmapsync" else self.pods_ns
-        process: OperatorProcess = impl.process(namespace, f"{self.prefix}-{n}")
+        process: OperatorProcess = impl.process(
+            self._watched_namespace(impl.pair), f"{self.prefix}-{n}"
+        )
         process.start(ready_timeout=self.config.timeout)
         try:
             assert process.pid is not None
@@ -400,13 +401,19 @@ class Curve:
 
     def ready(self, impl: Implementation, n: int) -> float:
         """One more start of ``impl`` with ``n`` objects present: seconds to Ready."""
-        namespace = None if impl.pair == "configmapsync" else self.pods_ns
-        process = impl.process(namespace, f"{self.prefix}-{n}-ready").start(self.config.timeout)
+        process = impl.process(
+            self._watched_namespace(impl.pair), f"{self.prefix}-{n}-ready"
+        ).start(self.config.timeout)
         try:
             assert process.ready_s is not None
             return process.ready_s
         finally:
             process.stop()
+
+    def _watched_namespace(self, pair: str) -> str | None:
+        """Where ``pair``'s operator watches: cluster-wide (ConfigMapSync), or the pods'
+        namespace."""
+        return None if pair == "configmapsync" else self.pods_ns
 
     def floor(self, pair: str) -> dict[str, float]:
         """The floor of opsuite's start with the objects present (:mod:`bench.floor_probe`,
@@ -414,14 +421,13 @@ class Curve:
         ``listing_mb`` of the bare streaming list: each part the least of ``FLOOR_PROBES``
         probes (the listing's CPU and bytes those of its quickest)."""
         package, plural = LISTED[pair]
-        namespace = None if pair == "configmapsync" else self.pods_ns
         query = {
             "watch": "1",
             "sendInitialEvents": "true",
             "allowWatchBookmarks": "true",
             "resourceVersionMatch": "NotOlderThan",
         }
-        url = f"{resource_path('v1', plural, namespace)}?{urlencode(query)}"
+        url = f"{resource_path('v1', plural, self._watched_namespace(pair))}?{urlencode(query)}"
         imports = min(
             _probe("imports", f"{package}.__main__")["wall_s"] for _ in range(FLOOR_PROBES)
         )

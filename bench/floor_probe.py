@@ -51,16 +51,13 @@ async def read_until(chunks: Any, marker: bytes) -> int:
 
 async def listing(url: str, accept: str) -> dict[str, float]:
     """The streaming list at ``url`` read as bytes (see the module docstring)."""
-    import ssl
-
     import aiohttp
 
+    from opsuite_common.kube import ssl_context
     from opsuite_common.kubeconfig import load_configuration
 
     conf = load_configuration()
-    context = ssl.create_default_context(cafile=conf.ca_file)
-    if conf.cert_file:
-        context.load_cert_chain(conf.cert_file, conf.key_file)
+    context = ssl_context(conf)
     headers = {"Accept": accept}
     authorization = conf.authorization()
     if authorization:

@@ -48,6 +48,7 @@ __all__ = [
     "bound_tls_read_buffers",
     "gather_results",
     "resource_path",
+    "ssl_context",
 ]
 
 JSON = dict[str, Any]
@@ -166,7 +167,7 @@ class ResumingContext(ssl.SSLContext):
         return self._session
 
 
-def _ssl_context(configuration: Configuration) -> ssl.SSLContext:
+def ssl_context(configuration: Configuration) -> ssl.SSLContext:
     """The CA, client certificate and verification the configuration asks for (as
     ``ssl.create_default_context``: the server's certificate and host name verified)."""
     context = ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -232,7 +233,7 @@ class _Session:
                 conf = self.configuration
                 self._server = Server(
                     url=conf.host,
-                    tls=_ssl_context(conf) if conf.host.startswith("https:") else None,
+                    tls=ssl_context(conf) if conf.host.startswith("https:") else None,
                     server_hostname=conf.tls_server_name,
                     proxy=conf.proxy,
                 )
