@@ -7,6 +7,9 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cache_root="${OPSUITE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/opsuite}/tools"
+# One Go for every tool, here and in every workflow (their setup-go steps read the same file):
+# a go command of another version fetches this one through the module proxy.
+export GOTOOLCHAIN="go$(<"$root/.go-version")"
 bin_dir="$root/.local/bin"
 mkdir -p "$bin_dir" "$cache_root"
 
@@ -96,8 +99,8 @@ tool_cgo() {
 build_tool() {
   local name="$1" mod_dir="$root/hack/tools/$1"
   local key
-  # The module and the build recipe: a changed flag or package list builds again.
-  key="$({ cat "$mod_dir/go.mod" "$mod_dir/go.sum"
+  # The module, the Go and the build recipe: a changed flag or package list builds again.
+  key="$({ cat "$mod_dir/go.mod" "$mod_dir/go.sum"; echo "$GOTOOLCHAIN"
     echo "$(tool_packages "$name")|$(tool_ldflags "$name")|$(tool_tags "$name")|$(tool_cgo "$name")"
   } | sha256sum | cut -c1-16)"
   local out="$cache_root/$name-$key"

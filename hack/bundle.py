@@ -45,7 +45,7 @@ from opsuite_packaging.bundle import (
     find,
     rendered_objects,
 )
-from opsuite_packaging.chart import ChartSpec
+from opsuite_packaging.chart import MIN_KUBE_VERSION, ChartSpec
 from opsuite_packaging.chart_values import CHART_REPOSITORY, IMAGE_REGISTRY
 from opsuite_packaging.crd import build_crd
 from opsuite_packaging.generated import run
@@ -56,8 +56,6 @@ ICON = ROOT / "docs" / "assets" / "opsuite-icon.svg"
 BIN = ROOT / ".local" / "bin"
 READER = "-metrics-reader"
 """The suffix of the chart's metrics-reader ClusterRole, which the bundle ships too."""
-KUBE_VERSION = "1.30.0"
-"""The Kubernetes version charts are rendered for (the CSV's minKubeVersion)."""
 
 OPERATORS = (
     "podset_manifests",
@@ -107,7 +105,7 @@ def _inputs(
                 "--namespace",
                 SUGGESTED_NAMESPACE,
                 "--kube-version",
-                KUBE_VERSION,
+                MIN_KUBE_VERSION,
             )
         )
     )

@@ -3,6 +3,7 @@
 # downloading it first when the module cache lacks it (`go list -m -f {{.Dir}}` prints nothing
 # for a module that is not in the cache yet, as on a fresh CI runner).
 set -euo pipefail
+export GOTOOLCHAIN="go$(<"$(dirname "$0")/../.go-version")" # the Go of hack/build-tools.sh
 cd "$1"
 go mod download -json "$2" | python3 -c '
 import json, sys

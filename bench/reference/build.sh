@@ -9,6 +9,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin_dir="$root/.local/bench-reference/bin"
 mkdir -p "$bin_dir"
+export GOTOOLCHAIN="go$(<"$root/.go-version")" # the Go of hack/build-tools.sh
 
 cd "$here"
 for name in podset configmapsync poddebugger; do

@@ -27,7 +27,7 @@ from opsuite_packaging.bundle import (
     is_rfc3339,
     rendered_objects,
 )
-from opsuite_packaging.chart import ChartSpec
+from opsuite_packaging.chart import MIN_KUBE_VERSION, ChartSpec
 from poddebugger_manifests import CHART_SPEC as PODDEBUGGER_CHART
 from podset_manifests import CHART_SPEC as PODSET_CHART
 
@@ -78,7 +78,7 @@ def _key(rule: dict[str, Any]) -> str:
 
 def _chart(spec: ChartSpec, *set_values: str) -> list[dict[str, Any]]:
     command = [_tool("helm"), "template", spec.name, str(ROOT / "charts" / spec.name)]
-    command += ["--namespace", "opsuite-system", "--kube-version", "1.30.0"]
+    command += ["--namespace", "opsuite-system", "--kube-version", MIN_KUBE_VERSION]
     command += ["--skip-tests"]  # the `helm test` hooks' RBAC is the test's, not the operator's
     for value in set_values:
         command += ["--set", value]

@@ -13,7 +13,7 @@ import pytest
 
 from configmapsync_manifests import CHART_SPEC as CONFIGMAPSYNC_CHART
 from opsuite_packaging.bundle import find, rendered_objects
-from opsuite_packaging.chart import METRICS_AUTH_RULES, ChartSpec
+from opsuite_packaging.chart import METRICS_AUTH_RULES, MIN_KUBE_VERSION, ChartSpec
 from poddebugger_manifests import CHART_SPEC as PODDEBUGGER_CHART
 from podset_manifests import CHART_SPEC as PODSET_CHART
 
@@ -27,7 +27,7 @@ REVIEW_RULES = [rule.to_kube() for rule in METRICS_AUTH_RULES]
 def _render(spec: ChartSpec, *set_values: str) -> list[dict[str, Any]]:
     helm = shutil.which("helm") or str(ROOT / ".local" / "bin" / "helm")
     command = [helm, "template", "r", str(ROOT / "charts" / spec.name), "--namespace", "ns"]
-    command += ["--kube-version", "1.30.0"]
+    command += ["--kube-version", MIN_KUBE_VERSION]
     for value in set_values:
         command += ["--set", value]
     done = subprocess.run(command, capture_output=True, text=True, check=False)

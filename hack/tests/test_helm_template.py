@@ -34,6 +34,6 @@ def test_plain_helm_template_renders(chart: str) -> None:
 
 @pytest.mark.parametrize("chart", CHARTS)
 def test_kube_version_guard_refuses_old_clusters(chart: str) -> None:
-    result = _helm("template", "release", str(ROOT / "charts" / chart), "--kube-version", "1.29.9")
+    result = _helm("template", "release", str(ROOT / "charts" / chart), "--kube-version", "1.33.9")
     assert result.returncode != 0
-    assert "incompatible with Kubernetes v1.29.9" in result.stderr
+    assert "incompatible with Kubernetes v1.33.9" in result.stderr

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from opsuite_packaging.chart import (
+    MIN_KUBE_VERSION,
     LEADER_ELECTION_RULES,
     LEASE_PLACEHOLDER,
     METRICS_AUTH_RULES,
@@ -41,8 +42,6 @@ CHANNEL = "candidate"
 """The one channel of every package. OLM's channel-naming convention (candidate, fast, stable),
 which the operator-framework's good-practices validator checks, calls pre-release "candidate";
 an "alpha" channel draws a warning."""
-MIN_KUBE_VERSION = "1.30.0"
-"""ValidatingAdmissionPolicy v1 is GA from 1.30, as for the charts."""
 CAPABILITY = "Seamless Upgrades"
 """Operator capability level (level 2): install and configuration through the custom resource,
 and upgrades of the operator and its CRD without losing or duplicating what it manages: the
