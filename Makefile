@@ -17,8 +17,11 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 ##@ Set-up
-.PHONY: deps tools images
-deps: ## Install system packages, poetry and the virtualenv (skips what is there)
+.PHONY: doctor deps tools images
+doctor: ## Check this machine for what make run and make test need (changes nothing)
+	@python3 hack/doctor.py
+
+deps: ## Install Debian packages, poetry (its own virtualenv) and the project's .venv (skips what is there)
 	hack/install-deps.sh
 
 tools: deps ## Build the pinned Go tools (control plane, kwok, helm, actionlint) into .local/bin
@@ -38,8 +41,8 @@ cluster-down: ## Stop the local control plane and remove its data
 
 ##@ Development
 .PHONY: run manifests bundle verify lint typecheck unit e2e e2e-in-cluster e2e-olm scorecard chaos test bench bench-reference bench-probes
-run: deps ## Bring up the plane (unless KUBECONFIG is set), run all operators with samples
-	$(PY) hack/run.py
+run: doctor deps ## Build and start the local plane, run the operators with their samples (RUN_ARGS: hack/run.py --help)
+	$(PY) hack/run.py $(RUN_ARGS)
 
 manifests: deps ## Generate CRDs (charts/*/crds) and samples from the pydantic models
 	$(PY) hack/manifests.py write
@@ -61,7 +64,7 @@ lint: deps ## ruff (lint + format check), hadolint on the Dockerfile, actionlint
 	actionlint
 
 typecheck: deps ## mypy --strict
-	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/node.py hack/images.py hack/oci_push.py hack/olm_images.py hack/olm_manifest.py hack/scorecard.py hack/pin_digests.py hack/workflow_actions.py hack/run.py hack/manifests.py hack/bundle.py hack/tests
+	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/node.py hack/images.py hack/oci_push.py hack/olm_images.py hack/olm_manifest.py hack/scorecard.py hack/pin_digests.py hack/workflow_actions.py hack/doctor.py hack/run.py hack/manifests.py hack/bundle.py hack/tests
 
 unit: deps ## Unit and property tests (no cluster)
 	@echo "==================== unit tests ===================="
@@ -111,7 +114,7 @@ chaos: deps ## Chaos tests (API server and etcd faults, operator SIGKILLs, netwo
 	$(PYTEST) e2e -m chaos
 	$(PY) -m bench.robustness
 
-test: lint typecheck unit verify e2e ## Everything CI checks (the e2e suite with local operators, then in-cluster: smoke and the Deployments' own checks, then the OLM route and the scorecard)
+test: doctor lint typecheck unit verify e2e ## Everything CI checks (the e2e suite with local operators, then in-cluster: smoke and the Deployments' own checks, then the OLM route and the scorecard)
 	E2E_MARKERS="smoke or in_cluster" $(MAKE) --no-print-directory e2e-in-cluster
 	$(MAKE) --no-print-directory e2e-olm
 	$(MAKE) --no-print-directory scorecard

@@ -868,7 +868,9 @@ def build(args: argparse.Namespace) -> None:
     def wanted(name: str) -> bool:
         return only is None or name in only
 
-    base_layout, base = build_base(force=args.force and wanted("base"))
+    targets = [t for t in TARGETS if wanted(t) or wanted("operators")]
+    if wanted("base") or targets:
+        base_layout, base = build_base(force=args.force and wanted("base"))
     if wanted("base"):
         archive = OUT / "python-base.tar"
         stamp = OUT / ".stamps/python-base"
@@ -880,19 +882,28 @@ def build(args: argparse.Namespace) -> None:
         images += build_busybox(args.force)
     if wanted("pause"):
         images += build_pause(args.force)
-    targets = [t for t in TARGETS if wanted(t) or wanted("operators")]
     if targets:
         images += build_operators(base_layout, base, args.force, targets)
-    listing = [
-        {"name": full_name(name), "archive": str(image.archive)}
-        for image in images
-        for name in image.names
-    ]
-    (OUT / "images.json").write_text(json.dumps(listing, indent=2) + "\n")
+    write_listing(images)
     for image in images:
         size = image.archive.stat().st_size / 2**20
         log(f"{image.archive.relative_to(ROOT)} ({size:.1f} MiB): {', '.join(image.names)}")
     log(f"images built in {time.monotonic() - start:.1f} s")
+
+
+def write_listing(images: Sequence[Built]) -> None:
+    """images.json: the images just built, and those of an earlier build that still exist
+    (a build of some images, such as the plane's workload images, keeps the others listed)."""
+    listing = OUT / "images.json"
+    built = {full_name(name): str(image.archive) for image in images for name in image.names}
+    earlier = json.loads(listing.read_text()) if listing.exists() else []
+    kept = {
+        entry["name"]: entry["archive"]
+        for entry in earlier
+        if entry["name"] not in built and Path(entry["archive"]).exists()
+    }
+    entries = [{"name": name, "archive": archive} for name, archive in {**kept, **built}.items()]
+    listing.write_text(json.dumps(entries, indent=2) + "\n")
 
 
 def verify(args: argparse.Namespace) -> None:

@@ -11,7 +11,9 @@ writes an admin kubeconfig to .local/kubeconfig. Everything else lives in
 .local/audit.log. The API server listens on every address and advertises the real node's
 (10.244.0.1), which pods reach it through.
 
-    hack/localplane.py up        start (no-op when already running), wait until usable
+    hack/localplane.py up        build what it runs when missing, start (no-op when already
+                                 running), wait until usable; a failed start of a plane that
+                                 was not running stops what it started
     hack/localplane.py down      stop exactly the recorded processes, remove the data and
                                  everything the real node made; fail if anything is left
     hack/localplane.py status    print the recorded processes and whether they are alive
@@ -400,11 +402,46 @@ def scheduler_config(kubeconfig: Path) -> str:
 # ---------------------------------------------------------------- commands
 
 
+PLANE_TOOLS = ("etcd", "kwok", "kubernetes", "containerd", "runc", "registry", "coredns")
+"""What hack/build-tools.sh builds for the plane (`up` builds them when they are missing)."""
+WORKLOAD_IMAGES = ("busybox", "pause")
+"""What hack/images.py builds for the plane's pods (the sandbox's pause among them)."""
+
+
+def prepare() -> None:
+    """Build what the plane runs, before anything starts: its tools from their pinned Go
+    modules and its pods' images (each skipped when up to date, which takes seconds)."""
+    log("building what the plane runs when it is missing (cold: tens of minutes, README)")
+    subprocess.run([str(ROOT / "hack" / "build-tools.sh"), *PLANE_TOOLS], check=True)
+    images = [sys.executable, str(ROOT / "hack" / "images.py"), "build"]
+    subprocess.run([*images, "--only", ",".join(WORKLOAD_IMAGES)], check=True)
+
+
 def up() -> None:
-    """Start every component that is not already running, then wait until usable."""
-    ports = Ports.from_env()
+    """Build what is missing, start every component that is not already running, then wait
+    until usable. When it fails on a plane that was not running, it stops what it started
+    and removes what it made (as ``down``), so a failed start leaves nothing behind."""
+    prepare()
     if missing := node.preflight(BIN):
         sys.exit("this machine cannot run the real node; missing:\n  " + "\n  ".join(missing))
+    state = read_state()
+    fresh = not any(alive(int(str(e["pid"])), str(e["binary"])) for e in state.values())
+    try:
+        _start()
+    except BaseException:
+        if not fresh:
+            log("start failed on a plane that was partly running: `make cluster-down` stops it")
+            raise
+        log("start failed: stopping what it started")
+        try:
+            down()
+        except SystemExit as left:
+            log(f"{left}")
+        raise
+
+
+def _start() -> None:
+    ports = Ports.from_env()
     claim_node()
     PLANE.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -674,8 +711,6 @@ def start_node(ports: Ports, running: Callable[[str], bool]) -> None:
 def workload_images() -> list[Path]:
     """The archives of the images pods use (the sandbox's pause, busybox, ...), which
     hack/images.py built; the operators' own images are loaded by hack/e2e-in-cluster.sh."""
-    if not IMAGES.exists():
-        sys.exit(f"{IMAGES} is missing: run `make images` (hack/images.py build) first")
     listed = json.loads(IMAGES.read_text())
     archives = {i["archive"] for i in listed if not i["name"].startswith(OPERATOR_IMAGES)}
     if not any(i["name"] == node.SANDBOX_IMAGE for i in listed):

@@ -1,30 +1,46 @@
-"""`make run`: the operators against a cluster, with their sample resources, until Ctrl-C.
+"""`make run`: the local control plane, the three operators and their samples, until Ctrl-C.
 
-Uses the cluster of $KUBECONFIG when it answers; otherwise builds the tools if needed and
-brings up the local control plane. Installs the CRDs, starts every operator as a local process
-(text logs prefixed with its name), applies the samples to the namespace ``opsuite-demo`` and
-prints what to look at. Ctrl-C stops the operators (SIGTERM, as in a pod); the plane keeps
-running until `make cluster-down`.
+Brings up the local plane (hack/localplane.py up builds what it lacks first), installs the CRDs
+and PodDebugger's authorization admission policy (its security gate stays on, as in a
+cluster), starts every operator as a local process (text logs prefixed with its name), applies
+the samples to the namespace ``opsuite-demo``, waits until every sample is Ready and prints what
+to look at. Ctrl-C stops the operators (SIGTERM, as in a pod); the plane keeps running until
+`make cluster-down`.
+
+``--until-ready`` stops the operators and exits once the samples are Ready (how .ci/run proves
+the first command). ``--use-kubeconfig`` runs against the cluster of $KUBECONFIG instead of the
+local plane, after saying what it will change there and asking (``--yes`` answers for you).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+import yaml
+
+from poddebugger_operator.gate import LOAD_GRACE
+from poddebugger_operator.policy import admission_policy
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".venv" / "bin"
-KUBECTL = ROOT / ".local" / "bin" / "kubectl"
+LOCAL_KUBECONFIG = ROOT / ".local" / "kubeconfig"
 DEMO_NAMESPACE = "opsuite-demo"
 REAL_NODE = "opsuite.dev/real-node"
+READY_TIMEOUT = 300
+"""Seconds the samples have to become Ready (the pods start on the real node)."""
 
 
 @dataclass(frozen=True)
@@ -44,41 +60,129 @@ OPERATORS = (
     Operator("pod-debugger-operator", "poddebugger", "pod-debugger-operator", 18084, 18085),
 )
 
+PLAN = """\
+make run: the local control plane on this machine, then the three operators with their samples.
+  1. build what the plane runs, where missing: Kubernetes, etcd, containerd, runc, kwok, CoreDNS
+     and a registry from their pinned Go modules, and the pods' images (a first run on 2 cores:
+     about {cold}; later runs skip it)
+  2. start the plane (as root: `make doctor` listed what it changes here; `make cluster-down`
+     undoes it) and wait for its nodes
+  3. install the CRDs and PodDebugger's admission policy, start the operators on this machine,
+     apply the samples to the namespace {namespace}, and wait until they are Ready
+"""
+COLD_BUILD = "25 minutes"
+"""A cold step 1 on 2 cores, as measured for the README's Quick start."""
 
-def kubeconfig() -> str:
-    """A reachable cluster's kubeconfig: $KUBECONFIG if it answers, else the local plane's."""
+EXTERNAL = """\
+make run --use-kubeconfig: the operators against the cluster of KUBECONFIG={config}
+  context {context}, server {server}
+It will change that cluster:
+  - create or update the CRDs {crds}
+  - create or update the cluster-wide ValidatingAdmissionPolicy {policy} and its binding
+    (only those who may patch pods/ephemeralcontainers in a namespace may create a PodDebugger
+    there)
+  - create the namespace {namespace} and the samples in it
+and run the three operators on this machine with YOUR credentials, over every namespace: PodSets
+create pods, ConfigMapSyncs copy ConfigMaps whose owners consented, PodDebuggers add debug
+containers to the pods they select. Nothing is removed when they stop.
+"""
+
+
+def kubectl_binary(local: bool) -> str:
+    """The plane's kubectl, or for another cluster the one on PATH (else the plane's)."""
+    built = ROOT / ".local" / "bin" / "kubectl"
+    if local:
+        return str(built)
+    found = shutil.which("kubectl") or (str(built) if built.exists() else None)
+    if found is None:
+        sys.exit("kubectl is needed: install it, or build it with `hack/build-tools.sh kubernetes`")
+    return found
+
+
+def as_list(objects: Sequence[dict[str, object]]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
+
+
+class Cluster:
+    """kubectl against one cluster."""
+
+    def __init__(self, config: str, kubectl: str) -> None:
+        self.config = config
+        self.exe = kubectl
+
+    def run(self, *args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(
+            [self.exe, "--kubeconfig", self.config, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    def apply(self, objects: Sequence[dict[str, object]]) -> None:
+        self.run("apply", "--server-side", "-f", "-", stdin=as_list(objects))
+
+
+def local_plane() -> Cluster:
     configured = os.environ.get("KUBECONFIG")
-    if configured and _answers(configured):
-        print(f"using the cluster of KUBECONFIG={configured}")
-        return configured
-    subprocess.run(
-        [str(ROOT / "hack" / "build-tools.sh"), "etcd", "kwok", "kubernetes", "containerd", "runc"],
-        check=True,
-    )
+    if configured and Path(configured).resolve() != LOCAL_KUBECONFIG:
+        print(
+            f"KUBECONFIG={configured} is left alone: make run uses the local plane. To run "
+            'against that cluster: make run RUN_ARGS="--use-kubeconfig"',
+            flush=True,
+        )
     subprocess.run([sys.executable, str(ROOT / "hack" / "localplane.py"), "up"], check=True)
-    return str(ROOT / ".local" / "kubeconfig")
+    return Cluster(str(LOCAL_KUBECONFIG), kubectl_binary(local=True))
 
 
-def demo_namespace(config: str) -> dict[str, object]:
+def external_cluster(yes: bool) -> Cluster:
+    """The cluster of $KUBECONFIG, once the user agreed to what will change there."""
+    config = os.environ.get("KUBECONFIG")
+    if not config:
+        sys.exit("--use-kubeconfig needs KUBECONFIG set to the cluster's kubeconfig")
+    cluster = Cluster(config, kubectl_binary(local=False))
+    try:
+        cluster.run("--request-timeout=10s", "get", "--raw", "/readyz")
+        context = cluster.run("config", "current-context").strip()
+        server = cluster.run("config", "view", "--minify", "-o", "jsonpath={..server}").strip()
+    except RuntimeError as error:
+        sys.exit(f"the cluster of KUBECONFIG={config} does not answer: {error}")
+    print(
+        EXTERNAL.format(
+            config=config,
+            context=context,
+            server=server,
+            crds=", ".join(sorted(crd_names())),
+            policy=admission_policy()[0]["metadata"]["name"],
+            namespace=DEMO_NAMESPACE,
+        ),
+        flush=True,
+    )
+    if yes:
+        return cluster
+    if not sys.stdin.isatty():
+        sys.exit("not asked on a terminal: add --yes to agree to the changes above")
+    if input("Go on? [y/N] ").strip().lower() not in ("y", "yes"):
+        sys.exit("nothing was changed")
+    return cluster
+
+
+def crd_files() -> list[Path]:
+    return sorted(f for op in OPERATORS for f in (ROOT / "charts" / op.chart / "crds").glob("*"))
+
+
+def crd_names() -> list[str]:
+    return [str(yaml.safe_load(f.read_text())["metadata"]["name"]) for f in crd_files()]
+
+
+def demo_namespace(cluster: Cluster) -> dict[str, object]:
     """The demo namespace; on the local plane its pods all go to the real node (namespace
     annotations read by the PodNodeSelector and PodTolerationRestriction admission plugins),
     so the samples' pods really run."""
-    real = subprocess.run(
-        [
-            str(KUBECTL),
-            "--kubeconfig",
-            config,
-            "get",
-            "nodes",
-            "-l",
-            f"{REAL_NODE}=true",
-            "-o",
-            "name",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    real = cluster.run("get", "nodes", "-l", f"{REAL_NODE}=true", "-o", "name").strip()
     annotations = {
         "scheduler.alpha.kubernetes.io/node-selector": f"{REAL_NODE}=true",
         "scheduler.alpha.kubernetes.io/defaultTolerations": json.dumps(
@@ -89,21 +193,23 @@ def demo_namespace(config: str) -> dict[str, object]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
-def _answers(config: str) -> bool:
-    exe = str(KUBECTL) if KUBECTL.exists() else "kubectl"
-    try:
-        probe = subprocess.run(
-            [exe, "--kubeconfig", config, "--request-timeout=5s", "get", "--raw", "/readyz"],
-            capture_output=True,
-            check=False,
-        )
-    except FileNotFoundError:
-        return False
-    return probe.returncode == 0
-
-
-def kubectl(config: str, *args: str) -> None:
-    subprocess.run([str(KUBECTL), "--kubeconfig", config, *args], check=True)
+def install(cluster: Cluster) -> None:
+    """The CRDs, PodDebugger's admission policy and the demo namespace; then wait until the
+    policy has been in force long enough for the operator's gate to trust PodDebuggers created
+    from now on (poddebugger_operator.gate.LOAD_GRACE)."""
+    for crd in crd_files():
+        cluster.run("apply", "--server-side", "-f", str(crd))
+    cluster.apply(admission_policy())
+    cluster.apply([demo_namespace(cluster)])
+    stamps = cluster.run(
+        "get", "-f", "-", "-o", "jsonpath={.items[*].metadata.creationTimestamp}",
+        stdin=as_list(admission_policy()),
+    ).split()  # fmt: skip
+    created = [datetime.fromisoformat(stamp.replace("Z", "+00:00")) for stamp in stamps]
+    wait = (max(created) + LOAD_GRACE - datetime.now(UTC)).total_seconds() + 1
+    if wait > 0:
+        print(f"waiting {wait:.0f} s until the admission policy is surely in force", flush=True)
+        time.sleep(wait)
 
 
 def _pump(name: str, stream: IO[str]) -> None:
@@ -111,19 +217,8 @@ def _pump(name: str, stream: IO[str]) -> None:
         print(f"[{name}] {line}", end="", flush=True)
 
 
-def main() -> int:
-    config = kubeconfig()
-    for op in OPERATORS:
-        kubectl(config, "apply", "--server-side", "-f", str(ROOT / "charts" / op.chart / "crds"))
-    subprocess.run(
-        [str(KUBECTL), "--kubeconfig", config, "apply", "-f", "-"],
-        input=json.dumps(demo_namespace(config)),
-        text=True,
-        check=True,
-    )
-    # `make run` installs no admission policies: the PodDebugger operator opts out of needing
-    # them (docs/poddebugger.md, "Fails closed"); the other operators ignore the variable.
-    env = {**os.environ, "KUBECONFIG": config, "OPSUITE_ALLOW_WITHOUT_ADMISSION_POLICY": "true"}
+def start_operators(cluster: Cluster) -> list[subprocess.Popen[str]]:
+    env = {**os.environ, "KUBECONFIG": cluster.config}
     processes: list[subprocess.Popen[str]] = []
     for op in OPERATORS:
         proc = subprocess.Popen(
@@ -143,18 +238,42 @@ def main() -> int:
         assert proc.stdout is not None
         threading.Thread(target=_pump, args=(op.name, proc.stdout), daemon=True).start()
         processes.append(proc)
+    return processes
+
+
+def samples() -> list[tuple[Path, dict[str, str]]]:
+    """Every sample file, with the custom resources in it that report a Ready condition."""
+    found = []
     for op in OPERATORS:
-        kubectl(
-            config,
-            "apply",
-            "-n",
-            DEMO_NAMESPACE,
-            "-f",
-            str(ROOT / "operators" / op.directory / "samples"),
-        )
-    print(
-        "\nopsuite is running. Try:\n"
-        f"  export KUBECONFIG={config}\n"
+        for path in sorted((ROOT / "operators" / op.directory / "samples").glob("*.yaml")):
+            doc = yaml.safe_load(path.read_text())
+            found.append((path, {"kind": doc["kind"], "name": doc["metadata"]["name"]}))
+    return found
+
+
+def wait_ready(cluster: Cluster, processes: Sequence[subprocess.Popen[str]]) -> None:
+    """Until every sample of the operators' kinds is Ready; fail as soon as an operator exits."""
+    kinds = {"PodSet", "ConfigMapSync", "PodDebugger"}
+    names = [f"{s['kind'].lower()}/{s['name']}" for _, s in samples() if s["kind"] in kinds]
+    print(f"waiting until {', '.join(names)} are Ready", flush=True)
+    waiting = subprocess.Popen(
+        [cluster.exe, "--kubeconfig", cluster.config, "wait", "-n", DEMO_NAMESPACE,
+         "--for=condition=Ready", f"--timeout={READY_TIMEOUT}s", *names],
+        text=True,
+    )  # fmt: skip
+    while waiting.poll() is None:
+        if any(p.poll() is not None for p in processes):
+            waiting.kill()
+            raise RuntimeError("an operator exited before the samples were Ready")
+        time.sleep(0.5)
+    if waiting.returncode != 0:
+        raise RuntimeError(f"the samples were not Ready within {READY_TIMEOUT} s")
+
+
+def guide(cluster: Cluster) -> str:
+    return (
+        "\nopsuite is running, every sample Ready. Try:\n"
+        f"  export KUBECONFIG={cluster.config}\n"
         f"  kubectl get opsuite -n {DEMO_NAMESPACE}          # every opsuite resource\n"
         f"  kubectl get pods -n {DEMO_NAMESPACE} -o wide\n"
         f"  kubectl scale pset/busybox-sleepers -n {DEMO_NAMESPACE} --replicas=5\n"
@@ -168,10 +287,52 @@ def main() -> int:
             f"  curl -s '127.0.0.1:{op.health_port}/readyz?verbose'\n"
             for op in OPERATORS
         )
-        + "Ctrl-C stops the operators; `make cluster-down` stops the local plane.\n",
-        flush=True,
+        + "Ctrl-C stops the operators; `make cluster-down` stops the local plane and removes "
+        "what it made on this machine.\n"
     )
+
+
+def stop(processes: Sequence[subprocess.Popen[str]]) -> None:
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in processes:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0] if __doc__ else None)
+    parser.add_argument(
+        "--until-ready", action="store_true", help="exit once the samples are Ready"
+    )
+    parser.add_argument(
+        "--use-kubeconfig", action="store_true", help="run against $KUBECONFIG's cluster"
+    )
+    parser.add_argument("--yes", action="store_true", help="with --use-kubeconfig: do not ask")
+    args = parser.parse_args(argv)
+    if args.use_kubeconfig:
+        cluster = external_cluster(args.yes)
+    else:
+        print(PLAN.format(cold=COLD_BUILD, namespace=DEMO_NAMESPACE), flush=True)
+        try:
+            cluster = local_plane()
+        except subprocess.CalledProcessError:
+            print("make run failed: the local plane did not come up (above: why)", file=sys.stderr)
+            return 1
+    local = not args.use_kubeconfig
+    processes: list[subprocess.Popen[str]] = []
     try:
+        install(cluster)
+        processes = start_operators(cluster)
+        for path, _ in samples():
+            cluster.run("apply", "-n", DEMO_NAMESPACE, "-f", str(path))
+        wait_ready(cluster, processes)
+        print(guide(cluster), flush=True)
+        if args.until_ready:
+            return 0
         while all(p.poll() is None for p in processes):
             time.sleep(0.5)
         print("an operator exited; stopping the others", file=sys.stderr)
@@ -179,15 +340,12 @@ def main() -> int:
     except KeyboardInterrupt:
         print("\nstopping the operators", flush=True)
         return 0
+    except RuntimeError as error:
+        left = "; the local plane keeps running (`make cluster-down` stops it)" if local else ""
+        print(f"make run failed: {error}{left}", file=sys.stderr)
+        return 1
     finally:
-        for p in processes:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in processes:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(processes)
 
 
 if __name__ == "__main__":

@@ -275,3 +275,31 @@ def test_slim_keeps_copyright_and_links_python3(tmp_path: Path) -> None:
     ]
     assert os.readlink(root / "usr/bin/python3") == "python3.11"
     assert (root / "var/lib/apt/lists/partial").is_dir()
+
+
+def test_a_partial_build_keeps_the_other_images_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make run` builds only the plane's workload images: images.json keeps listing the
+    operator images an earlier `make images` built (the in-cluster steps load them from it),
+    and drops an entry whose archive is gone."""
+    monkeypatch.setattr(images, "OUT", tmp_path)
+    archives = {name: tmp_path / f"{name}.tar" for name in ("busybox", "operator", "gone")}
+    for archive in archives.values():
+        archive.write_bytes(b"")
+    images.write_listing(
+        [
+            images.Built(archives["busybox"], ["busybox:1.37"]),
+            images.Built(archives["operator"], ["opsuite.local/podset-operator:dev"]),
+            images.Built(archives["gone"], ["gone:1"]),
+        ]
+    )
+    archives["gone"].unlink()
+    rebuilt = tmp_path / "busybox-2.tar"
+    rebuilt.write_bytes(b"")
+    images.write_listing([images.Built(rebuilt, ["busybox:1.37"])])
+    listed = {e["name"]: e["archive"] for e in json.loads((tmp_path / "images.json").read_text())}
+    assert listed == {
+        images.full_name("busybox:1.37"): str(rebuilt),
+        images.full_name("opsuite.local/podset-operator:dev"): str(archives["operator"]),
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -14,6 +15,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import localplane
+import node
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _record(plane: Path, pid: int, binary: str) -> Path:
@@ -80,3 +84,45 @@ def test_kube_scheduler_reads_the_plane_s_configuration(
     client = yaml.safe_load(written.read_text())["clientConnection"]
     assert (client["qps"], client["burst"]) == (500, 1000)
     assert client["kubeconfig"] == str(kubeconfig)
+
+
+@pytest.mark.parametrize("was_running", [False, True])
+def test_a_failed_start_stops_what_it_started_unless_the_plane_ran_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, was_running: bool
+) -> None:
+    """A first `make run` that fails must leave nothing running (the real node claimed by a
+    dead start blocked every other clone); a plane that was already partly up is left to
+    `make cluster-down`, which the message names."""
+    binary = Path(Path(f"/proc/{os.getpid()}/cmdline").read_bytes().split(b"\0")[0].decode()).name
+    plane = _record(tmp_path / "plane", os.getpid() if was_running else 2**22 + 1, binary)
+    calls: list[str] = []
+    monkeypatch.setattr(localplane, "STATE", plane / "processes.json")
+    monkeypatch.setattr(localplane, "prepare", lambda: calls.append("prepare"))
+    monkeypatch.setattr(node, "preflight", lambda _: [])
+
+    def start() -> None:
+        calls.append("start")
+        raise SystemExit("kube-apiserver did not become ready")
+
+    monkeypatch.setattr(localplane, "_start", start)
+    monkeypatch.setattr(localplane, "down", lambda: calls.append("down"))
+    with pytest.raises(SystemExit, match="kube-apiserver"):
+        localplane.up()
+    assert calls == (["prepare", "start"] if was_running else ["prepare", "start", "down"])
+
+
+def test_every_binary_the_plane_starts_is_one_prepare_builds() -> None:
+    """`up` builds the plane's tools itself (a fresh clone's `make run` stopped at a missing
+    images.json, then at the registry and CoreDNS binaries, which nothing on its path built):
+    every binary `up` starts comes from a tool in PLANE_TOOLS, read from build-tools.sh."""
+    script = (ROOT / "hack" / "build-tools.sh").read_text()
+    binaries: dict[str, str] = {}
+    for tool, packages in re.findall(r"^\s+([a-z-]+)\) echo \"([^\"]+)\" ;;$", script, re.M):
+        for package in packages.split():
+            name = package.rstrip("/").split("/")[-1]
+            binaries[{"v3": "etcd", "server": "etcd"}.get(name, name)] = tool
+    source = (ROOT / "hack" / "localplane.py").read_text() + (ROOT / "hack" / "node.py").read_text()
+    started = set(re.findall(r"start\(\s*\"[\w-]+\",\s*\"([\w-]+)\"", source))
+    assert {"etcd", "kube-apiserver", "registry", "coredns", "kubelet", "containerd"} <= started
+    for binary in started:
+        assert binaries.get(binary) in localplane.PLANE_TOOLS, binary

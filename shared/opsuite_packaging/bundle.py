@@ -29,10 +29,10 @@ from typing import Any
 import yaml
 
 from opsuite_packaging.chart import (
-    MIN_KUBE_VERSION,
     LEADER_ELECTION_RULES,
     LEASE_PLACEHOLDER,
     METRICS_AUTH_RULES,
+    MIN_KUBE_VERSION,
     ChartSpec,
     dump_yaml,
 )
