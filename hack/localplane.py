@@ -411,7 +411,7 @@ WORKLOAD_IMAGES = ("busybox", "pause")
 def prepare() -> None:
     """Build what the plane runs, before anything starts: its tools from their pinned Go
     modules and its pods' images (each skipped when up to date, which takes seconds)."""
-    log("building what the plane runs when it is missing (cold: tens of minutes, README)")
+    log("building what the plane runs, where missing (README, Quick start: how long)")
     subprocess.run([str(ROOT / "hack" / "build-tools.sh"), *PLANE_TOOLS], check=True)
     images = [sys.executable, str(ROOT / "hack" / "images.py"), "build"]
     subprocess.run([*images, "--only", ",".join(WORKLOAD_IMAGES)], check=True)
@@ -672,14 +672,14 @@ def claim_node() -> None:
     directory gone, or none of its processes alive, as after a reboot); refuse when another
     plane runs (one real node per machine)."""
     holder = node.owner()
-    if holder is None or holder == PLANE:
-        return
-    if plane_running(holder):
-        sys.exit(
-            f"the real node belongs to the plane in {holder}: run `make cluster-down` there first"
-        )
-    log(f"clearing the real node left by {holder} (that plane no longer runs)")
-    node.teardown(BIN, holder)
+    if holder not in (None, PLANE):
+        if plane_running(holder):
+            sys.exit(
+                f"the real node belongs to the plane in {holder}: run `make cluster-down` there"
+            )
+        log(f"clearing the real node left by {holder} (that plane no longer runs)")
+        node.teardown(BIN, holder)
+    node.claim(PLANE)
 
 
 def start_node(ports: Ports, running: Callable[[str], bool]) -> None:

@@ -283,11 +283,16 @@ def kube_proxy_config(kubeconfig: Path, ports: NodePorts) -> str:
     )
 
 
+def claim(plane: Path) -> None:
+    """Record ``plane`` as the node's owner, before anything of the node is made (the bridge
+    first), so that its teardown finds everything even after a start that failed early."""
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    OWNER.write_text(f"{plane}\n")
+
+
 def write_files(plane: Path, ca: Path, ports: NodePorts, registry: str) -> None:
     """Every file the node's processes read, rewritten only where it changed; ``registry`` is
     the plane's registry (host:port), which serves the MIRRORED_REGISTRIES."""
-    RUN_DIR.mkdir(parents=True, exist_ok=True)
-    OWNER.write_text(f"{plane}\n")
     runc_dir = STATE_DIR / "bin"
     runc_dir.mkdir(parents=True, exist_ok=True)
     # The shim runs the `runc` on its PATH for the sandbox, whatever BinaryName says: the
