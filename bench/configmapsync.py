@@ -44,6 +44,7 @@ GROUP_VERSION = "sync.opsuite.dev/v1alpha1"
 CRD_NAME = "configmapsyncs.sync.opsuite.dev"
 OWNER_LABEL = "sync.opsuite.dev/owner-uid"
 ALLOWED_NAMESPACES = "sync.opsuite.dev/allowed-namespaces"
+ACCEPT_FROM = "sync.opsuite.dev/accept-from"
 """The consent annotation every ConfigMapSync source needs."""
 """The operator's ownership label on every copy (configmapsync_operator.models.OWNER_LABEL)."""
 OPERATOR_LOG = LOCAL / "bench" / "configmapsync-operator.log"
@@ -133,8 +134,8 @@ def create_namespaces(api: client.ApiClient, names: list[str], labels: dict[str,
     """Create namespaces concurrently (ConfigMaps need no ServiceAccount: no wait for it)."""
 
     def one(name: str) -> None:
-        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        body["metadata"]["labels"] = labels  # type: ignore[index]
+        metadata = {"name": name, "labels": labels, "annotations": {ACCEPT_FROM: "*"}}
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
         read(request(api, "POST", resource_path("v1", "namespaces"), body=body))
 
     timed_parallel(one, names)

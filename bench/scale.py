@@ -168,7 +168,9 @@ def identity_kubeconfig(api: client.ApiClient, command: str) -> Path:
 
 
 def _namespace(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+    """A namespace that takes ConfigMapSync copies from any namespace."""
+    metadata = {"name": name, "labels": labels, "annotations": {cms_bench.ACCEPT_FROM: "*"}}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
 def _podset(name: str, replicas: int, run_id: str) -> dict[str, Any]:

@@ -28,6 +28,8 @@ SOURCE_ANNOTATION = "sync.opsuite.dev/source"
 FINALIZER = "sync.opsuite.dev/copies"
 ALLOWED = "sync.opsuite.dev/allowed-namespaces"
 """The source's consent: where copies may go."""
+ACCEPT = "sync.opsuite.dev/accept-from"
+"""A destination Namespace's consent: the source namespaces it takes copies from."""
 
 
 RESOURCE = CustomResource(GROUP, VERSION, "ConfigMapSync", PLURAL, CRD_DIR)
@@ -47,6 +49,10 @@ class Pool(NamespacePool):
         super().__init__(cluster, api)
         self.label = f"cms-e2e-{self.run}"
         """A label key only this run's namespaces carry (for selectors)."""
+
+    def annotations(self) -> dict[str, str]:
+        """Every namespace of the run takes copies from the run's namespaces."""
+        return {ACCEPT: f"{self.PREFIX}-{self.run}-*"}
 
 
 def sync_manifest(name: str, config_map: str, **spec: Any) -> dict[str, Any]:

@@ -65,7 +65,10 @@ class FanOut:
         destinations = set(self.destination_names())
         for ns in (self.work, self.source, *self.destination_names()):
             labels = {self.label: "true"} if ns in destinations else {}
-            self.core.create_namespace({"metadata": {"name": ns, "labels": labels}})
+            accept = {configmapsync_support.ACCEPT: self.source}
+            self.core.create_namespace(
+                {"metadata": {"name": ns, "labels": labels, "annotations": accept}}
+            )
         wait_until(
             lambda: self.core.read_namespaced_service_account("default", self.work),
             bool,

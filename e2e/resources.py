@@ -175,8 +175,7 @@ class NamespacePool:
     def __enter__(self) -> Self:
         self.RESOURCE.install_crd(self.cluster)
         for suffix in self.CREATED_UP_FRONT:
-            labels = self.LABELS.get(suffix, {})
-            self.core.create_namespace({"metadata": {"name": self.name(suffix), "labels": labels}})
+            self.core.create_namespace(self.namespace(suffix, self.LABELS.get(suffix, {})))
         for suffix in self.CREATED_UP_FRONT:
             wait_until(
                 lambda s=suffix: self.core.read_namespaced_service_account("default", self.name(s)),
@@ -193,6 +192,15 @@ class NamespacePool:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+
+    def annotations(self) -> dict[str, str]:
+        """The annotations of every namespace of the pool (none by default)."""
+        return {}
+
+    def namespace(self, suffix: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The Namespace ``name(suffix)`` as the pool creates it, with ``labels``."""
+        metadata = {"name": self.name(suffix), "labels": dict(labels or {})}
+        return {"metadata": {**metadata, "annotations": self.annotations()}}
 
     def name(self, suffix: str) -> str:
         assert suffix in self.SUFFIXES, suffix

@@ -231,7 +231,7 @@ def test_namespace_selector_follows_namespaces_and_skips_the_source_namespace(
     assert OWNER_LABEL not in (source.metadata.labels or {})
 
     # A namespace created later with a matching label gets its copy.
-    core.create_namespace({"metadata": {"name": sel3, "labels": selected}})
+    core.create_namespace(pool.namespace("sel-3", selected))
     syncs.wait_copies([sel3], "selected", owned_by(uid), "copy in the new namespace", 30)
     # A namespace that stops matching loses the copy; one that starts matching gets one.
     core.patch_namespace(sel1, {"metadata": {"labels": {pool.label: None}}})
@@ -261,7 +261,7 @@ def test_missing_namespace_is_reported_then_filled_when_it_appears(
         (late, "NamespaceMissing")
     ]
     assert late in condition(cms, "Ready")["message"]
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": late}})
+    client.CoreV1Api(api).create_namespace(pool.namespace("late"))
     syncs.wait_copies([late], "later", has_data({"k": "v"}), "copy in the late namespace", 30)
     assert syncs.wait_ready(src, "later", 2)["status"]["failedTargets"] == []
 
@@ -725,7 +725,7 @@ def test_with_the_operator_gone_a_namespace_of_syncs_is_deleted_and_copies_follo
     on ConfigMapSyncs is removed."""
     core = client.CoreV1Api(api)
     gone, a, b = pool.name("gone"), pool.name("a"), pool.name("b")
-    core.create_namespace({"metadata": {"name": gone}})
+    core.create_namespace(pool.namespace("gone"))
     syncs.put_source(gone, "leaving", {"k": "v"})
     syncs.put_source(gone, "staying", {"k": "kept"})
     legacy = sync_manifest("leaving", "leaving", destinationNamespaces=[a, b])

@@ -167,7 +167,8 @@ def namespaces(api: client.ApiClient) -> Iterator[tuple[str, list[str]]]:
     source = f"helm-upgrade-{suffix}"
     destinations = [f"{source}-{i}" for i in range(3)]
     for name in (source, *destinations):
-        core.create_namespace({"metadata": {"name": name}})
+        accept = {"sync.opsuite.dev/accept-from": source}
+        core.create_namespace({"metadata": {"name": name, "annotations": accept}})
     yield source, destinations
     for name in (source, *destinations):
         core.delete_namespace(name, propagation_policy="Background")

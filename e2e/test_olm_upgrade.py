@@ -221,7 +221,9 @@ def destinations(api: client.ApiClient) -> Iterator[list[str]]:
     created = []
     for name in names:
         try:
-            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+            accept = {"sync.opsuite.dev/accept-from": NAMESPACE}
+            meta = client.V1ObjectMeta(name=name, annotations=accept)
+            core.create_namespace(client.V1Namespace(metadata=meta))
             created.append(name)
         except ApiException as exc:
             if exc.status != 409:

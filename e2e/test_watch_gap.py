@@ -138,7 +138,8 @@ def test_configmapsync_restores_a_copy_and_reports_a_namespace_deleted_behind_it
     src, a, b, _work = namespaces
     core = client.CoreV1Api(api)
     for ns in (src, a, b):
-        core.create_namespace({"metadata": {"name": ns}})
+        accept = {configmapsync_support.ACCEPT: src}
+        core.create_namespace({"metadata": {"name": ns, "annotations": accept}})
     configmapsync_support.install_crd(local_plane)
     process = _operator(
         local_plane,

@@ -186,9 +186,13 @@ CHART_SPEC = ChartSpec(
     cluster_rules=(PolicyRule(("",), ("namespaces",), ("list", "watch")),),
     keywords=("configmap", "sync", "replication"),
     security_notes="""\
-- A ConfigMap is copied only into the namespaces its annotation
-  `sync.opsuite.dev/allowed-namespaces` allows (its owner's consent), checked by the operator on
-  every pass: this holds with or without the admission policy below.
+- Consent in both directions, checked by the operator on every pass, with or without the
+  admission policy below: a ConfigMap is copied only into the namespaces its annotation
+  `sync.opsuite.dev/allowed-namespaces` allows (its owner's consent), and only into a namespace
+  whose Namespace object's annotation `sync.opsuite.dev/accept-from` names the source's
+  namespace (the consent of whoever administers the destination; `kube-*`, `openshift-*` and
+  the operator's own namespace only from sources named literally). Without both nothing is
+  written there: no copy, no take-over of an existing ConfigMap.
 - The operator reads every ConfigMap and writes copies anywhere, so a ValidatingAdmissionPolicy
   (`admissionPolicy.enabled`, on by default) lets someone create or change a ConfigMapSync only
   if they could get the source and create and update ConfigMaps in every destination themselves.
@@ -210,15 +214,18 @@ or selected by label) and keeps the copies identical: edits and deletions of a c
 changes to the source are propagated, and removing a destination removes its copy.""",
     categories=("Developer Tools",),
     policies="""\
-A ConfigMap is copied only into the namespaces its annotation
-`sync.opsuite.dev/allowed-namespaces` allows (its owner's consent); the operator checks it on
-every pass, so this holds under OLM too. As a second line, the
+Consent in both directions, checked by the operator on every pass, so it holds under OLM too: a
+ConfigMap is copied only into the namespaces its annotation `sync.opsuite.dev/allowed-namespaces`
+allows (its owner's consent), and only into a namespace whose Namespace object's annotation
+`sync.opsuite.dev/accept-from` names the source's namespace (the consent of whoever administers
+the destination, which a tenant with `edit` in its own namespace cannot give; `kube-*`,
+`openshift-*` and the operator's own namespace only from sources named literally). As a second
+line, the
 `configmapsync-authorization.sync.opsuite.dev` policy lets someone create or change a
 ConfigMapSync only if they could get the source ConfigMap and create and update ConfigMaps in
 every destination namespace themselves: the operator's rights never let anyone copy more than
-they could by hand. Without it, anyone
-allowed to create ConfigMapSyncs can copy any ConfigMap whose owner allowed copies into their
-namespace.""",
+they could by hand. Without it, anyone allowed to create ConfigMapSyncs can copy any ConfigMap
+whose owner allowed copies into any namespace that accepts copies from the source's namespace.""",
     resources={"ConfigMapSync": (("ConfigMap", "v1"),)},
 )
 """What the OperatorHub listing (the OLM bundle's CSV) says beyond the chart."""

@@ -341,10 +341,17 @@ class Manager:
             self._leading = False
 
 
-def _lease_namespace(options: ManagerOptions) -> str:
+def own_namespace(options: ManagerOptions) -> str | None:
+    """The operator's namespace: its Lease's, else the pod's (POD_NAMESPACE, or the service
+    account's); None for a process outside a cluster without either."""
     namespace = options.leader_election_namespace or os.environ.get("POD_NAMESPACE")
     if not namespace and SERVICE_ACCOUNT_NAMESPACE.exists():
         namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    return namespace or None
+
+
+def _lease_namespace(options: ManagerOptions) -> str:
+    namespace = own_namespace(options)
     if not namespace:
         sys.exit(
             "leader election needs a namespace for its Lease: set --leader-election-namespace "

@@ -5,7 +5,7 @@
 * configmaps: one watch; every ConfigMap as a slim record (indexed by owner uid and by name),
   sources, and the ConfigMaps that allow copies (sources to be: a ConfigMapSync created later
   needs no GET), in full (:class:`~configmapsync_operator.sources.SourceCache`);
-* namespaces: name, labels and deletionTimestamp.
+* namespaces: name, labels, deletionTimestamp and the consent annotation (accept-from).
 
 Events map to ConfigMapSync keys through those indexes: a source change to the syncs reading
 it, a copy change to its owner (not the echo of the owner's own write, a version the cache
@@ -39,7 +39,13 @@ from configmapsync_operator import metrics
 from configmapsync_operator.actions import Execution, execute, release
 from configmapsync_operator.consent import allowed_namespaces
 from configmapsync_operator.copies import is_terminating, key_of, owner_key, owner_uid, slim
-from configmapsync_operator.models import API_VERSION, GROUP, PLURAL, VERSION
+from configmapsync_operator.models import (
+    ACCEPT_FROM_ANNOTATION,
+    API_VERSION,
+    GROUP,
+    PLURAL,
+    VERSION,
+)
 from configmapsync_operator.reconcile import collect, plan, wants
 from configmapsync_operator.sources import SourceCache
 from configmapsync_operator.spec import (
@@ -52,7 +58,7 @@ from configmapsync_operator.spec import (
 )
 from opsuite_common.controller import Result
 from opsuite_common.kube import resource_path
-from opsuite_common.manager import Manager
+from opsuite_common.manager import Manager, own_namespace
 from opsuite_common.store import JSON, ObjectKey, Store, object_key, status_only
 
 CONTROLLER = "configmapsync"
@@ -105,6 +111,9 @@ class _ConfigMaps(Store):
 def _slim_namespace(obj: JSON) -> JSON:
     meta = obj.get("metadata") or {}
     record = {k: meta[k] for k in ("name", "uid", "labels", "deletionTimestamp") if k in meta}
+    consent = (meta.get("annotations") or {}).get(ACCEPT_FROM_ANNOTATION)
+    if consent is not None:
+        record["annotations"] = {ACCEPT_FROM_ANNOTATION: consent}
     return {"metadata": record}
 
 
@@ -140,6 +149,7 @@ def setup(manager: Manager) -> None:
     pending: dict[ObjectKey, float] = {}
     """ConfigMapSyncs whose source changed: when the change was seen (monotonic seconds)."""
     served = frozenset(manager.options.namespaces)
+    own = own_namespace(manager.options)
     recorder = manager.event_recorder()
     live_owners = _LiveOwners(syncs)
     departed: dict[str, str] = {}
@@ -154,7 +164,9 @@ def setup(manager: Manager) -> None:
         def wanted(record: JSON) -> bool:
             ns, name = key_of(record)
             where = namespaces.get("", ns)
-            return where is not None and any(wants(s, where) for s in syncs.by_index("name", name))
+            return where is not None and any(
+                wants(s, where, own) for s in syncs.by_index("name", name)
+            )
 
         orphans = [
             r
@@ -218,6 +230,7 @@ def setup(manager: Manager) -> None:
             served=served,
             sources_in_use=in_use,
             live_owners=live_owners,
+            own_namespace=own,
         )
         outcome = actions.outcome
         if actions.is_empty:

@@ -51,6 +51,17 @@ ALLOWED_NAMESPACES_ANNOTATION = "sync.opsuite.dev/allowed-namespaces"
 may go to (names, or patterns where ``*`` matches any run of characters). A ConfigMap without
 it is copied nowhere; the operator checks it on every pass, whatever admission policies say."""
 
+ACCEPT_FROM_ANNOTATION = "sync.opsuite.dev/accept-from"
+"""On a destination Namespace: its owner's consent, a comma-separated list of the namespaces
+whose ConfigMaps may be copied into it (names, or patterns as above). Nothing is written into a
+namespace without it: no copy, no take-over. Only who may update the Namespace object can set
+it (not a tenant holding ``edit`` or ``admin`` in it), so a source's owner cannot consent for a
+destination; the operator checks it on every pass, on every install path."""
+PROTECTED_NAMESPACES = ("kube-*", "openshift-*")
+"""Namespaces (patterns) that accept copies only from the source namespaces their
+accept-from annotation names literally, never through a pattern; the operator's own namespace
+too."""
+
 MAX_DESTINATIONS = 256
 MAX_FAILED_TARGETS = 20
 
@@ -136,8 +147,8 @@ class FailedTarget(KubeModel):
     namespace: str = Field(max_length=63)
     """The destination namespace."""
     reason: str = Field(min_length=1, max_length=128, pattern=REASON_PATTERN)
-    """Why: NotAllowedBySource, Conflict, NamespaceMissing, WriteFailed, SourceNamespace,
-    NamespaceNotWatched or Terminating."""
+    """Why: NotAllowedBySource, NotAcceptedByNamespace, Conflict, NamespaceMissing,
+    WriteFailed, SourceNamespace, NamespaceNotWatched or Terminating."""
     message: str = Field(max_length=1024)
     """Details for people."""
 

@@ -5,10 +5,13 @@ does not exist), the namespaces, and slim records (:mod:`configmapsync_operator.
 ConfigMaps named like the source (``occupants``, by namespace) and of the copies this
 ConfigMapSync owns anywhere (``owned``). Rules:
 
-* the source's consent comes first: a destination its ``sync.opsuite.dev/allowed-namespaces``
-  annotation does not allow gets nothing written (NotAllowedBySource), and the copy this
-  ConfigMapSync owns there is deleted; a source without the annotation is copied nowhere, but
-  existing copies are kept (frozen, like the copies of a deleted source);
+* consent comes first, in both directions (:mod:`configmapsync_operator.consent`): a
+  destination the source's ``sync.opsuite.dev/allowed-namespaces`` annotation does not allow
+  (NotAllowedBySource), or whose Namespace's ``sync.opsuite.dev/accept-from`` annotation does
+  not accept the source's namespace (NotAcceptedByNamespace), gets nothing written, and the
+  copy this ConfigMapSync owns there is deleted; without the annotation at all (say, before
+  the upgrade that introduced it) nothing is written either, but existing copies are kept
+  (frozen, like the copies of a deleted source);
 * the source and every ConfigMap not marked with this ConfigMapSync's uid are never updated or
   deleted; the exceptions are taking over an *unmarked* ConfigMap under
   ``conflictPolicy: Overwrite``, and a copy whose owner is gone (its uid is no ConfigMapSync's),
@@ -35,7 +38,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from configmapsync_operator.consent import allowed_namespaces, matches
+from configmapsync_operator.consent import (
+    accepted_sources,
+    accepts,
+    allowed_namespaces,
+    matches,
+    protected,
+)
 from configmapsync_operator.copies import (
     Allowlist,
     Desired,
@@ -47,6 +56,7 @@ from configmapsync_operator.copies import (
     owner_uid,
 )
 from configmapsync_operator.models import (
+    ACCEPT_FROM_ANNOTATION,
     ALLOWED_NAMESPACES_ANNOTATION,
     FINALIZER,
     MAX_FAILED_TARGETS,
@@ -73,9 +83,11 @@ NAMESPACE_NOT_WATCHED = "NamespaceNotWatched"
 TERMINATING = "Terminating"
 NAMESPACE_MISSING = "NamespaceMissing"
 NOT_ALLOWED_BY_SOURCE = "NotAllowedBySource"
+NOT_ACCEPTED_BY_NAMESPACE = "NotAcceptedByNamespace"
 
 SEVERITY = (
     NOT_ALLOWED_BY_SOURCE,
+    NOT_ACCEPTED_BY_NAMESPACE,
     CONFLICT,
     WRITE_FAILED,
     SOURCE_NAMESPACE,
@@ -85,7 +97,14 @@ SEVERITY = (
 )
 """Target issue reasons, worst first: the Ready condition names the worst present."""
 DEGRADING = frozenset(
-    {NOT_ALLOWED_BY_SOURCE, CONFLICT, WRITE_FAILED, SOURCE_NAMESPACE, NAMESPACE_NOT_WATCHED}
+    {
+        NOT_ALLOWED_BY_SOURCE,
+        NOT_ACCEPTED_BY_NAMESPACE,
+        CONFLICT,
+        WRITE_FAILED,
+        SOURCE_NAMESPACE,
+        NAMESPACE_NOT_WATCHED,
+    }
 )
 """Issues that need a person (Degraded=True); the others resolve by themselves."""
 MAX_ISSUE_MESSAGE = 1024
@@ -274,6 +293,41 @@ def _refused(
     ]
 
 
+def _not_accepted(
+    namespaces: Mapping[str, Mapping[str, Any]],
+    source_namespace: str,
+    writable: Sequence[str],
+    own: str | None,
+) -> tuple[list[str], list[Issue]]:
+    """The destinations whose Namespace does not accept copies from ``source_namespace``."""
+    refused: list[str] = []
+    issues: list[Issue] = []
+    for ns in writable:
+        record = namespaces[ns]
+        if accepts(record, source_namespace, own):
+            continue
+        refused.append(ns)
+        patterns = accepted_sources(record)
+        if patterns is None:
+            message = (
+                f"namespace {ns} accepts no copies: its Namespace has no {ACCEPT_FROM_ANNOTATION} "
+                "annotation; an existing copy is kept, not updated"
+            )
+        elif protected(ns, own):
+            message = (
+                f"namespace {ns} is protected: it accepts copies only from the namespaces its "
+                f"{ACCEPT_FROM_ANNOTATION} annotation names literally, not {source_namespace}; "
+                "no copy is kept there"
+            )
+        else:
+            message = (
+                f"namespace {ns} does not accept copies from namespace {source_namespace} "
+                f"({ACCEPT_FROM_ANNOTATION}: {','.join(patterns)[:200]}); no copy is kept there"
+            )
+        issues.append(Issue(ns, NOT_ACCEPTED_BY_NAMESPACE, message))
+    return refused, issues
+
+
 def _owner_is_served(record: Mapping[str, Any], served: Collection[str]) -> bool:
     """Whether the ConfigMapSync that marked ``record`` lived in a served namespace (so that
     its absence from the cache means it is gone, not merely unwatched)."""
@@ -310,6 +364,7 @@ def plan(
     served: Collection[str] = (),
     sources_in_use: Collection[ObjectKey] = (),
     live_owners: Container[str] = (),
+    own_namespace: str | None = None,
 ) -> Plan:
     """Plan one reconcile of ``sync``.
 
@@ -317,7 +372,8 @@ def plan(
     source; ``owned`` are slim records of ConfigMaps marked with the sync's uid; ``served``
     are the namespaces the operator watches (empty: all); ``sources_in_use`` are the keys of
     ConfigMaps some ConfigMapSync reads (never taken over); ``live_owners`` holds the uids of
-    the existing ConfigMapSyncs (a copy marked with another uid has lost its owner).
+    the existing ConfigMapSyncs (a copy marked with another uid has lost its owner);
+    ``own_namespace`` is the operator's (protected, as ``kube-*``).
     """
     now = _as_utc(now)
     meta = sync["metadata"]
@@ -366,6 +422,10 @@ def plan(
         writable = [ns for ns in writable if ns not in refused]
         if allowed_namespaces(source) is None:
             kept = refused  # no consent at all (say, before the upgrade): copies stay, frozen
+    refused, not_accepted = _not_accepted(by_name, source_namespace, writable, own_namespace)
+    issues.extend(not_accepted)
+    writable = [ns for ns in writable if ns not in refused]
+    kept += [ns for ns in refused if accepted_sources(by_name[ns]) is None]
     allow = Allowlist(tuple(spec.copy_labels or ()), tuple(spec.copy_annotations or ()))
     desired = Desired(sync, source, allow) if source is not None else None
     writes: list[Write] = []
@@ -446,14 +506,16 @@ def plan(
     )
 
 
-def wants(sync: Mapping[str, Any], namespace: Mapping[str, Any]) -> bool:
-    """Whether ``sync`` names ``namespace`` (a record) as a destination, listed or selected."""
+def wants(sync: Mapping[str, Any], namespace: Mapping[str, Any], own: str | None = None) -> bool:
+    """Whether ``sync`` names ``namespace`` (a record) as a destination, listed or selected,
+    that accepts copies from its source's namespace."""
     try:
         spec = parse_spec(sync)
     except InvalidSpecError:
         return False
     name = str((namespace.get("metadata") or {}).get("name"))
-    if name == (spec.source_namespace or sync["metadata"]["namespace"]):
+    source_namespace = spec.source_namespace or sync["metadata"]["namespace"]
+    if name == source_namespace or not accepts(namespace, source_namespace, own):
         return False
     selector = spec.namespace_selector
     return name in (spec.destination_namespaces or ()) or (

@@ -15,6 +15,7 @@ from typing import Any
 
 from configmapsync_operator.copies import MARK_ANNOTATIONS, MARK_LABELS, key_of, owner_uid, slim
 from configmapsync_operator.models import (
+    ACCEPT_FROM_ANNOTATION,
     ALLOWED_NAMESPACES_ANNOTATION,
     FINALIZER,
     OWNER_ANNOTATION,
@@ -71,10 +72,18 @@ def configmap(
     return obj
 
 
-def namespace(name: str, labels: dict[str, str] | None = None, terminating: bool = False) -> JSON:
+def namespace(
+    name: str,
+    labels: dict[str, str] | None = None,
+    terminating: bool = False,
+    accept: str | None = "*",
+) -> JSON:
+    """A Namespace record; ``accept``: its accept-from annotation (None: it has none)."""
     meta: JSON = {"name": name, "uid": f"ns-{name}", "labels": dict(labels or {})}
     if terminating:
         meta["deletionTimestamp"] = "2025-01-01T11:00:00Z"
+    if accept is not None:
+        meta["annotations"] = {ACCEPT_FROM_ANNOTATION: accept}
     return {"metadata": meta}
 
 
@@ -127,6 +136,7 @@ class World:
     served: tuple[str, ...] = ()
     sources_in_use: frozenset[tuple[str, str]] = frozenset()
     live_owners: frozenset[str] = frozenset({UID, OTHER_UID})
+    own_namespace: str | None = None
 
     def add(self, obj: JSON) -> JSON:
         self.configmaps[key_of(obj)] = obj
@@ -153,6 +163,7 @@ class World:
             served=self.served,
             sources_in_use=self.sources_in_use,
             live_owners=self.live_owners,
+            own_namespace=self.own_namespace,
         )
 
     def apply(self, actions: Plan) -> None:

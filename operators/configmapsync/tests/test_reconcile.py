@@ -11,6 +11,7 @@ import pytest
 from configmapsync_operator.consent import allowed_namespaces, matches
 from configmapsync_operator.copies import Allowlist, Desired, content_digest, slim
 from configmapsync_operator.models import (
+    ACCEPT_FROM_ANNOTATION,
     ALLOWED_NAMESPACES_ANNOTATION,
     DELETION_POLICY_ANNOTATION,
     FINALIZER,
@@ -23,6 +24,7 @@ from configmapsync_operator.reconcile import (
     CONFLICT,
     NAMESPACE_MISSING,
     NAMESPACE_NOT_WATCHED,
+    NOT_ACCEPTED_BY_NAMESPACE,
     NOT_ALLOWED_BY_SOURCE,
     SOURCE_NAMESPACE,
     Issue,
@@ -200,6 +202,9 @@ def test_wants_tells_listed_and_selected_destinations() -> None:
     assert wants(sync, namespace("b", {"team": "x"}))
     assert not wants(sync, namespace("b"))
     assert not wants(sync, namespace("src", {"team": "x"}))
+    assert not wants(sync, namespace("a", accept=None))
+    assert not wants(sync, namespace("a", accept="other"))
+    assert not wants(sync, namespace("kube-a", {"team": "x"}, accept="*"), "kube-a")
 
 
 def test_drifted_copy_is_patched_with_its_uid_and_resource_version() -> None:
@@ -303,6 +308,77 @@ def test_consent_of_the_source_decides_where_copies_go() -> None:
     converge(world)
     assert world.configmaps[("a", NAME)]["data"] == {"k": "v2"}
     assert world.configmaps[("b", NAME)]["metadata"]["labels"][OWNER_LABEL] == UID
+
+
+def test_a_destination_receives_only_what_its_namespace_accepts() -> None:
+    """#31, item 1: the source's consent is its owner's; a destination needs its own, from whoever
+    administers the Namespace. A tenant who owns the source and asks for Overwrite writes
+    nothing into a namespace that does not accept its namespace, takes nothing over there, and
+    says so in the status."""
+    world = make_world(
+        {"destinationNamespaces": ["a", "b", "c"], "conflictPolicy": "Overwrite"}, "a", "b", "c"
+    )
+    world.namespaces["b"] = namespace("b", accept=None)
+    world.namespaces["c"] = namespace("c", accept="platform, team-*")
+    world.add(configmap("src", allowed="*", data={"k": "v"}))
+    theirs = world.add(configmap("c", data={"k": "unmanaged"}))
+    actions = world.plan()
+    assert [w.namespace for w in actions.writes] == ["a"]
+    issues = {i.namespace: i for i in actions.outcome.issues}
+    assert {ns: i.reason for ns, i in issues.items()} == {
+        "b": NOT_ACCEPTED_BY_NAMESPACE,
+        "c": NOT_ACCEPTED_BY_NAMESPACE,
+    }
+    assert f"has no {ACCEPT_FROM_ANNOTATION} annotation" in issues["b"].message
+    assert "does not accept copies from namespace src (" in issues["c"].message
+    converge(world)
+    assert world.configmaps[("c", NAME)] == theirs
+    assert ("b", NAME) not in world.configmaps
+    assert condition(world, "Degraded")["reason"] == NOT_ACCEPTED_BY_NAMESPACE
+
+    # Accepted: copied (and the unmanaged one taken over, as Overwrite says).
+    world.namespaces["c"] = namespace("c", accept="src")
+    converge(world)
+    assert world.configmaps[("c", NAME)]["metadata"]["labels"][OWNER_LABEL] == UID
+
+    # Withdrawn: the own copy is deleted; without any annotation it is kept, frozen.
+    world.namespaces["c"] = namespace("c", accept="platform")
+    world.namespaces["a"] = namespace("a", accept=None)
+    world.configmaps[("src", NAME)]["data"] = {"k": "v2"}
+    actions = world.plan()
+    assert [slim_key(r) for r in actions.deletes] == [("c", NAME)]
+    assert not actions.writes
+    converge(world)
+    assert world.configmaps[("a", NAME)]["data"] == {"k": "v"}
+
+
+@pytest.mark.parametrize(
+    ("destination", "accept", "own", "ok"),
+    [
+        ("kube-system", "*", None, False),
+        ("kube-system", "s*", None, False),
+        ("kube-system", "src", None, True),
+        ("openshift-config", "*", None, False),
+        ("opsuite-system", "*", "opsuite-system", False),
+        ("opsuite-system", "src", "opsuite-system", True),
+        ("team-a", "*", "opsuite-system", True),
+    ],
+)
+def test_protected_namespaces_accept_only_sources_they_name_literally(
+    destination: str, accept: str, own: str | None, ok: bool
+) -> None:
+    """A cluster-wide ``*`` (a policy that annotates every namespace, say) never opens kube-*,
+    openshift-* or the operator's own namespace."""
+    world = make_world({"destinationNamespaces": [destination]}, destination)
+    world.namespaces[destination] = namespace(destination, accept=accept)
+    world.own_namespace = own
+    world.add(configmap("src", allowed="*", data={"k": "v"}))
+    actions = world.plan()
+    assert bool(actions.writes) is ok
+    if not ok:
+        (issue,) = actions.outcome.issues
+        assert issue.reason == NOT_ACCEPTED_BY_NAMESPACE
+        assert "is protected" in issue.message
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import pytest
 
 from configmapsync_operator.handlers import setup
 from configmapsync_operator.models import (
+    ACCEPT_FROM_ANNOTATION,
     ALLOWED_NAMESPACES_ANNOTATION,
     GROUP,
     OWNER_ANNOTATION,
@@ -49,7 +50,15 @@ def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> WiredOperator:
 
 
 def _namespace(name: str) -> JSON:
-    return {"metadata": {"name": name, "uid": f"ns-{name}", "managedFields": [{}]}}
+    annotations = {ACCEPT_FROM_ANNOTATION: "*", "example.com/other": "x"}
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"ns-{name}",
+            "managedFields": [{}],
+            "annotations": annotations,
+        }
+    }
 
 
 def _configmap(namespace: str, name: str, owner: str | None = None) -> JSON:
@@ -80,7 +89,9 @@ def test_a_source_a_relisting_no_longer_holds_enqueues_its_readers(wired: WiredO
 def test_a_namespace_a_relisting_no_longer_holds_leaves_the_cache_and_enqueues_its_syncs(
     wired: WiredOperator,
 ) -> None:
-    assert wired.cached("namespaces", "", "b") == {"metadata": {"name": "b", "uid": "ns-b"}}
+    assert wired.cached("namespaces", "", "b") == {
+        "metadata": {"name": "b", "uid": "ns-b", "annotations": {ACCEPT_FROM_ANNOTATION: "*"}}
+    }
     wired.manager.activity.listed("namespaces", None, {("", "src"), ("", "a")})
     assert wired.cached("namespaces", "", "b") is None
     assert wired.cached("namespaces", "", "a") is not None

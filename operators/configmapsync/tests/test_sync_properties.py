@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from configmapsync_operator.consent import allowed_namespaces, matches
+from configmapsync_operator.consent import accepted_sources, accepts, allowed_namespaces, matches
 from configmapsync_operator.copies import Allowlist, Desired, content_digest, key_of, owner_uid
 from configmapsync_operator.models import (
     FINALIZER,
@@ -49,6 +49,8 @@ FAST = settings(max_examples=100, deadline=None)
 datas = st.dictionaries(st.sampled_from("kxy"), st.sampled_from(["1", "2"]), max_size=2)
 labels = st.dictionaries(st.sampled_from(["team", "app"]), st.sampled_from(["x", "y"]), max_size=2)
 consents = st.sampled_from([None, None, "*", "a,b", "c*, d", "", "b,nope"])
+acceptances = st.sampled_from(["*", "*", "*", None, "src", "s*", "other"])
+"""A destination Namespace's sync.opsuite.dev/accept-from annotation (None: absent)."""
 """The source's sync.opsuite.dev/allowed-namespaces annotation (None: absent)."""
 
 
@@ -95,7 +97,7 @@ def worlds(draw: st.DrawFn, deleting: bool = False) -> World:
     for ns in NAMESPACES:
         if ns == "src" or draw(st.integers(0, 5)) > 0:
             terminating = ns != "src" and draw(st.integers(0, 8)) == 0
-            world.namespaces[ns] = namespace(ns, draw(labels), terminating)
+            world.namespaces[ns] = namespace(ns, draw(labels), terminating, draw(acceptances))
     source = world.source_key
     for ns in NAMESPACES:
         for name in NAMES:
@@ -179,6 +181,42 @@ def test_nothing_is_written_where_the_source_does_not_allow_and_consent_is_check
     if allowed_namespaces(world.configmaps[world.source_key]) is None:
         deleted = {key_of(r)[0] for r in actions.deletes if key_of(r)[1] == NAME}
         assert not deleted & refused
+
+
+@FAST
+@given(world=worlds())
+def test_nothing_is_written_where_the_namespace_does_not_accept_the_source(
+    world: World,
+) -> None:
+    """Consent of the destination (#31, item 1): every write goes to a namespace whose
+    Namespace accepts the source's namespace, whatever the source allows and conflictPolicy
+    says; a copy in a namespace without the annotation is never deleted (kept, frozen)."""
+    actions = world.plan()
+    source_namespace = world.source_key[0]
+    for write in actions.writes:
+        assert accepts(world.namespaces[write.namespace], source_namespace, None), write
+    source = world.configmaps.get(world.source_key)
+    for record in actions.deletes:
+        ns, name = key_of(record)
+        where = world.namespaces.get(ns)
+        if where is None or name != world.source_key[1] or accepted_sources(where) is not None:
+            continue
+        source_refuses = (
+            source is not None and allowed_namespaces(source) is not None and not allows(world, ns)
+        )
+        assert source_refuses or not _wanted(world, where), record
+
+
+def _wanted(world: World, namespace: dict[str, Any]) -> bool:
+    """Whether the sync lists or selects ``namespace`` (whatever consent says)."""
+    spec = world.sync["spec"]
+    name = namespace["metadata"]["name"]
+    selector = spec.get("namespaceSelector")
+    selected = selector is not None and all(
+        namespace["metadata"].get("labels", {}).get(k) == v
+        for k, v in (selector.get("matchLabels") or {}).items()
+    )
+    return name in (spec.get("destinationNamespaces") or ()) or selected
 
 
 @FAST
