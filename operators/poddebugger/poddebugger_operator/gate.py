@@ -8,7 +8,8 @@ watches (read-only) and says what is missing, or None:
 
 * the policy of the expected name exists, with ``failurePolicy: Fail`` (an error must deny),
   every validation of the shipped policy, no match condition or exclusion beyond the shipped
-  ones, and match constraints that cover CREATE and UPDATE of poddebuggers;
+  ones, and match constraints that cover CREATE and UPDATE of every PodDebugger (no
+  ``resourceNames``, a scope with namespaced objects, the CRD's version or ``*``);
 * a binding of that policy denies (``validationActions`` has ``Deny``) and surely covers the
   PodDebugger's namespace: no object selector, resource rules or exclusions, and a namespace
   selector that is empty or matches on the ``kubernetes.io/metadata.name`` label alone (the
@@ -24,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
+
+from poddebugger_operator.models import VERSION
 
 JSON = dict[str, Any]
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -59,12 +62,24 @@ def surely_selects(selector: Mapping[str, Any] | None, namespace: str) -> bool:
     return True
 
 
-def _covers(rules: Sequence[Mapping[str, Any]], group: str, plural: str) -> bool:
-    """Whether resource rules match CREATE and UPDATE of ``group``/``plural``."""
+def _matches_every_object(rule: Mapping[str, Any], group: str, version: str, plural: str) -> bool:
+    """Whether one resource rule matches every object of ``group/version/plural``: no
+    resourceNames, a scope that includes namespaced objects, and the served version (a rule
+    for another version matches nothing, whatever the matchPolicy: the CRD has one)."""
+    return bool(
+        set(rule.get("apiGroups") or ()) & {group, "*"}
+        and set(rule.get("apiVersions") or ()) & {version, "*"}
+        and set(rule.get("resources") or ()) & {plural, "*"}
+        and not rule.get("resourceNames")
+        and rule.get("scope", "*") in ("*", "Namespaced")
+    )
+
+
+def _covers(rules: Sequence[Mapping[str, Any]], group: str, version: str, plural: str) -> bool:
+    """Whether resource rules match CREATE and UPDATE of every ``group/version/plural``."""
     for operation in ("CREATE", "UPDATE"):
         if not any(
-            set(rule.get("apiGroups") or ()) & {group, "*"}
-            and set(rule.get("resources") or ()) & {plural, "*"}
+            _matches_every_object(rule, group, version, plural)
             and set(rule.get("operations") or ()) & {operation, "*"}
             for rule in rules
         ):
@@ -93,7 +108,12 @@ def policy_problem(policy: Mapping[str, Any] | None, expected: Mapping[str, Any]
     constraints = spec.get("matchConstraints") or {}
     rule = want["matchConstraints"]["resourceRules"][0]
     if not (
-        _covers(constraints.get("resourceRules") or (), rule["apiGroups"][0], rule["resources"][0])
+        _covers(
+            constraints.get("resourceRules") or (),
+            rule["apiGroups"][0],
+            VERSION,
+            rule["resources"][0],
+        )
         and not constraints.get("excludeResourceRules")
         and _selector_empty(constraints.get("namespaceSelector"))
         and _selector_empty(constraints.get("objectSelector"))

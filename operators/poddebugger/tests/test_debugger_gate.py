@@ -99,6 +99,15 @@ def test_without_the_policy_or_a_deny_binding_nothing_is_guarded() -> None:
         lambda s: s["matchConstraints"].update(excludeResourceRules=[{"resources": ["*"]}]),
         lambda s: s["matchConstraints"].update(namespaceSelector={"matchLabels": {"a": "b"}}),
         lambda s: s["matchConstraints"].update(objectSelector={"matchLabels": {"a": "b"}}),
+        # #31, item 4: rules that name the resource yet miss every PodDebugger.
+        lambda s: s["matchConstraints"]["resourceRules"][0].update(resourceNames=["x"]),
+        lambda s: s["matchConstraints"]["resourceRules"][0].update(scope="Cluster"),
+        lambda s: s["matchConstraints"]["resourceRules"][0].update(apiVersions=["v1beta1"]),
+        lambda s: (
+            s["matchConstraints"]["resourceRules"][0].update(apiVersions=["v1beta1"]),
+            s["matchConstraints"].update(matchPolicy="Exact"),
+        ),
+        lambda s: s["matchConstraints"]["resourceRules"][0].update(apiVersions=[]),
     ],
 )
 def test_a_policy_weakened_in_a_way_that_lets_requests_through_does_not_count(weaken: Any) -> None:
@@ -113,6 +122,21 @@ def test_defaults_the_api_server_adds_change_nothing() -> None:
         matchPolicy="Equivalent", namespaceSelector={}, objectSelector={}
     )
     binding["spec"]["matchResources"] = {"namespaceSelector": {}, "objectSelector": {}}
+    assert problem(debugger(), policy, binding) is None
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"scope": "*"},
+        {"scope": "Namespaced"},
+        {"apiVersions": ["v1alpha1"]},
+        {"resourceNames": []},
+    ],
+)
+def test_rules_that_still_match_every_debugger_count(rule: dict[str, Any]) -> None:
+    policy, binding = shipped()
+    policy["spec"]["matchConstraints"]["resourceRules"][0].update(rule)
     assert problem(debugger(), policy, binding) is None
 
 
