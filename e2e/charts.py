@@ -184,9 +184,11 @@ def requests_by(audit_log: Path, user: str, since: datetime) -> Iterator[Request
 def unused_grants(
     rules: tuple[PolicyRule, ...], requests: list[Request]
 ) -> list[tuple[str, str, str]]:
-    """(group, resource, verb) granted by ``rules`` that no request used. A streamed initial
-    list uses ``list`` too: the operators list in pages instead when the API server refuses or
-    cuts such a stream (opsuite_common.kopf_settings), so the grant stays needed."""
+    """(group, resource, verb) granted by ``rules`` that no request used. A streamed
+    initial list uses ``list`` too: the operators list in pages instead when the API server
+    refuses or cuts such a stream (opsuite_common.kopf_settings), so the grant stays needed. A
+    grant admission checks (``checked_on``) is used by each request it was checked on."""
     used = {(r.group, r.resource, r.verb) for r in requests}
     used |= {(r.group, r.resource, "list") for r in requests if r.initial_stream}
+    used |= {g for rule in rules if rule.checked_on in used for g in rule.grants()}
     return sorted({g for rule in rules for g in rule.grants() if g not in used})

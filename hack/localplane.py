@@ -509,7 +509,10 @@ def _start() -> None:
                 "--authorization-mode=Node,RBAC",
                 # A namespace can send all its pods to the real node (make run's demo does):
                 # scheduler.alpha.kubernetes.io/node-selector and .../defaultTolerations.
-                "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
+                # OwnerReferencesPermissionEnforcement, as OpenShift runs it: an object that
+                # names an owner with blockOwnerDeletion needs update on its finalizers.
+                "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction,"
+                "OwnerReferencesPermissionEnforcement",
                 "--allow-privileged=true",
                 f"--audit-policy-file={PLANE / 'audit-policy.yaml'}",
                 f"--audit-log-path={AUDIT_LOG}",

@@ -70,6 +70,15 @@ CHART_SPEC = ChartSpec(
         PolicyRule(("",), ("pods",), ("list", "watch", "create", "patch", "delete")),
         PolicyRule((models.GROUP,), (models.PLURAL,), ("get", "list", "watch")),
         PolicyRule((models.GROUP,), (f"{models.PLURAL}/status",), ("patch",)),
+        # A pod names its PodSet with blockOwnerDeletion (as a ReplicaSet's pods do): where
+        # the OwnerReferencesPermissionEnforcement plugin is on (OpenShift; the local plane),
+        # creating it needs update on the owner's finalizers.
+        PolicyRule(
+            (models.GROUP,),
+            (f"{models.PLURAL}/finalizers",),
+            ("update",),
+            checked_on=("", "pods", "create"),
+        ),
         PolicyRule(("",), ("events",), ("create", "patch")),
     ),
     keywords=("replicaset", "scaling", "hpa"),

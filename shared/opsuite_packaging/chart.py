@@ -44,6 +44,11 @@ class PolicyRule:
     resources: tuple[str, ...]
     verbs: tuple[str, ...]
     resource_names: tuple[str, ...] = ()
+    checked_on: tuple[str, str, str] | None = None
+    """(group, resource, verb) of the request whose admission checks this grant, for a grant
+    no request uses itself: ``update`` on ``<owner>/finalizers``, which the API server's
+    OwnerReferencesPermissionEnforcement plugin asks for when an object names that owner with
+    ``blockOwnerDeletion``."""
 
     def to_kube(self) -> JSON:
         """The rule as the RBAC API spells it."""

@@ -25,6 +25,12 @@
   verbs:
   - patch
 - apiGroups:
+  - apps.opsuite.dev
+  resources:
+  - podsets/finalizers
+  verbs:
+  - update
+- apiGroups:
   - ''
   resources:
   - events
