@@ -3,8 +3,8 @@
 * configmapsyncs: the full objects, indexed by source key, uid, copy name, listed namespaces
   and whether they select namespaces by label;
 * configmaps: one watch; every ConfigMap as a slim record (indexed by owner uid and by name),
-  sources, and the ConfigMaps that allow copies (sources to be: a ConfigMapSync created later
-  needs no GET), in full (:class:`~configmapsync_operator.sources.SourceCache`);
+  and the sources some ConfigMapSync reads in full, within a budget of bytes
+  (:class:`~configmapsync_operator.sources.SourceCache`);
 * namespaces: name, labels, deletionTimestamp and the consent annotation (accept-from).
 
 Events map to ConfigMapSync keys through those indexes: a source change to the syncs reading
@@ -37,7 +37,6 @@ from datetime import UTC, datetime
 
 from configmapsync_operator import metrics
 from configmapsync_operator.actions import Execution, execute, release
-from configmapsync_operator.consent import allowed_namespaces
 from configmapsync_operator.copies import is_terminating, key_of, owner_key, owner_uid, slim
 from configmapsync_operator.models import (
     ACCEPT_FROM_ANNOTATION,
@@ -305,8 +304,6 @@ def setup(manager: Manager) -> None:
                 for sync in readers:
                     pending.setdefault(object_key(sync), seen)
                 enqueue_all(readers)
-        elif event_type != "DELETED" and allowed_namespaces(obj) is not None:
-            sources.observe(event_type, obj)  # allows copies: a source to be, kept whole
         else:
             sources.forget(key)
         if event_type == "DELETED" or not _same_version(old, obj):

@@ -239,6 +239,30 @@ def test_source_cache_prefers_the_watch_over_a_racing_get() -> None:
     assert "managedFields" not in (sources.get(key) or {})["metadata"]
 
 
+def test_source_cache_holds_at_most_its_bytes_and_forgets_the_least_recently_used() -> None:
+    """#31, item 2: sources past the cap are forgotten (least recently used first) and read
+    again when a pass needs them, so many large sources cannot exhaust the operator's memory."""
+    sources = SourceCache(max_bytes=250_000)
+    keys = [("src", f"s{i}") for i in range(4)]
+    for i, key in enumerate(keys[:2]):
+        big = configmap("src", key[1], allowed="*", data={"k": str(i) * 100_000})
+        sources.observe("ADDED", big)
+    assert sources.get(keys[0]) is not None  # s0 is now the most recently used
+    sources.observe("ADDED", configmap("src", "s2", binary={"b": "A" * 100_000}))
+    assert not sources.known(keys[1]), "the least recently used goes first"
+    assert sources.get(keys[1]) is None
+    assert sources.known(keys[0])
+    assert sources.known(keys[2])
+    assert sources.held_bytes() <= 250_000
+    sources.fill(keys[1], configmap("src", "s1", data={"k": "y" * 100_000}), sources.epoch(keys[1]))
+    assert sources.known(keys[1])
+    assert not sources.known(keys[0])
+    # One source larger than the cap is still held while it is the one in use.
+    sources.observe("ADDED", configmap("src", "s3", data={"k": "z" * 400_000}))
+    assert sources.get(keys[3]) is not None
+    assert [k for k in keys if sources.known(k)] == [keys[3]]
+
+
 class GatedKube(FakeKube):
     """Answers nothing until ``gate`` requests are in flight: sequential writes would hang."""
 

@@ -256,25 +256,26 @@ async def test_a_sync_the_watch_saw_deleted_loses_its_copies_without_a_live_list
     assert [method for method, _ in kube.sent] == ["GET", "DELETE"]
 
 
-async def test_a_configmap_that_allows_copies_is_cached_whole_so_its_first_reader_needs_no_get(
+async def test_a_configmap_no_configmapsync_reads_is_held_slim_whatever_it_allows(
     wired: WiredOperator,
 ) -> None:
-    """A ConfigMap with the consent annotation is a source to be: the watch keeps it whole, so
-    a ConfigMapSync created later copies it without reading it first (#19). One without the
-    annotation (copied nowhere) is read when a ConfigMapSync names it."""
+    """#31, item 2: a tenant's many large ConfigMaps allowing copies cost the operator only
+    their slim records, consent annotation or not; the first ConfigMapSync naming one reads it
+    once, and from then on the watch keeps it whole."""
     kube = _RecordingKube()
     wired.manager.kube = kube  # type: ignore[assignment]
     (controller,) = wired.manager.controllers
+    big = {"blob": "x" * 100_000}
     for name, allowed in (("shared", {ALLOWED_NAMESPACES_ANNOTATION: "*"}), ("private", {})):
         source = _configmap("src", name)
         source["metadata"]["annotations"] = allowed
+        source["data"] = big
         wired.event("", "configmaps", "ADDED", source)
-        sync = {
-            "metadata": {"namespace": "src", "name": f"s-{name}", "uid": f"u-{name}"},
-            "spec": {"configMapName": name, "destinationNamespaces": ["a"]},
-        }
-        wired.event(GROUP, PLURAL, "ADDED", sync)
-        await controller._reconcile(("src", f"s-{name}"))
+    sync = {
+        "metadata": {"namespace": "src", "name": "s-shared", "uid": "u-shared"},
+        "spec": {"configMapName": "shared", "destinationNamespaces": ["a"]},
+    }
+    wired.event(GROUP, PLURAL, "ADDED", sync)
+    await controller._reconcile(("src", "s-shared"))
     reads = [path for method, path in kube.sent if method == "GET"]
-    assert reads == ["/api/v1/namespaces/src/configmaps/private"]
-    assert ("POST", "/api/v1/namespaces/a/configmaps") in kube.sent  # the shared one's copy
+    assert reads == ["/api/v1/namespaces/src/configmaps/shared"]
