@@ -969,7 +969,11 @@ def test_admission_policy_requires_the_rights_a_copy_by_hand_would_need(
         ],
         f"{name}-cm-reader": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
         f"{name}-cm-writer": [
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]}
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "verbs": ["get", "create", "update", "delete"],
+            }
         ],
     }
     for role, rules in roles.items():
@@ -1009,7 +1013,7 @@ def test_admission_policy_requires_the_rights_a_copy_by_hand_would_need(
             try_create, lambda r: "destination" in r[1], timeout=30, what="destination denial"
         )
         assert status == 403, text
-        assert "may not create and update ConfigMaps in every destination" in text
+        assert "may not create, update and delete ConfigMaps in every destination" in text
         # A selector can reach any namespace: it needs cluster-wide rights.
         body["spec"] = {"configMapName": "guarded", "sourceNamespace": src}
         body["spec"]["namespaceSelector"] = {"matchLabels": {pool.label: "guarded"}}

@@ -291,7 +291,7 @@ def test_with_the_admission_policy_the_tenant_is_refused_at_admission(
             attempt, lambda r: "destination" in r[1], timeout=30, what="the policy's denial"
         )
         assert status == 403, text
-        assert "may not create and update ConfigMaps in every destination" in text
+        assert "may not create, update and delete ConfigMaps in every destination" in text
     finally:
         adm.delete_validating_admission_policy_binding(name)
         adm.delete_validating_admission_policy(name)

@@ -21,6 +21,22 @@ def test_admission_policy_pairs_a_policy_with_its_binding() -> None:
     assert all(v.get("reason") in ("Forbidden", "Invalid") for v in policy["spec"]["validations"])
 
 
+def test_admission_policy_fits_the_api_server_s_cel_budget_and_checks_delete_too() -> None:
+    """Each authorizer check costs 350,000 of one admission's 10,000,000, and the API server
+    refuses an expression over 1,000,000 (two checks): counted over the policy as generated.
+    Every destination is checked for create, update and delete (#31, item 5: the operator
+    deletes there too)."""
+    policy, _ = admission_policy()
+    expressions = [v["expression"] for v in policy["spec"]["variables"]]
+    expressions += [v["expression"] for v in policy["spec"]["validations"]]
+    checks = [e.count(".check(") for e in expressions]
+    assert max(checks) <= 2
+    assert sum(checks) * 350_000 <= 10_000_000
+    last = MAX_CHECKED_DESTINATIONS - 1
+    for verb in ("create", "update", "delete"):
+        assert any(f"destinations[{last}]).check('{verb}')" in e for e in expressions), verb
+
+
 def test_crd_names_columns_and_rules() -> None:
     crd = build_crd(CRD)
     names = crd["spec"]["names"]
