@@ -96,16 +96,7 @@ SEVERITY = (
     NAMESPACE_MISSING,
 )
 """Target issue reasons, worst first: the Ready condition names the worst present."""
-DEGRADING = frozenset(
-    {
-        NOT_ALLOWED_BY_SOURCE,
-        NOT_ACCEPTED_BY_NAMESPACE,
-        CONFLICT,
-        WRITE_FAILED,
-        SOURCE_NAMESPACE,
-        NAMESPACE_NOT_WATCHED,
-    }
-)
+DEGRADING = frozenset(SEVERITY) - {TERMINATING, NAMESPACE_MISSING}
 """Issues that need a person (Degraded=True); the others resolve by themselves."""
 MAX_ISSUE_MESSAGE = 1024
 
