@@ -18,7 +18,7 @@ REAL_NODE_LABEL = "opsuite.dev/real-node"
 """Label (value ``true``) and NoSchedule taint key of the local plane's real node."""
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 """kwok manages the nodes annotated ``kwok.x-k8s.io/node=fake``."""
-BUSYBOX = "busybox:1.37"
+BUSYBOX = "docker.io/library/busybox:1.37"
 """Image of pods that really run: loaded into the local real node, pulled on kind. A tag, not
 ``latest``, so the kubelet does not try to pull it again (imagePullPolicy IfNotPresent)."""
 SLEEP = ["sleep", "3600"]

@@ -22,6 +22,9 @@ GROUP, VERSION, PLURAL = "debug.opsuite.dev", "v1alpha1", "poddebuggers"
 CRD_DIR = ROOT / "charts" / "pod-debugger-operator" / "crds"
 ALLOWED_PREFIX = "busybox"
 """The module's operator runs with --allowed-image-prefix=busybox."""
+DEFAULT_IMAGE = "docker.io/library/busybox"
+"""A PodDebugger's image unless a test says otherwise: under an allowlist it names its
+registry (a short name is refused)."""
 OPT_OUT = "--allow-without-admission-policy"
 """The operators of the behaviour tests run without the cluster-wide admission policies (other
 runs share the cluster) and so opt out of needing them; test_poddebugger_security runs them
@@ -80,7 +83,7 @@ def debugger_manifest(name: str, labels: dict[str, str], **spec: Any) -> dict[st
         name,
         {
             "selector": {"matchLabels": labels},
-            "image": "busybox",
+            "image": DEFAULT_IMAGE,
             "command": ["sleep", "3600"],
             **spec,
         },

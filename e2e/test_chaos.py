@@ -200,7 +200,7 @@ def fleet(
             "metadata": {"name": "dbg"},
             "spec": {
                 "selector": {"matchLabels": {"app": "web"}},
-                "image": "busybox:1.37",
+                "image": "docker.io/library/busybox:1.37",
                 "maxPods": MAX_DEBUGGED,
             },
         },

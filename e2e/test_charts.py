@@ -262,7 +262,7 @@ def test_installed_image_allowlist_policy_denies_other_images(
         "apiVersion": "debug.opsuite.dev/v1alpha1",
         "kind": "PodDebugger",
         "metadata": {"name": "shell"},
-        "spec": {"selector": {"matchLabels": {"app": "x"}}, "image": "alpine:3"},
+        "spec": {"selector": {"matchLabels": {"app": "x"}}, "image": "docker.io/library/alpine:3"},
     }
     try:
         args = (
@@ -286,7 +286,7 @@ def test_installed_image_allowlist_policy_denies_other_images(
             return "admitted"
 
         text = wait_until(denial, lambda t: "is not allowed" in t, timeout=60, what="a denial")
-        assert "image alpine:3 is not allowed" in text, text
+        assert "image docker.io/library/alpine:3 is not allowed" in text, text
         body["spec"]["image"] = "registry.example.com/debug/tools:1"
         custom.create_namespaced_custom_object(
             "debug.opsuite.dev", "v1alpha1", namespace, "poddebuggers", body

@@ -28,6 +28,7 @@ from e2e.operators import OperatorHandle
 from e2e.placement import BUSYBOX
 from e2e.poddebugger_support import (
     ALLOWED_PREFIX,
+    DEFAULT_IMAGE,
     GROUP,
     PLURAL,
     VERSION,
@@ -168,7 +169,7 @@ def test_idempotent_across_restarts_and_a_new_image_adds_a_new_container(
     time.sleep(3)
     assert ephemeral(debuggers.pod(b, "web-1")) == first
 
-    debuggers.patch(b, "shell", {"spec": {"image": "busybox:1.37"}})
+    debuggers.patch(b, "shell", {"spec": {"image": BUSYBOX}})
     obj = debuggers.wait_debugged(b, "shell", 1)
     names = ephemeral(debuggers.pod(b, "web-1"))
     assert len(names) == 2, names
@@ -176,7 +177,7 @@ def test_idempotent_across_restarts_and_a_new_image_adds_a_new_container(
     assert names[1].startswith("pdbg-shell-")
     assert names[1] != first[0]
     containers = {d["container"]: d["image"] for d in obj["status"]["debuggedPods"]}
-    assert containers == {first[0]: "busybox", names[1]: "busybox:1.37"}
+    assert containers == {first[0]: DEFAULT_IMAGE, names[1]: BUSYBOX}
     time.sleep(2)
     assert len(ephemeral(debuggers.pod(b, "web-1"))) == 2
 
@@ -401,7 +402,7 @@ def test_admission_policy_requires_what_kubectl_debug_requires(
 def test_operator_injects_only_allowed_images(pool: Pool, debuggers: Debuggers) -> None:
     ns = pool.name("images")
     debuggers.run_pod(ns, "web", WEB)
-    debuggers.create(ns, debugger_manifest("alpine", WEB, image="alpine:3"))
+    debuggers.create(ns, debugger_manifest("alpine", WEB, image="docker.io/library/alpine:3"))
     obj = debuggers.wait(
         ns,
         "alpine",
@@ -412,7 +413,7 @@ def test_operator_injects_only_allowed_images(pool: Pool, debuggers: Debuggers) 
     assert f"under {ALLOWED_PREFIX}" in condition(obj, "Degraded")["message"]
     time.sleep(2)
     assert ephemeral(debuggers.pod(ns, "web")) == []
-    debuggers.patch(ns, "alpine", {"spec": {"image": f"{ALLOWED_PREFIX}:1.37"}})
+    debuggers.patch(ns, "alpine", {"spec": {"image": BUSYBOX}})
     debuggers.wait_debugged(ns, "alpine", 1)
     assert len(ephemeral(debuggers.pod(ns, "web"))) == 1
 
@@ -436,7 +437,7 @@ def test_image_allowlist_policy_takes_its_prefixes_from_a_debug_image_policy(
     custom.create_cluster_custom_object(GROUP, VERSION, "debugimagepolicies", params)
     adm.create_validating_admission_policy(policy)
     adm.create_validating_admission_policy_binding(binding)
-    body = debugger_manifest("images", WEB, image="alpine:3")
+    body = debugger_manifest("images", WEB, image="docker.io/library/alpine:3")
     try:
 
         def try_create() -> tuple[int, str]:
@@ -452,7 +453,7 @@ def test_image_allowlist_policy_takes_its_prefixes_from_a_debug_image_policy(
         )
         assert status == 403, text
         assert json.loads(text)["reason"] == "Forbidden"
-        assert "image alpine:3 is not allowed" in text
+        assert "image docker.io/library/alpine:3 is not allowed" in text
         assert "must be under one of registry.example.com/debug/, busybox" in text
         body["spec"]["image"] = "registry.example.com/debug/tools:1"
         debuggers.create(ns, body)

@@ -62,6 +62,8 @@ pytestmark = pytest.mark.local_operators("runs operators with flags of their own
 
 WEB = {"app": "web"}
 ALLOWED = "busybox"
+IMAGE = "docker.io/library/busybox"
+"""Under the allowlist ALLOWED, and naming its registry (a short name is refused)."""
 SUFFIXES = ("on", "off", "optout", "cel")
 EDITOR_RULES = [
     {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["*"]},
@@ -265,9 +267,9 @@ def _nothing_privileged(world: World, ns: str) -> None:
         assert images.allowed(container.image, [ALLOWED]), container.image
 
 
-SYSADMIN = debugger_manifest("root", WEB, image=ALLOWED, profile="sysadmin")
+SYSADMIN = debugger_manifest("root", WEB, image=IMAGE, profile="sysadmin")
 FOREIGN = debugger_manifest("foreign", WEB, image="busybox.attacker.io/x")
-PLAIN = debugger_manifest("plain", WEB, image=ALLOWED)
+PLAIN = debugger_manifest("plain", WEB, image=IMAGE)
 
 
 def _rendered(cluster: Cluster, values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -367,10 +369,10 @@ def test_b_without_policies_nothing_is_injected_until_they_are_in_force(
                 lambda o: "re-create" in condition(o, "Ready").get("message", ""),
                 "created before the policy",
             )
-        _refusal(editor, ns, debugger_manifest("again", WEB, image=ALLOWED), "the denial")
+        _refusal(editor, ns, debugger_manifest("again", WEB, image=IMAGE), "the denial")
         # PodDebuggers admitted under the policy are acted upon.
         _after_grace(world, name)
-        world.debuggers.create(ns, debugger_manifest("admitted", WEB, image=ALLOWED))
+        world.debuggers.create(ns, debugger_manifest("admitted", WEB, image=IMAGE))
         world.debuggers.wait_debugged(ns, "admitted", 1)
         assert len(ephemeral(world.debuggers.pod(ns, "web"))) == 1
         assert condition(world.debuggers.get(ns, "plain"), "Ready")["reason"] == "PolicyMissing"

@@ -76,7 +76,7 @@ SAMPLES = [
         "busybox-shell",
         models.PodDebuggerSpec(
             selector=LabelSelector(match_labels={"opsuite.dev/debug": "true"}),
-            image="busybox:1.37",
+            image="docker.io/library/busybox:1.37",
             command=["sleep", "3600"],
             max_pods=3,
         ),
@@ -145,9 +145,11 @@ _IMAGE_POLICY_HEADER = f"""\
 # value imageAllowlist.prefixes). On CREATE, and on UPDATE when the spec changes, a PodDebugger
 # whose spec.image is under none of them is rejected (403 Forbidden). References are compared as
 # docker reads them (busybox is docker.io/library/busybox, index.docker.io is docker.io), on a
-# path component boundary: the prefix busybox admits busybox:1.37 and
+# path component boundary: the prefix busybox admits docker.io/library/busybox:1.37 and
 # docker.io/library/busybox@sha256:..., never busybox.attacker.io/x nor busyboxes; a registry
-# alone is written with its slash (registry.example.com/). An empty list allows every image.
+# alone is written with its slash (registry.example.com/). The image must name its registry
+# (busybox:1.37 is refused: CRI-O resolves short names through its own search registries). An
+# empty list allows every image, short names included.
 # Without the DebugImagePolicy every PodDebugger is rejected (fail closed). The
 # parameter is a custom resource, not a ConfigMap: API servers up to at least 1.36 may never
 # find a ConfigMap parameter created after they started (kubernetes#133827, #130887). Give the
@@ -182,12 +184,20 @@ def image_allowlist_policy(
         ],
         validations=[
             {
+                "expression": "size(variables.prefixes) == 0 || "
+                + images.cel_names_registry("object.spec.image"),
+                "messageExpression": "'image ' + object.spec.image + ' names no registry: "
+                "under an image allowlist a PodDebugger image must be fully qualified "
+                "(docker.io/library/busybox:1.37, not busybox:1.37)'",
+                "reason": "Forbidden",
+            },
+            {
                 "expression": images.cel_allowed("variables.image", "variables.allowed"),
                 "messageExpression": "'image ' + object.spec.image + ' is not allowed for "
                 "PodDebuggers: it must be under one of ' + "
                 "variables.prefixes.join(', ')",
                 "reason": "Forbidden",
-            }
+            },
         ],
     )
     binding = policy_binding(
@@ -288,7 +298,9 @@ CHART_SPEC = ChartSpec(
   namespace (patch `pods/ephemeralcontainers`) declare a PodDebugger there, and another
   (`imageAllowlist.enabled`) rejects images outside `imageAllowlist.prefixes` (empty: any image),
   a list the operator is given too. References are compared as docker reads them, on a path
-  component boundary (`busybox` admits `docker.io/library/busybox:1`, not `busybox.attacker.io/x`).
+  component boundary (`busybox` admits `docker.io/library/busybox:1`, not `busybox.attacker.io/x`),
+  and under an allowlist the image must name its registry (CRI-O resolves short names through
+  its own search registries).
 - The operator fails closed: it injects nothing until the first policy and a Deny binding of it
   are in force (it watches them, read-only: `list`/`watch` on validatingadmissionpolicies and
   their bindings); meanwhile every PodDebugger reports `PolicyMissing`. A PodDebugger created

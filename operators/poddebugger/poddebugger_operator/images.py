@@ -17,8 +17,14 @@ repository of that name, as docker reads it.
 that equals it, or starts with it followed by ``/``, ``:`` or ``@``, or starts with it when the
 prefix itself ends with one of those. The prefix ``busybox`` admits ``busybox:1.37``,
 ``busybox@sha256:...`` and ``docker.io/library/busybox``, never ``busybox.attacker.io/x`` nor
-``busyboxes``. :func:`cel_parts`, :func:`cel_joined` and :func:`cel_allowed` are the same
-functions for the admission policy; the e2e tests run both against one table of cases.
+``busyboxes``.
+
+Under an allowlist an image must name its registry (:func:`names_registry`): ``busybox:1.37``
+is admitted by no prefix, ``docker.io/library/busybox:1.37`` is. Docker reads a short name as
+Docker Hub's, but CRI-O resolves one through its ``registries.conf`` aliases and search
+registries, so the same short name can run an image from a registry the allowlist never named.
+:func:`cel_parts`, :func:`cel_joined`, :func:`cel_names_registry` and :func:`cel_allowed` are
+the same functions for the admission policy; the e2e tests run both against one table of cases.
 """
 
 from __future__ import annotations
@@ -31,27 +37,29 @@ LEGACY_HUB = "index.docker.io"
 OFFICIAL = "library/"
 SEPARATORS = ("/", ":", "@")
 EXAMPLES: tuple[tuple[str, str, bool], ...] = (
-    ("busybox", "busybox", True),
-    ("busybox:1.37", "busybox", True),
+    ("docker.io/library/busybox", "busybox", True),
+    ("docker.io/library/busybox:1.37", "busybox", True),
     ("docker.io/library/busybox:1", "busybox", True),
     ("index.docker.io/library/busybox", "busybox", True),
     ("docker.io/busybox@sha256:" + "0" * 64, "busybox", True),
-    ("busybox", "docker.io/library/busybox", True),
-    ("busybox", "index.docker.io/busybox", True),
+    ("index.docker.io/busybox", "docker.io/library/busybox", True),
+    ("docker.io/library/busybox", "index.docker.io/busybox", True),
+    ("busybox", "busybox", False),
+    ("busybox:1.37", "docker.io/library/busybox", False),
     ("busybox.attacker.io/x", "busybox", False),
-    ("busyboxes", "busybox", False),
+    ("docker.io/library/busyboxes", "busybox", False),
     ("attacker.io/busybox", "busybox", False),
     ("docker.io/attacker/busybox", "busybox", False),
-    ("busybox:1.37", "busybox:", True),
-    ("busybox:1.37", "busybox:1", False),
+    ("docker.io/library/busybox:1.37", "busybox:", True),
+    ("docker.io/library/busybox:1.37", "busybox:1", False),
     ("registry.example.com/debug/tools:1", "registry.example.com/debug/", True),
     ("registry.example.com/debugger:1", "registry.example.com/debug", False),
     ("registry.example.com/debug/tools", "registry.example.com/", True),
     ("registry.example.com.attacker.io/x", "registry.example.com/", False),
     ("localhost/x", "localhost/", True),
     ("localhost:5000/debug/x", "localhost:5000/debug", True),
-    ("alpine:3", "busybox", False),
-    ("nicolaka/netshoot", "docker.io/nicolaka/", True),
+    ("docker.io/library/alpine:3", "busybox", False),
+    ("nicolaka/netshoot", "docker.io/nicolaka/", False),
     ("docker.io/nicolaka/netshoot:v1", "nicolaka/netshoot", True),
 )
 """(image, prefix, admitted): the semantics by example, checked against :func:`allowed` by the
@@ -82,22 +90,33 @@ def matches(image: str, prefix: str) -> bool:
     )
 
 
+def names_registry(reference: str) -> bool:
+    """Whether ``reference`` names its registry (its first component is a registry host)."""
+    return _REGISTRY.match(reference) is not None
+
+
 def allowed(image: str, prefixes: Sequence[str]) -> bool:
-    """Whether ``image`` is admitted by one of ``prefixes`` (none: every image)."""
+    """Whether ``image`` is admitted by one of ``prefixes`` (none: every image, short names
+    included); under an allowlist only an image that names its registry."""
     if not prefixes:
         return True
     qualified = normalise(image)
-    return any(matches(qualified, normalise(p)) for p in prefixes)
+    return names_registry(image) and any(matches(qualified, normalise(p)) for p in prefixes)
 
 
 def cel_parts(ref: str) -> str:
     """A CEL expression for the [registry, rest] of the string expression ``ref``, the first
     step of :func:`normalise` (Kubernetes CEL has ``matches``, and ``indexOf`` and
     ``substring`` from the strings extension)."""
+    has_registry = cel_names_registry(ref)
     ref = f"string({ref})"  # a parameter's fields are dyn: the list's items must be strings
-    has_registry = f"{ref}.matches('{_REGISTRY.pattern}')"
     split = f"[{ref}.substring(0, {ref}.indexOf('/')), {ref}.substring({ref}.indexOf('/') + 1)]"
     return f"{has_registry} ? {split} : ['{DOCKER_HUB}', {ref}]"
+
+
+def cel_names_registry(ref: str) -> str:
+    """A CEL expression for :func:`names_registry` of the string expression ``ref``."""
+    return f"string({ref}).matches('{_REGISTRY.pattern}')"
 
 
 def cel_joined(parts: str) -> str:

@@ -235,7 +235,8 @@ class DebugImagePolicySpec(KubeModel):
     )
     """Image prefixes a PodDebugger's image must be under (e.g. registry.example.com/debug/ or
     busybox), compared as docker references on a path component boundary: busybox admits
-    docker.io/library/busybox:1, not busybox.attacker.io/x. Empty allows every image."""
+    docker.io/library/busybox:1, not busybox.attacker.io/x; an image must then name its registry
+    (busybox:1 is refused). Empty allows every image."""
 
 
 class DebugImagePolicyStatus(KubeModel):

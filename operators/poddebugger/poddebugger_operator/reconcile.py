@@ -502,6 +502,13 @@ def plan(
         blocked = (POLICY_MISSING, f"{admission}; {POLICY_FIX}")
     elif spec.profile == PRIVILEGED_PROFILE and not allow_sysadmin:
         blocked = (PROFILE_NOT_ALLOWED, SYSADMIN_FIX)
+    elif allowed_prefixes and not images.names_registry(spec.image):
+        blocked = (
+            IMAGE_NOT_ALLOWED,
+            f"image {spec.image} names no registry: under an image allowlist the image must "
+            f"be fully qualified ({images.normalise(spec.image)}), since CRI-O resolves a short "
+            "name through its own search registries",
+        )
     elif not images.allowed(spec.image, allowed_prefixes):
         blocked = (
             IMAGE_NOT_ALLOWED,

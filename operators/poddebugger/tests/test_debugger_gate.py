@@ -283,9 +283,11 @@ def test_normalising_is_idempotent_and_every_reference_admits_itself(
     reference = registry + "/".join(path) + tail
     qualified = images.normalise(reference)
     assert images.normalise(qualified) == qualified
-    assert images.allowed(reference, [reference])
+    assert images.names_registry(qualified)
     assert images.allowed(qualified, [reference])
-    assert images.allowed(reference, [qualified])
+    assert images.allowed(qualified, [qualified])
+    # A short name is admitted by no allowlist, not even its own (#31, item 7).
+    assert images.allowed(reference, [reference]) is images.names_registry(reference)
 
 
 @given(name=st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True), tail=tails)
@@ -294,7 +296,9 @@ def test_the_spellings_of_a_docker_hub_image_are_one(name: str, tail: str) -> No
                  for ns in ("", "library/")]  # fmt: skip
     assert len({images.normalise(s) for s in spellings}) == 1
     for spelling in spellings:
-        assert all(images.allowed(spelling, [other]) for other in (name, f"docker.io/{name}"))
+        admitted = images.names_registry(spelling)
+        for other in (name, f"docker.io/{name}"):
+            assert images.allowed(spelling, [other]) is admitted
 
 
 @given(

@@ -224,8 +224,23 @@ def test_images_outside_the_allowed_prefixes_are_not_injected() -> None:
     assert actions.status_patch is not None
     degraded = next(c for c in actions.status_patch["conditions"] if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", IMAGE_NOT_ALLOWED)
-    allowed = plan(debugger(image="busybox:1"), [pod("a")], NOW, allowed_prefixes=("busybox",))
+    qualified = debugger(image="docker.io/library/busybox:1")
+    allowed = plan(qualified, [pod("a")], NOW, allowed_prefixes=("busybox",))
     assert [i.pod_name for i in allowed.injections] == ["a"]
+
+
+def test_a_short_image_name_is_refused_under_an_allowlist() -> None:
+    """#31, item 7: CRI-O resolves a short name through its search registries, so under an
+    allowlist only a fully qualified image is injected; without one, short names are fine."""
+    short = debugger(image="busybox:1")
+    actions = plan(short, [pod("a")], NOW, allowed_prefixes=("busybox",))
+    assert actions.injections == ()
+    assert actions.status_patch is not None
+    degraded = next(c for c in actions.status_patch["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", IMAGE_NOT_ALLOWED)
+    assert "names no registry" in degraded["message"]
+    assert "docker.io/library/busybox:1" in degraded["message"]
+    assert [i.pod_name for i in plan(short, [pod("a")], NOW).injections] == ["a"]
 
 
 def test_allowed_image_prefix_flag_is_repeatable_and_the_rest_goes_to_the_common_flags() -> None:
