@@ -1,10 +1,12 @@
 """`make run`: the local control plane, the three operators and their samples, until Ctrl-C.
 
 Brings up the local plane (hack/localplane.py up builds what it lacks first), installs the CRDs
-and PodDebugger's authorization admission policy (its security gate stays on, as in a
-cluster), starts every operator as a local process (text logs prefixed with its name), applies
-the samples to the namespace ``opsuite-demo``, waits until every sample is Ready and prints what
-to look at. Ctrl-C stops the operators (SIGTERM, as in a pod); the plane keeps running until
+and PodDebugger's authorization admission policy, under a name of its own and bound to the demo
+namespace only (the operator's security gate stays on, as in a cluster, and nothing of the demo
+stands in the way of the charts' own policies or of the tests' namespaces), starts every
+operator as a local process (text logs prefixed with its name), applies the samples to the
+namespace ``opsuite-demo``, waits until every sample is Ready and prints what to look at.
+Ctrl-C stops the operators (SIGTERM, as in a pod); the plane keeps running until
 `make cluster-down`.
 
 ``--until-ready`` stops the operators and exits once the samples are Ready (how .ci/run proves
@@ -32,7 +34,7 @@ from typing import IO
 import yaml
 
 from poddebugger_operator.gate import LOAD_GRACE
-from poddebugger_operator.policy import admission_policy
+from poddebugger_operator.policy import POLICY_NAME, admission_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".venv" / "bin"
@@ -41,6 +43,11 @@ DEMO_NAMESPACE = "opsuite-demo"
 REAL_NODE = "opsuite.dev/real-node"
 READY_TIMEOUT = 300
 """Seconds the samples have to become Ready (the pods start on the real node)."""
+
+
+DEMO_POLICY = f"{DEMO_NAMESPACE}.{POLICY_NAME}"
+"""PodDebugger's authorization policy as `make run` installs it: not the chart's name (a Helm
+install of the chart owns that one), bound to the demo namespace only."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +59,20 @@ class Operator:
     chart: str
     metrics_port: int
     health_port: int
+    flags: tuple[str, ...] = ()
 
 
 OPERATORS = (
     Operator("podset-operator", "podset", "podset-operator", 18080, 18081),
     Operator("configmapsync-operator", "configmapsync", "configmapsync-operator", 18082, 18083),
-    Operator("pod-debugger-operator", "poddebugger", "pod-debugger-operator", 18084, 18085),
+    Operator(
+        "pod-debugger-operator",
+        "poddebugger",
+        "pod-debugger-operator",
+        18084,
+        18085,
+        (f"--admission-policy-name={DEMO_POLICY}",),
+    ),
 )
 
 PLAN = """\
@@ -78,9 +93,9 @@ make run --use-kubeconfig: the operators against the cluster of KUBECONFIG={conf
   context {context}, server {server}
 It will change that cluster:
   - create or update the CRDs {crds}
-  - create or update the cluster-wide ValidatingAdmissionPolicy {policy} and its binding
-    (only those who may patch pods/ephemeralcontainers in a namespace may create a PodDebugger
-    there)
+  - create or update the ValidatingAdmissionPolicy {policy} and its binding, which binds it to
+    the namespace {namespace} only (there, only those who may patch pods/ephemeralcontainers
+    may create a PodDebugger; the operator acts on no PodDebugger elsewhere)
   - create the namespace {namespace} and the samples in it
 and run the three operators on this machine with YOUR credentials, over every namespace: PodSets
 create pods, ConfigMapSyncs copy ConfigMaps whose owners consented, PodDebuggers add debug
@@ -156,7 +171,7 @@ def external_cluster(yes: bool) -> Cluster:
             context=context,
             server=server,
             crds=", ".join(sorted(crd_names())),
-            policy=admission_policy()[0]["metadata"]["name"],
+            policy=DEMO_POLICY,
             namespace=DEMO_NAMESPACE,
         ),
         flush=True,
@@ -193,17 +208,28 @@ def demo_namespace(cluster: Cluster) -> dict[str, object]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
+def demo_policy() -> list[dict[str, object]]:
+    """PodDebugger's authorization policy and its binding, named :data:`DEMO_POLICY` and bound
+    to the demo namespace."""
+    policy, binding = admission_policy()
+    policy["metadata"]["name"] = binding["metadata"]["name"] = DEMO_POLICY
+    binding["spec"]["policyName"] = DEMO_POLICY
+    demo = {"matchLabels": {"kubernetes.io/metadata.name": DEMO_NAMESPACE}}
+    binding["spec"]["matchResources"] = {"namespaceSelector": demo}
+    return [policy, binding]
+
+
 def install(cluster: Cluster) -> None:
     """The CRDs, PodDebugger's admission policy and the demo namespace; then wait until the
     policy has been in force long enough for the operator's gate to trust PodDebuggers created
     from now on (poddebugger_operator.gate.LOAD_GRACE)."""
     for crd in crd_files():
         cluster.run("apply", "--server-side", "-f", str(crd))
-    cluster.apply(admission_policy())
+    cluster.apply(demo_policy())
     cluster.apply([demo_namespace(cluster)])
     stamps = cluster.run(
         "get", "-f", "-", "-o", "jsonpath={.items[*].metadata.creationTimestamp}",
-        stdin=as_list(admission_policy()),
+        stdin=as_list(demo_policy()),
     ).split()  # fmt: skip
     created = [datetime.fromisoformat(stamp.replace("Z", "+00:00")) for stamp in stamps]
     wait = (max(created) + LOAD_GRACE - datetime.now(UTC)).total_seconds() + 1
@@ -227,6 +253,7 @@ def start_operators(cluster: Cluster) -> list[subprocess.Popen[str]]:
                 "--log-format=text",
                 f"--metrics-bind-address=127.0.0.1:{op.metrics_port}",
                 f"--health-probe-bind-address=127.0.0.1:{op.health_port}",
+                *op.flags,
             ],
             env=env,
             stdout=subprocess.PIPE,

@@ -57,7 +57,8 @@ def test_another_cluster_is_used_only_when_asked_for_and_agreed_to(tmp_path: Pat
     assert code != 0
     assert "context production, server https://prod.example:6443" in out
     assert "podsets.apps.opsuite.dev" in out
-    assert "poddebugger-authorization.debug.opsuite.dev" in out
+    assert "opsuite-demo.poddebugger-authorization.debug.opsuite.dev" in out
+    assert "to\n    the namespace opsuite-demo only" in out
     assert "with YOUR credentials" in out
     assert "add --yes" in out
     assert calls, "the cluster was not even asked whether it answers"
