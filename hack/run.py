@@ -332,6 +332,10 @@ def stop(processes: Sequence[subprocess.Popen[str]]) -> None:
             p.kill()
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0] if __doc__ else None)
     parser.add_argument(
@@ -342,6 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--yes", action="store_true", help="with --use-kubeconfig: do not ask")
     args = parser.parse_args(argv)
+    # SIGTERM or a closed terminal ends the run as Ctrl-C does: the operators run in sessions
+    # of their own and would outlive this process otherwise.
+    for ending in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(ending, _interrupt)
     if args.use_kubeconfig:
         cluster = external_cluster(args.yes)
     else:
