@@ -34,7 +34,7 @@ STARTING = frozenset({None, "", "ContainerCreating", "PodInitializing"})
 MAX_STATE_MESSAGE = 256
 """A debuggedPods entry keeps this much of the kubelet's message."""
 PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff"})
-MISSING_IMAGE = "busybox:does-not-exist"
+MISSING_IMAGE = "docker.io/library/busybox:does-not-exist"
 """Allowed by the operator's image prefix; no registry answers for it on the local plane, none
 has it on kind: the kubelet cannot pull it."""
 START_FAILURES = frozenset({"RunContainerError", "StartError"})
