@@ -6,8 +6,9 @@ namespace only (the operator's security gate stays on, as in a cluster, and noth
 stands in the way of the charts' own policies or of the tests' namespaces), starts every
 operator as a local process (text logs prefixed with its name), applies the samples to the
 namespace ``opsuite-demo``, waits until every sample is Ready and prints what to look at.
-Ctrl-C stops the operators (SIGTERM, as in a pod); the plane keeps running until
-`make cluster-down`.
+Ctrl-C removes the demo (the namespace, with the operators still running so that they clean up
+after it, then the policy) and stops the operators (SIGTERM, as in a pod): what `make test` or a
+chart installs next finds none of it. The plane keeps running until `make cluster-down`.
 
 ``--until-ready`` stops the operators and exits once the samples are Ready (how .ci/run proves
 the first command). ``--use-kubeconfig`` runs against the cluster of $KUBECONFIG instead of the
@@ -99,7 +100,8 @@ It will change that cluster:
   - create the namespace {namespace} and the samples in it
 and run the three operators on this machine with YOUR credentials, over every namespace: PodSets
 create pods, ConfigMapSyncs copy ConfigMaps whose owners consented, PodDebuggers add debug
-containers to the pods they select. Nothing is removed when they stop.
+containers to the pods they select. When they stop, the namespace {namespace} and that policy
+are removed; the CRDs stay.
 """
 
 
@@ -238,6 +240,16 @@ def install(cluster: Cluster) -> None:
         time.sleep(wait)
 
 
+def remove_demo(cluster: Cluster) -> None:
+    """Delete the demo namespace (waiting until it is gone) and then the policy."""
+    print(f"removing the demo: namespace {DEMO_NAMESPACE}, policy {DEMO_POLICY}", flush=True)
+    try:
+        cluster.run("delete", "namespace", DEMO_NAMESPACE, "--ignore-not-found", "--timeout=120s")
+        cluster.run("delete", "-f", "-", "--ignore-not-found", stdin=as_list(demo_policy()))
+    except RuntimeError as error:
+        print(f"make run: the demo was not removed: {error}", file=sys.stderr)
+
+
 def _pump(name: str, stream: IO[str]) -> None:
     for line in stream:
         print(f"[{name}] {line}", end="", flush=True)
@@ -316,8 +328,8 @@ def guide(cluster: Cluster) -> str:
             f"  curl -s '127.0.0.1:{op.health_port}/readyz?verbose'\n"
             for op in OPERATORS
         )
-        + "Ctrl-C stops the operators; `make cluster-down` stops the local plane and removes "
-        "what it made on this machine.\n"
+        + "Ctrl-C removes the demo and stops the operators; `make cluster-down` stops the local "
+        "plane and removes what it made on this machine.\n"
     )
 
 
@@ -382,6 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"make run failed: {error}{left}", file=sys.stderr)
         return 1
     finally:
+        remove_demo(cluster)
         stop(processes)
 
 
