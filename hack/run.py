@@ -6,9 +6,10 @@ namespace only (the operator's security gate stays on, as in a cluster, and noth
 stands in the way of the charts' own policies or of the tests' namespaces), starts every
 operator as a local process (text logs prefixed with its name), applies the samples to the
 namespace ``opsuite-demo``, waits until every sample is Ready and prints what to look at.
-Ctrl-C removes the demo (the namespace, with the operators still running so that they clean up
-after it, then the policy) and stops the operators (SIGTERM, as in a pod): what `make test` or a
-chart installs next finds none of it. The plane keeps running until `make cluster-down`.
+Ctrl-C removes the demo (its samples, with the operators still running so that they clean up
+after them, the namespace, then the policy) and stops the operators (SIGTERM, as in a pod):
+what `make test` or a chart installs next finds none of it. The plane keeps running until
+`make cluster-down`.
 
 ``--until-ready`` stops the operators and exits once the samples are Ready (how .ci/run proves
 the first command). ``--use-kubeconfig`` runs against the cluster of $KUBECONFIG instead of the
@@ -241,10 +242,14 @@ def install(cluster: Cluster) -> None:
 
 
 def remove_demo(cluster: Cluster) -> None:
-    """Delete the demo namespace (waiting until it is gone) and then the policy."""
-    print(f"removing the demo: namespace {DEMO_NAMESPACE}, policy {DEMO_POLICY}", flush=True)
+    """Delete the samples (the cluster-scoped DebugImagePolicy among them; waiting until the
+    custom resources are gone, so that a chart installed next finds none), the demo namespace
+    (its pods end in the background) and the policy."""
+    print(f"removing the demo: its samples, namespace {DEMO_NAMESPACE}, policy {DEMO_POLICY}")
     try:
-        cluster.run("delete", "namespace", DEMO_NAMESPACE, "--ignore-not-found", "--timeout=120s")
+        for path, _ in samples():
+            cluster.run("delete", "-n", DEMO_NAMESPACE, "-f", str(path), "--ignore-not-found")
+        cluster.run("delete", "namespace", DEMO_NAMESPACE, "--ignore-not-found", "--wait=false")
         cluster.run("delete", "-f", "-", "--ignore-not-found", stdin=as_list(demo_policy()))
     except RuntimeError as error:
         print(f"make run: the demo was not removed: {error}", file=sys.stderr)
