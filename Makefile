@@ -102,7 +102,7 @@ e2e-olm: deps images ## OLM on the local plane's real node: images in its regist
 	hack/e2e-olm.sh test
 	hack/e2e-olm.sh uninstall
 
-scorecard: deps ## operator-sdk scorecard (basic and olm suites) on every bundle, on the local plane's real node
+scorecard: deps ## operator-sdk scorecard (basic and olm suites) on every bundle, on the local plane's real node (not in make test)
 	@echo "==================== scorecard ====================="
 	@if [[ -z "$${KUBECONFIG:-}" ]]; then $(MAKE) --no-print-directory cluster; fi
 	hack/build-tools.sh operator-sdk
@@ -114,10 +114,9 @@ chaos: deps ## Chaos tests (API server and etcd faults, operator SIGKILLs, netwo
 	$(PYTEST) e2e -m chaos
 	$(PY) -m bench.robustness
 
-test: doctor lint typecheck unit verify e2e ## Everything CI checks (the e2e suite with local operators, then in-cluster: smoke and the Deployments' own checks, then the OLM route and the scorecard)
+test: doctor lint typecheck unit verify e2e ## Everything CI checks (the e2e suite with local operators, then in-cluster: smoke and the Deployments' own checks, then the OLM route)
 	E2E_MARKERS="smoke or in_cluster" $(MAKE) --no-print-directory e2e-in-cluster
 	$(MAKE) --no-print-directory e2e-olm
-	$(MAKE) --no-print-directory scorecard
 
 bench: deps bench-reference ## Benchmarks (bench/) against references run alongside, then bench/README.md's report
 	$(PY) -m bench all

@@ -87,7 +87,7 @@ make run: the local control plane on this machine, then the three operators with
   3. install the CRDs and PodDebugger's admission policy, start the operators on this machine,
      apply the samples to the namespace {namespace}, and wait until they are Ready
 """
-COLD_BUILD = "25 minutes"
+COLD_BUILD = "15 minutes"
 """A cold step 1 on 2 cores, as measured for the README's Quick start."""
 
 EXTERNAL = """\
