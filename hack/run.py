@@ -101,8 +101,8 @@ It will change that cluster:
   - create the namespace {namespace} and the samples in it
 and run the three operators on this machine with YOUR credentials, over every namespace: PodSets
 create pods, ConfigMapSyncs copy ConfigMaps whose owners consented, PodDebuggers add debug
-containers to the pods they select. When they stop, the namespace {namespace} and that policy
-are removed; the CRDs stay.
+containers to the pods they select. When they stop, the samples, the namespace {namespace} and
+that policy are removed; the CRDs stay.
 """
 
 
