@@ -21,7 +21,8 @@
 #                              of both releases pushed to the same tag; OLM upgrades every
 #                              operator, nothing they manage is lost; prints the time from the
 #                              push to the new CSVs Succeeded and to Ready operator pods
-#   hack/e2e-olm.sh test       the smoke subset against the operators OLM runs (upgraded)
+#   hack/e2e-olm.sh test       the smoke subset against the operators OLM runs (upgraded), and
+#                              the checks of what OLM grants (e2e/test_olm_roles.py)
 #   hack/e2e-olm.sh uninstall  Subscriptions, CSVs, the operators' CRDs, the CatalogSource, OLM
 #
 # Environment: KUBECONFIG (default: the local plane's), E2E_NAMESPACE (default: operators, the
@@ -60,7 +61,8 @@ namespaces() {
 
 debugger_policies() {
   "${HELM:-helm}" template pod-debugger-operator charts/pod-debugger-operator --namespace "$namespace" \
-    --show-only templates/admission-policy.yaml --show-only templates/privileged-policy.yaml
+    --show-only templates/admission-policy.yaml --show-only templates/privileged-policy.yaml \
+    --show-only templates/image-policy-writers.yaml
 }
 
 step="${1:-}"
@@ -101,8 +103,8 @@ case "$step" in
       E2E_OLM_UPGRADE="$published" .venv/bin/pytest e2e/test_olm_upgrade.py -p no:kind -s
     ;;
   test)
-    E2E_OPERATORS=in-cluster E2E_NAMESPACE="$namespace" E2E_KUBECONFIG="$KUBECONFIG" \
-      .venv/bin/pytest e2e -m smoke -p no:kind
+    E2E_OPERATORS=in-cluster E2E_NAMESPACE="$namespace" E2E_KUBECONFIG="$KUBECONFIG" E2E_OLM=1 \
+      .venv/bin/pytest e2e -m "smoke or olm" -p no:kind
     ;;
   uninstall)
     # While OLM still runs: it removes its finalizers from the CSVs (and the packageserver's
