@@ -43,6 +43,12 @@
   verbs:
   - list
   - watch
+- apiGroups:
+  - authorization.k8s.io
+  resources:
+  - subjectaccessreviews
+  verbs:
+  - create
 {{- end }}
 {{- define "pod-debugger-operator.leaderElectionRules" -}}
 - apiGroups:
@@ -88,5 +94,8 @@ poddebuggers.debug.opsuite.dev
 {{- end }}
 {{- if .Values.allowSysadminProfile }}
 - --allow-sysadmin-profile
+{{- end }}
+{{- if and .Values.requireRequester (and .Values.admissionPolicy.enabled (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")) }}
+- --require-requester
 {{- end }}
 {{- end }}

@@ -10,6 +10,9 @@ Besides the common flags (each also an ``OPSUITE_*`` environment variable, e.g.
   is not in force. Without it, nothing is injected until it is (PolicyMissing);
 * ``--allow-sysadmin-profile``: inject containers of profile sysadmin (privileged); without
   it such a PodDebugger is reported (ProfileNotAllowed);
+* ``--require-requester``: act only for PodDebuggers whose requester the requester policy
+  recorded (others are reported, RequesterNotAllowed); a recorded requester is re-checked on
+  every pass either way;
 * ``--admission-policy-name NAME``: the authorization policy to require (default: the one
   the chart installs).
 """
@@ -28,7 +31,11 @@ from poddebugger_operator.handlers import Settings, setup
 from poddebugger_operator.policy import POLICY_NAME
 
 ENV_PREFIXES = "OPSUITE_ALLOWED_IMAGE_PREFIXES"
-_SWITCHES = ("--allow-without-admission-policy", "--allow-sysadmin-profile")
+_SWITCHES = (
+    "--allow-without-admission-policy",
+    "--allow-sysadmin-profile",
+    "--require-requester",
+)
 
 
 def split_args(
@@ -52,6 +59,7 @@ def split_args(
         allow_without_admission_policy=known.allow_without_admission_policy,
         allow_sysadmin_profile=known.allow_sysadmin_profile,
         admission_policy_name=known.admission_policy_name,
+        require_requester=known.require_requester,
     )
     return settings, rest
 

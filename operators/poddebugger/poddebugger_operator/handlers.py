@@ -5,7 +5,9 @@
 * validatingadmissionpolicies and validatingadmissionpolicybindings (read-only): whether the
   authorization policy guards each PodDebugger (:mod:`~poddebugger_operator.gate`). A change
   to the policy or to a binding of it enqueues every PodDebugger, so injection starts (or
-  stops) without a restart.
+  stops) without a restart;
+* each pass first asks whether the PodDebugger's requester may still run `kubectl debug` in
+  its namespace (:mod:`~poddebugger_operator.requester`, a cached SubjectAccessReview).
 
 A pod that appears, vanishes, or changes labels, phase or ephemeral containers enqueues the
 PodDebuggers of its namespace whose selector matches it (as it is or as it was): at once when
@@ -54,6 +56,7 @@ from poddebugger_operator.reconcile import (
     plan,
     pod_labels,
 )
+from poddebugger_operator.requester import RequesterReviews
 
 CONTROLLER = "poddebugger"
 MAX_PENDING = 10_000
@@ -73,6 +76,8 @@ class Settings:
     """Inject containers of profile sysadmin (privileged)."""
     admission_policy_name: str = POLICY_NAME
     """The authorization policy's name."""
+    require_requester: bool = False
+    """Act only for PodDebuggers whose requester the requester policy recorded."""
 
 
 def _namespace_index(obj: JSON) -> list[Hashable]:
@@ -100,6 +105,7 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
     pacer = StatusPacer()
     specs = SpecCache(parse_spec, InvalidSpecError)
     recorder = manager.event_recorder()
+    reviews = RequesterReviews(manager.kube)
     seen: dict[tuple[ObjectKey, str], float] = {}
     """(PodDebugger, pod uid) planned for injection: when first planned (monotonic seconds)."""
 
@@ -116,12 +122,16 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
             policy = policies.get("", settings.admission_policy_name)
             named = {} if policy is None else {settings.admission_policy_name: policy}
             admission = admission_problem(debugger, named, bindings.items(), expected)
+        requester = None
+        if admission is None:
+            requester = await reviews.problem(debugger, required=settings.require_requester)
         actions = plan(
             debugger,
             pods.by_index("namespace", key[0]),
             datetime.now(UTC),
             allowed_prefixes=settings.allowed_prefixes,
             admission=admission,
+            requester=requester,
             allow_sysadmin=settings.allow_sysadmin_profile,
             refused=injector.refused(key),
             waiting=injector.waiting(key),

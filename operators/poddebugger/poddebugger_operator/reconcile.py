@@ -82,6 +82,7 @@ INJECTION_FAILED = "InjectionFailed"
 IMAGE_NOT_ALLOWED = "ImageNotAllowed"
 POLICY_MISSING = "PolicyMissing"
 PROFILE_NOT_ALLOWED = "ProfileNotAllowed"
+REQUESTER_NOT_ALLOWED = "RequesterNotAllowed"
 PRIVILEGED_PROFILE = "sysadmin"
 POLICY_FIX = (
     "nothing is injected until it is: install the chart with admissionPolicy.enabled=true (or "
@@ -473,6 +474,7 @@ def plan(
     *,
     allowed_prefixes: Sequence[str] = (),
     admission: str | None = None,
+    requester: str | None = None,
     allow_sysadmin: bool = False,
     refused: Mapping[str, Failure] | None = None,
     waiting: Collection[str] = (),
@@ -481,8 +483,11 @@ def plan(
 
     ``admission``: why the authorization admission policy is not known to guard the debugger
     (:func:`~poddebugger_operator.gate.admission_problem`): it injects nothing and is reported
-    (PolicyMissing). Without ``allow_sysadmin`` (the operator's --allow-sysadmin-profile), a
-    debugger with profile sysadmin injects nothing and is reported (ProfileNotAllowed).
+    (PolicyMissing). ``requester``: why the operator may not act for the debugger's requester
+    (:meth:`~poddebugger_operator.requester.RequesterReviews.problem`): it injects nothing and
+    is reported (RequesterNotAllowed). Without ``allow_sysadmin`` (the operator's
+    --allow-sysadmin-profile), a debugger with profile sysadmin injects nothing and is reported
+    (ProfileNotAllowed).
     ``allowed_prefixes`` (the operator's --allowed-image-prefix): when given, a debugger whose
     image none of them admits (:func:`~poddebugger_operator.images.allowed`) injects nothing and
     is reported (ImageNotAllowed).
@@ -500,6 +505,8 @@ def plan(
     blocked: tuple[str, str] | None = None
     if admission is not None:
         blocked = (POLICY_MISSING, f"{admission}; {POLICY_FIX}")
+    elif requester is not None:
+        blocked = (REQUESTER_NOT_ALLOWED, requester)
     elif spec.profile == PRIVILEGED_PROFILE and not allow_sysadmin:
         blocked = (PROFILE_NOT_ALLOWED, SYSADMIN_FIX)
     elif allowed_prefixes and not images.names_registry(spec.image):

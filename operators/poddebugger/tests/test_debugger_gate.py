@@ -226,10 +226,12 @@ def test_the_switches_are_off_unless_given_as_flags_or_environment() -> None:
     assert not settings.allow_without_admission_policy
     assert not settings.allow_sysadmin_profile
     assert settings.admission_policy_name == POLICY_NAME
+    assert not settings.require_requester
     settings, rest = split_args(
         ["--allow-without-admission-policy", "--admission-policy-name=mine", "--log-level=info"],
-        {"OPSUITE_ALLOW_SYSADMIN_PROFILE": "true"},
+        {"OPSUITE_ALLOW_SYSADMIN_PROFILE": "true", "OPSUITE_REQUIRE_REQUESTER": "true"},
     )
+    assert settings.require_requester
     assert settings.allow_without_admission_policy
     assert settings.allow_sysadmin_profile
     assert settings.admission_policy_name == "mine"
