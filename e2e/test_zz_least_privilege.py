@@ -25,6 +25,7 @@ OPERATOR_TEST_MODULES = {
     "test_configmapsync.py",
     "test_poddebugger.py",
     "test_poddebugger_security.py",
+    "test_poddebugger_requester.py",
     "test_leader_election.py",
     "test_charts.py",
 }
