@@ -34,8 +34,9 @@ from e2e.poddebugger_support import (
     ephemeral,
     install_crd,
 )
+from opsuite_common.requester import ALLOW_TTL
 from poddebugger_manifests import requester_policy
-from poddebugger_operator.requester import ALLOW_TTL, REQUESTED_BY, REQUESTED_BY_GROUPS
+from poddebugger_operator.requester import REQUESTED_BY, REQUESTED_BY_GROUPS
 
 pytestmark = pytest.mark.local_operators("runs its own operator with --require-requester")
 

@@ -26,6 +26,7 @@ OPERATOR_TEST_MODULES = {
     "test_poddebugger.py",
     "test_poddebugger_security.py",
     "test_poddebugger_requester.py",
+    "test_podset_requester.py",
     "test_leader_election.py",
     "test_charts.py",
 }

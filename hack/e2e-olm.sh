@@ -12,8 +12,8 @@
 #   hack/e2e-olm.sh install    OLM from the pinned operator-lifecycle-manager module's quickstart
 #                              manifests (CRDs, olm-operator, catalog-operator, packageserver),
 #                              with OLM_IMAGE standing in for upstream's images when set
-#   hack/e2e-olm.sh subscribe  the PodDebugger's admission policies from its chart (the admin's
-#                              step its docs give), then a CatalogSource serving CATALOG_IMAGE,
+#   hack/e2e-olm.sh subscribe  the PodDebugger's and PodSet's admission policies from their
+#                              charts (the admin's step their docs give), then a CatalogSource serving CATALOG_IMAGE,
 #                              polled every CATALOG_POLL_INTERVAL (default 15s), and a Subscription
 #                              per operator in E2E_NAMESPACE (hack/olm-subscribe.sh); prints the
 #                              time from the Subscriptions to Ready operator pods
@@ -59,10 +59,14 @@ namespaces() {
   done | kubectl apply --server-side --field-manager=opsuite-olm-placement -f -
 }
 
-debugger_policies() {
+# The admission policies the operators' docs ask an OLM user's cluster admin to apply.
+admin_policies() {
   "${HELM:-helm}" template pod-debugger-operator charts/pod-debugger-operator --namespace "$namespace" \
     --show-only templates/admission-policy.yaml --show-only templates/privileged-policy.yaml \
     --show-only templates/image-policy-writers.yaml
+  echo "---"
+  "${HELM:-helm}" template podset-operator charts/podset-operator --namespace "$namespace" \
+    --show-only templates/admission-policy.yaml
 }
 
 step="${1:-}"
@@ -90,10 +94,10 @@ case "$step" in
     ;;
   subscribe)
     catalog="${CATALOG_IMAGE:-$(published_image catalog)}"
-    # What docs/poddebugger.md asks an OLM user's cluster admin to do (a bundle cannot carry
-    # admission policies, and the PodDebugger operator injects nothing without them): apply the
-    # chart's policies, before anyone creates a PodDebugger.
-    debugger_policies | kubectl apply --server-side -f -
+    # What docs/poddebugger.md and docs/podset.md ask an OLM user's cluster admin to do (a
+    # bundle cannot carry admission policies, and the PodDebugger operator injects nothing
+    # without them): apply the charts' policies, before anyone creates a custom resource.
+    admin_policies | kubectl apply --server-side -f -
     start=$SECONDS
     CATALOG_POLL_INTERVAL="${CATALOG_POLL_INTERVAL:-15s}" hack/olm-subscribe.sh "$catalog" "$namespace"
     echo ">> Subscriptions to Ready operator pods (catalog pod included): $((SECONDS - start)) s"
@@ -113,7 +117,7 @@ case "$step" in
     kubectl delete subscriptions.operators.coreos.com --all -n "$namespace" --ignore-not-found
     kubectl delete csv --all -n "$namespace" --ignore-not-found --wait --timeout=120s
     kubectl delete catalogsource --all -n olm --ignore-not-found --wait --timeout=120s
-    debugger_policies | kubectl delete --ignore-not-found -f -
+    admin_policies | kubectl delete --ignore-not-found -f -
     kubectl delete csv packageserver -n olm --ignore-not-found --wait --timeout=120s
     kubectl delete apiservice v1.packages.operators.coreos.com --ignore-not-found
     olm_dir="$(hack/module-dir.sh hack/tools/olm "$olm_module")/deploy/upstream/quickstart"

@@ -31,10 +31,10 @@ import yaml
 from opsuite_packaging.chart import (
     LEADER_ELECTION_RULES,
     LEASE_PLACEHOLDER,
-    METRICS_AUTH_RULES,
     MIN_KUBE_VERSION,
     ChartSpec,
     dump_yaml,
+    metrics_auth_rules,
 )
 
 JSON = dict[str, Any]
@@ -171,7 +171,7 @@ def strategy_permissions(spec: ChartSpec, deployment: JSON) -> tuple[list[JSON],
     permissions = [{"serviceAccountName": account, "rules": namespaced}]
     cluster = [rule.to_kube() for rule in spec.cluster_rules]
     if _secure_metrics(deployment):
-        cluster += [rule.to_kube() for rule in METRICS_AUTH_RULES]
+        cluster += [rule.to_kube() for rule in metrics_auth_rules(spec)]
     cluster_permissions = [{"serviceAccountName": account, "rules": cluster}] if cluster else []
     return permissions, cluster_permissions
 

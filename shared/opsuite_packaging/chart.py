@@ -122,6 +122,12 @@ class ChartSpec:
     """More templates of this chart (file name under templates/: content)."""
 
 
+def metrics_auth_rules(spec: ChartSpec) -> tuple[PolicyRule, ...]:
+    """What secure metrics add to ``spec``'s ClusterRole: those of :data:`METRICS_AUTH_RULES`
+    its own cluster rules do not already hold."""
+    return tuple(r for r in METRICS_AUTH_RULES if r not in spec.cluster_rules)
+
+
 def _rules_yaml(rules: tuple[PolicyRule, ...]) -> str:
     if not rules:
         return ""
@@ -145,7 +151,10 @@ def operator_template(spec: ChartSpec) -> str:
             _define(prefix + "namespacedRules", _rules_yaml(spec.namespaced_rules)),
             _define(prefix + "clusterRules", _rules_yaml(spec.cluster_rules)),
             _define(prefix + "leaderElectionRules", election),
-            _define(prefix + "metricsAuthRules", _rules_yaml(METRICS_AUTH_RULES)),
+            _define(
+                prefix + "metricsAuthRules",
+                _rules_yaml(metrics_auth_rules(spec)),
+            ),
             _define(prefix + "crdName", spec.crd_name),
             _define(prefix + "operatorArgs", spec.operator_args.rstrip()),
         ]

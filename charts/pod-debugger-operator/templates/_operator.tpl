@@ -75,12 +75,6 @@
   - tokenreviews
   verbs:
   - create
-- apiGroups:
-  - authorization.k8s.io
-  resources:
-  - subjectaccessreviews
-  verbs:
-  - create
 {{- end }}
 {{- define "pod-debugger-operator.crdName" -}}
 poddebuggers.debug.opsuite.dev

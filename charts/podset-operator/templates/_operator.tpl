@@ -39,7 +39,12 @@
   - patch
 {{- end }}
 {{- define "podset-operator.clusterRules" -}}
-
+- apiGroups:
+  - authorization.k8s.io
+  resources:
+  - subjectaccessreviews
+  verbs:
+  - create
 {{- end }}
 {{- define "podset-operator.leaderElectionRules" -}}
 - apiGroups:
@@ -64,12 +69,6 @@
   - authentication.k8s.io
   resources:
   - tokenreviews
-  verbs:
-  - create
-- apiGroups:
-  - authorization.k8s.io
-  resources:
-  - subjectaccessreviews
   verbs:
   - create
 {{- end }}

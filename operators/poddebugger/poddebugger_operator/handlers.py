@@ -7,7 +7,7 @@
   to the policy or to a binding of it enqueues every PodDebugger, so injection starts (or
   stops) without a restart;
 * each pass first asks whether the PodDebugger's requester may still run `kubectl debug` in
-  its namespace (:mod:`~poddebugger_operator.requester`, a cached SubjectAccessReview).
+  its namespace (:mod:`~poddebugger_operator.requester`, cached SubjectAccessReviews).
 
 A pod that appears, vanishes, or changes labels, phase or ephemeral containers enqueues the
 PodDebuggers of its namespace whose selector matches it (as it is or as it was): at once when
@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 
 from opsuite_common.controller import Result
 from opsuite_common.manager import Manager
+from opsuite_common.requester import RequesterReviews
 from opsuite_common.spec_cache import SpecCache
 from opsuite_common.status_pacer import STATUS_INTERVAL, StatusPacer
 from opsuite_common.store import JSON, ObjectKey, Store, by_namespace, object_key, status_only
@@ -56,7 +57,7 @@ from poddebugger_operator.reconcile import (
     plan,
     pod_labels,
 )
-from poddebugger_operator.requester import RequesterReviews
+from poddebugger_operator.requester import needs
 
 CONTROLLER = "poddebugger"
 MAX_PENDING = 10_000
@@ -124,7 +125,9 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
             admission = admission_problem(debugger, named, bindings.items(), expected)
         requester = None
         if admission is None:
-            requester = await reviews.problem(debugger, required=settings.require_requester)
+            requester = await reviews.problem(
+                debugger, GROUP, needs(debugger), required=settings.require_requester
+            )
         actions = plan(
             debugger,
             pods.by_index("namespace", key[0]),

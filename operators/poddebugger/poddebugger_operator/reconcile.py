@@ -56,6 +56,7 @@ from opsuite_common.conditions import (
     timestamp,
 )
 from opsuite_common.kube_model import ConditionStatus
+from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 from poddebugger_operator import images
 from poddebugger_operator.models import (
     CONTAINER_PREFIX,
@@ -82,7 +83,6 @@ INJECTION_FAILED = "InjectionFailed"
 IMAGE_NOT_ALLOWED = "ImageNotAllowed"
 POLICY_MISSING = "PolicyMissing"
 PROFILE_NOT_ALLOWED = "ProfileNotAllowed"
-REQUESTER_NOT_ALLOWED = "RequesterNotAllowed"
 PRIVILEGED_PROFILE = "sysadmin"
 POLICY_FIX = (
     "nothing is injected until it is: install the chart with admissionPolicy.enabled=true (or "
@@ -484,7 +484,7 @@ def plan(
     ``admission``: why the authorization admission policy is not known to guard the debugger
     (:func:`~poddebugger_operator.gate.admission_problem`): it injects nothing and is reported
     (PolicyMissing). ``requester``: why the operator may not act for the debugger's requester
-    (:meth:`~poddebugger_operator.requester.RequesterReviews.problem`): it injects nothing and
+    (:meth:`~opsuite_common.requester.RequesterReviews.problem`): it injects nothing and
     is reported (RequesterNotAllowed). Without ``allow_sysadmin`` (the operator's
     --allow-sysadmin-profile), a debugger with profile sysadmin injects nothing and is reported
     (ProfileNotAllowed).

@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 
 from opsuite_common.metrics_auth import TtlCache, UserInfo
-from poddebugger_operator.models import API_VERSION, KIND
-from poddebugger_operator.reconcile import REQUESTER_NOT_ALLOWED, plan
-from poddebugger_operator.requester import (
+from opsuite_common.requester import (
     ALLOW_TTL,
     DENY_TTL,
-    REQUESTED_BY,
-    REQUESTED_BY_GROUPS,
+    REQUESTER_NOT_ALLOWED,
     RequesterReviews,
     requester,
 )
+from poddebugger_operator.models import API_VERSION, GROUP, KIND
+from poddebugger_operator.reconcile import plan
+from poddebugger_operator.requester import REQUESTED_BY, REQUESTED_BY_GROUPS, needs
 
 
 class Reviews:
@@ -57,19 +57,22 @@ def _debugger(annotations: dict[str, str] | None = None) -> dict[str, Any]:
     return obj
 
 
+NEEDS = needs({"metadata": {"namespace": "team-a"}})
 ALICE = {REQUESTED_BY: "alice", REQUESTED_BY_GROUPS: "dev\nsystem:authenticated"}
 
 
 def test_the_annotations_name_the_user_and_groups() -> None:
-    assert requester(_debugger(ALICE)) == UserInfo("alice", groups=("dev", "system:authenticated"))
-    assert requester(_debugger({REQUESTED_BY: ""})) is None
-    assert requester(_debugger()) is None
+    assert requester(_debugger(ALICE), GROUP) == UserInfo(
+        "alice", groups=("dev", "system:authenticated")
+    )
+    assert requester(_debugger({REQUESTED_BY: ""}), GROUP) is None
+    assert requester(_debugger(), GROUP) is None
 
 
 async def test_the_review_asks_for_kubectl_debug_in_the_namespace_and_is_cached() -> None:
     api, clock = Reviews({"alice"}), Clock()
     reviews = RequesterReviews(api, TtlCache(clock=clock))  # type: ignore[arg-type]
-    assert await reviews.problem(_debugger(ALICE), required=True) is None
+    assert await reviews.problem(_debugger(ALICE), GROUP, NEEDS, required=True) is None
     assert api.asked == [
         {
             "user": "alice",
@@ -84,14 +87,14 @@ async def test_the_review_asks_for_kubectl_debug_in_the_namespace_and_is_cached(
     ]
     api.allowed.clear()  # revoked
     clock.now = ALLOW_TTL - 1
-    assert await reviews.problem(_debugger(ALICE), required=True) is None
+    assert await reviews.problem(_debugger(ALICE), GROUP, NEEDS, required=True) is None
     clock.now = ALLOW_TTL
-    problem = await reviews.problem(_debugger(ALICE), required=True)
+    problem = await reviews.problem(_debugger(ALICE), GROUP, NEEDS, required=True)
     assert problem is not None
     assert "alice may no longer patch pods/ephemeralcontainers in team-a" in problem
     api.allowed.add("alice")
     clock.now += DENY_TTL
-    assert await reviews.problem(_debugger(ALICE), required=True) is None
+    assert await reviews.problem(_debugger(ALICE), GROUP, NEEDS, required=True) is None
     assert len(api.asked) == 3
 
 
@@ -100,7 +103,7 @@ async def test_without_a_recorded_requester_only_required_refuses(
     required: bool, blocked: bool
 ) -> None:
     api = Reviews(set())
-    problem = await RequesterReviews(api).problem(_debugger(), required=required)  # type: ignore[arg-type]
+    problem = await RequesterReviews(api).problem(_debugger(), GROUP, NEEDS, required=required)  # type: ignore[arg-type]
     assert (problem is not None) == blocked
     assert api.asked == []
 

@@ -7,6 +7,10 @@ yet filled (the first seconds after a start, when kopf's listing events are stil
 processed) or that lags behind therefore never leads to more pods than ``replicas``.
 Expectations still keep a PodSet from acting again before its earlier creates and deletes are
 observed, so the extra read happens once per scale-up, not once per event.
+
+A plan that creates, deletes or adopts pods is first checked against the PodSet's recorded
+requester (:mod:`~podset_operator.requester`, cached SubjectAccessReviews): one who may no
+longer create and delete pods there gets nothing done (RequesterNotAllowed).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from datetime import UTC, datetime
 from opsuite_common.controller import Result
 from opsuite_common.kube import resource_path
 from opsuite_common.manager import Manager
+from opsuite_common.requester import RequesterReviews
 from opsuite_common.spec_cache import SpecCache
 from opsuite_common.store import (
     JSON,
@@ -34,6 +39,7 @@ from podset_operator.expectations import Expectations
 from podset_operator.models import GROUP, KIND, PLURAL, VERSION
 from podset_operator.pod_state import WATCHED_FIELDS, slim_pod
 from podset_operator.reconcile import Plan, plan
+from podset_operator.requester import needs
 from podset_operator.spec import InvalidSpecError, parse_spec
 
 CONTROLLER = "podset"
@@ -70,6 +76,7 @@ def setup(manager: Manager) -> None:
     specs = SpecCache(parse_spec, InvalidSpecError)
     recorder = manager.event_recorder()
     window = EventWindow(POD_EVENT_WINDOW)
+    reviews = RequesterReviews(manager.kube)
 
     async def live_plan(
         podset: JSON, cached: Plan, cached_pods: list[JSON], now: datetime
@@ -106,6 +113,10 @@ def setup(manager: Manager) -> None:
         namespace_pods = pods.by_index("namespace", key[0])
         actions = plan(podset, namespace_pods, now, True)
         window.spent(key, time.process_time() - began)
+        if actions.pods_to_create or actions.pods_to_delete or actions.pods_to_adopt:
+            refused = await reviews.problem(podset, GROUP, needs(podset), required=False)
+            if refused is not None:
+                actions = plan(podset, namespace_pods, now, True, requester=refused)
         if actions.pods_to_create:
             actions, namespace_pods = await live_plan(podset, actions, namespace_pods, now)
         metrics.observe(key, actions.status)

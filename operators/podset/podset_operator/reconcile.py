@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opsuite_common.conditions import get_condition, parse_timestamp, timestamp
+from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 from podset_operator.ownership import Claim, claim_pods, is_controlled_by
 from podset_operator.pod_state import (
     Pod,
@@ -198,13 +199,19 @@ def plan(
     now: datetime,
     expectations_satisfied: bool,
     failure: Failure | None = None,
+    requester: str | None = None,
 ) -> Plan:
     """Plan one reconcile of ``podset`` given the pods in its namespace at ``now``.
 
     No pods are created or deleted while expectations are unsatisfied or the PodSet is being
     deleted; pods of other controllers are never touched and only already-owned pods are
     deleted. ``failure`` (e.g. FailedCreate from the last attempt) sets Degraded.
+    ``requester``: why the operator may not act for the PodSet's requester
+    (:meth:`~opsuite_common.requester.RequesterReviews.problem`): no pod is created, deleted
+    or adopted, and Degraded says why (RequesterNotAllowed).
     """
+    if requester is not None:
+        failure = Failure(REQUESTER_NOT_ALLOWED, requester)
     now = _as_utc(now)
     meta = podset["metadata"]
     pods = [p for p in pods if metadata(p).get("namespace") in (None, meta["namespace"])]
@@ -232,14 +239,14 @@ def plan(
     progress = rollout_progress(status, previous, spec.progress_deadline_seconds, now)
     status = replace(status, progress=progress)
     outdated = status.updated_replicas < status.replicas
-    acting = expectations_satisfied and not deleting
+    acting = expectations_satisfied and not deleting and requester is None
     step = _step(spec, claim, outdated, hash_, now) if acting else Step()
     return Plan(
         status=status,
         pods_to_create=step.creates,
         pod_manifest=render_pod(podset, spec, hash_) if step.creates else None,
         pods_to_delete=tuple(pod_name(p) for p in step.deletes),
-        pods_to_adopt=_names(claim.adopt),
+        pods_to_adopt=_names(claim.adopt) if requester is None else (),
         pods_to_release=_names(claim.release),
         status_patch=status_patch(previous, status, failure, now),
         requeue_after=_earliest(

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from opsuite_common.kube_model import LabelSelector
+from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 from opsuite_testkit.podset import HASH, OLD, T0, TEMPLATE, UID, iso, pod
 from podset_operator.models import MAX_POD_NAMES, NAME_LABEL, PodSetStatus
 from podset_operator.ownership import claim_pods
@@ -492,3 +493,23 @@ def test_pod_names_are_bounded_and_the_count_is_whole() -> None:
         ]
         == MAX_POD_NAMES
     )
+
+
+def test_a_refused_requester_gets_no_pod_created_deleted_or_adopted() -> None:
+    orphan = pod("orphan", owner=None, labels={"app": "web"})
+    extra = [pod(f"web-{i}") for i in range(3)]
+    wanted = plan(podset(3), [orphan], T0, True)
+    assert wanted.pods_to_create
+    assert wanted.pods_to_adopt
+    assert plan(podset(1), extra, T0, True).pods_to_delete
+    for pods, replicas in (([orphan], 3), (extra, 1)):
+        refused = plan(podset(replicas), pods, T0, True, requester="alice may no longer")
+        assert (refused.pods_to_create, refused.pods_to_delete, refused.pods_to_adopt) == (
+            0,
+            (),
+            (),
+        )
+        assert refused.status_patch is not None
+        degraded = next(c for c in refused.status_patch["conditions"] if c["type"] == "Degraded")
+        assert (degraded["status"], degraded["reason"]) == ("True", REQUESTER_NOT_ALLOWED)
+        assert degraded["message"] == "alice may no longer"
