@@ -31,7 +31,7 @@ from e2e.cluster import Cluster, wait_until
 from e2e.operators import OperatorProcess, operator_env
 from e2e.podset_support import PodSets, condition, install_crd, podset
 from e2e.third_party import SERVICE_MONITOR_CRD, module_file
-from opsuite_packaging.chart import METRICS_AUTH_RULES, ChartSpec
+from opsuite_packaging.chart import ChartSpec, metrics_auth_rules
 
 SPECS = list(CHARTS.values())
 CHART_IDS = [s.name for s in SPECS]
@@ -160,15 +160,28 @@ def _cluster_scoped(api: client.ApiClient, release: str) -> dict[str, list[str]]
     selector = f"app.kubernetes.io/instance={release}"
     rbac = client.RbacAuthorizationV1Api(api)
     adm = client.AdmissionregistrationV1Api(api)
+    listings = [
+        ("ClusterRole", rbac.list_cluster_role),
+        ("ClusterRoleBinding", rbac.list_cluster_role_binding),
+        ("ValidatingAdmissionPolicy", adm.list_validating_admission_policy),
+        ("ValidatingAdmissionPolicyBinding", adm.list_validating_admission_policy_binding),
+    ]
+    if serves_mutating_policies(api):
+        listings += [
+            ("MutatingAdmissionPolicy", adm.list_mutating_admission_policy),
+            ("MutatingAdmissionPolicyBinding", adm.list_mutating_admission_policy_binding),
+        ]
     return {
         kind: sorted(o.metadata.name for o in listing(label_selector=selector).items)
-        for kind, listing in (
-            ("ClusterRole", rbac.list_cluster_role),
-            ("ClusterRoleBinding", rbac.list_cluster_role_binding),
-            ("ValidatingAdmissionPolicy", adm.list_validating_admission_policy),
-            ("ValidatingAdmissionPolicyBinding", adm.list_validating_admission_policy_binding),
-        )
+        for kind, listing in listings
     }
+
+
+def serves_mutating_policies(api: client.ApiClient) -> bool:
+    """Whether the API server serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy
+    (1.36 and later), where the charts render their requester policies."""
+    resources = client.AdmissionregistrationV1Api(api).get_api_resources().resources
+    return any(r.kind == "MutatingAdmissionPolicy" for r in resources)
 
 
 @pytest.mark.local_operators("waits for the chart's pods, whose default image is not pulled here")
@@ -209,12 +222,15 @@ def test_install_upgrade_uninstall(
         role = rbac.read_cluster_role(fullname)
         assert [r.to_dict()["resources"] for r in role.rules] == [
             list(r.resources)
-            for r in spec.namespaced_rules + spec.cluster_rules + METRICS_AUTH_RULES
+            for r in spec.namespaced_rules + spec.cluster_rules + metrics_auth_rules(spec)
         ]
         installed = _cluster_scoped(api, release)
         policies = len(installed["ValidatingAdmissionPolicy"])
-        # PodDebugger: authorization, privileged profile, image allowlist.
-        assert policies == {"podset-operator": 0, "configmapsync-operator": 1}.get(spec.name, 3)
+        # PodDebugger: authorization, privileged profile, image allowlist, its writers.
+        assert policies == {"podset-operator": 1, "configmapsync-operator": 1}.get(spec.name, 4)
+        if serves_mutating_policies(api):  # the requester policies
+            recorders = len(installed["MutatingAdmissionPolicy"])
+            assert recorders == {"configmapsync-operator": 0}.get(spec.name, 1)
 
         deploy("upgrade", {"replicaCount": 2, "watchNamespaces": watched})
         # helm's --wait accepts a rolling Deployment within its maxUnavailable; wait for both.
