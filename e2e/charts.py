@@ -38,6 +38,7 @@ KUBE_VERSION = "1.36.3"
 """The Kubernetes version `helm template` renders for (the local plane's)."""
 IDENTITY_DIR = ROOT / ".local" / "e2e-identities"
 POLICIES_OFF: dict[str, dict[str, Any]] = {
+    PODSET_CHART.name: {"admissionPolicy": {"enabled": False}},
     CONFIGMAPSYNC_CHART.name: {"admissionPolicy": {"enabled": False}},
     PODDEBUGGER_CHART.name: {
         "admissionPolicy": {"enabled": False},

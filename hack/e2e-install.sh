@@ -43,7 +43,7 @@ fi
 for chart in podset-operator configmapsync-operator pod-debugger-operator; do
   values=()
   case "$chart" in
-    configmapsync-operator) values=(--set admissionPolicy.enabled=false) ;;
+    podset-operator | configmapsync-operator) values=(--set admissionPolicy.enabled=false) ;;
     pod-debugger-operator)
       # Without the cluster-wide policies (other runs share the cluster) the operator must be
       # told to act anyway (e2e/test_poddebugger_security.py tests it without).
