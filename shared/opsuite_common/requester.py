@@ -47,12 +47,15 @@ class Access:
     resource: str
     subresource: str = ""
     group: str = ""
+    name: str = ""
 
     def __str__(self) -> str:
-        name = "/".join(p for p in (self.resource, self.subresource) if p)
+        what = "/".join(p for p in (self.resource, self.subresource) if p)
         if self.group:
-            name = f"{name}.{self.group}"
-        return f"{self.verb} {name} in {self.namespace}"
+            what = f"{what}.{self.group}"
+        if self.name:
+            what = f"{what} {self.name}"
+        return f"{self.verb} {what} in {self.namespace}"
 
 
 def requester(obj: Mapping[str, Any], group: str) -> UserInfo | None:
@@ -113,6 +116,7 @@ class RequesterReviews:
                 ("group", access.group),
                 ("resource", access.resource),
                 ("subresource", access.subresource),
+                ("name", access.name),
             )
             if v
         )

@@ -42,6 +42,12 @@
   verbs:
   - list
   - watch
+- apiGroups:
+  - authorization.k8s.io
+  resources:
+  - subjectaccessreviews
+  verbs:
+  - create
 {{- end }}
 {{- define "configmapsync-operator.leaderElectionRules" -}}
 - apiGroups:
@@ -66,12 +72,6 @@
   - authentication.k8s.io
   resources:
   - tokenreviews
-  verbs:
-  - create
-- apiGroups:
-  - authorization.k8s.io
-  resources:
-  - subjectaccessreviews
   verbs:
   - create
 {{- end }}

@@ -27,6 +27,10 @@ prunes them at the end of every (re)listing: an object deleted while a watch was
 DELETED event, a relist after "410 Gone") reaches its handler as a DELETED event, as client-go's
 reflector turns it into one, and has the same effects (a pruned source also leaves the
 :class:`~configmapsync_operator.sources.SourceCache`).
+
+A pass that would write or delete ConfigMaps first asks whether the sync's recorded requester
+may still read the source and write there (:mod:`~configmapsync_operator.requester`, cached
+SubjectAccessReviews); one who may not gets nothing done (RequesterNotAllowed).
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ from configmapsync_operator.models import (
     PLURAL,
     VERSION,
 )
-from configmapsync_operator.reconcile import collect, plan, wants
+from configmapsync_operator.reconcile import Plan, collect, plan, wants
+from configmapsync_operator.requester import needs
 from configmapsync_operator.sources import SourceCache
 from configmapsync_operator.spec import (
     config_map_name,
@@ -58,6 +63,7 @@ from configmapsync_operator.spec import (
 from opsuite_common.controller import Result
 from opsuite_common.kube import resource_path
 from opsuite_common.manager import Manager, own_namespace
+from opsuite_common.requester import RequesterReviews
 from opsuite_common.store import JSON, ObjectKey, Store, object_key, status_only
 
 CONTROLLER = "configmapsync"
@@ -150,6 +156,7 @@ def setup(manager: Manager) -> None:
     served = frozenset(manager.options.namespaces)
     own = own_namespace(manager.options)
     recorder = manager.event_recorder()
+    reviews = RequesterReviews(manager.kube)
     live_owners = _LiveOwners(syncs)
     departed: dict[str, str] = {}
     """uid -> deletionPolicy of the ConfigMapSyncs the watch saw go, until their copies went."""
@@ -219,18 +226,28 @@ def setup(manager: Manager) -> None:
         name = src[1] if src is not None else ""
         occupants = {r["metadata"]["namespace"]: r for r in configmaps.by_index("name", name)}
         in_use = {k for k in ((ns, name) for ns in occupants) if syncs.by_index("source", k)}
-        actions = plan(
-            sync,
-            source,
-            namespaces.items(),
-            occupants,
-            configmaps.by_index("owner", sync["metadata"]["uid"]),
-            datetime.now(UTC),
-            served=served,
-            sources_in_use=in_use,
-            live_owners=live_owners,
-            own_namespace=own,
-        )
+        now = datetime.now(UTC)
+
+        def planned(requester: str | None = None) -> Plan:
+            return plan(
+                sync,
+                source,
+                namespaces.items(),
+                occupants,
+                configmaps.by_index("owner", sync["metadata"]["uid"]),
+                now,
+                served=served,
+                sources_in_use=in_use,
+                live_owners=live_owners,
+                own_namespace=own,
+                requester=requester,
+            )
+
+        actions = planned()
+        if (actions.writes or actions.deletes) and not sync["metadata"].get("deletionTimestamp"):
+            refused = await reviews.problem(sync, GROUP, needs(sync, actions), required=False)
+            if refused is not None:
+                actions = planned(refused)
         outcome = actions.outcome
         if actions.is_empty:
             pending.pop(key, None)

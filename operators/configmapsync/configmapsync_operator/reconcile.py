@@ -67,6 +67,7 @@ from configmapsync_operator.models import (
 from configmapsync_operator.spec import InvalidSpecError, ObjectKey, parse_spec, source_key
 from opsuite_common.conditions import AS_EXPECTED, DEGRADED, READY, set_condition, timestamp
 from opsuite_common.kube_model import ConditionStatus
+from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 
 JSON = dict[str, Any]
 
@@ -356,6 +357,7 @@ def plan(
     sources_in_use: Collection[ObjectKey] = (),
     live_owners: Container[str] = (),
     own_namespace: str | None = None,
+    requester: str | None = None,
 ) -> Plan:
     """Plan one reconcile of ``sync``.
 
@@ -364,7 +366,10 @@ def plan(
     are the namespaces the operator watches (empty: all); ``sources_in_use`` are the keys of
     ConfigMaps some ConfigMapSync reads (never taken over); ``live_owners`` holds the uids of
     the existing ConfigMapSyncs (a copy marked with another uid has lost its owner);
-    ``own_namespace`` is the operator's (protected, as ``kube-*``).
+    ``own_namespace`` is the operator's (protected, as ``kube-*``). ``requester``: why the
+    operator may not act for the sync's requester
+    (:meth:`~opsuite_common.requester.RequesterReviews.problem`): nothing is written or
+    deleted, the copies stay as they are, and the status says why (RequesterNotAllowed).
     """
     now = _as_utc(now)
     meta = sync["metadata"]
@@ -388,15 +393,17 @@ def plan(
     source_namespace = spec.source_namespace or meta["namespace"]
     name = spec.config_map_name
     reference = f"{source_namespace}/{name}"
+    blocked = None
     if served and source_namespace not in served:
-        outcome = Outcome(
-            source=reference,
-            blocked=(
-                SOURCE_NOT_WATCHED,
-                f"the operator does not watch namespace {source_namespace}, so it cannot "
-                "follow the source",
-            ),
+        blocked = (
+            SOURCE_NOT_WATCHED,
+            f"the operator does not watch namespace {source_namespace}, so it cannot "
+            "follow the source",
         )
+    elif requester is not None:
+        blocked = (REQUESTER_NOT_ALLOWED, requester)
+    if blocked is not None:
+        outcome = Outcome(source=reference, blocked=blocked)
         return Plan(
             outcome,
             strip_finalizer=strip_finalizer,
@@ -478,6 +485,7 @@ def plan(
         if key_of(c) not in wanted
         and key_of(c) != src_key
         and key_of(c)[0] in by_name
+        and (not served or key_of(c)[0] in served)
         and not is_terminating(by_name[key_of(c)[0]])
     )
     synced.update(w.namespace for w in writes)

@@ -149,7 +149,7 @@ class World:
             "configMapName"
         ]
 
-    def plan(self, now: datetime = T0) -> Plan:
+    def plan(self, now: datetime = T0, requester: str | None = None) -> Plan:
         name = self.source_key[1]
         occupants = {ns: slim(obj) for (ns, n), obj in sorted(self.configmaps.items()) if n == name}
         owned = [slim(o) for o in self.configmaps.values() if owner_uid(o) == UID]
@@ -164,6 +164,7 @@ class World:
             sources_in_use=self.sources_in_use,
             live_owners=self.live_owners,
             own_namespace=self.own_namespace,
+            requester=requester,
         )
 
     def apply(self, actions: Plan) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from configmapsync_operator.consent import allowed_namespaces, matches
-from configmapsync_operator.copies import Allowlist, Desired, content_digest, slim
+from configmapsync_operator.copies import Allowlist, Desired, content_digest, key_of, slim
 from configmapsync_operator.models import (
     ACCEPT_FROM_ANNOTATION,
     ALLOWED_NAMESPACES_ANNOTATION,
@@ -31,6 +31,7 @@ from configmapsync_operator.reconcile import (
     collect,
     wants,
 )
+from configmapsync_operator.requester import WRITE_VERBS, needs
 from configmapsync_operator.simulation import (
     GONE_UID,
     NAME,
@@ -43,6 +44,7 @@ from configmapsync_operator.simulation import (
     sync_object,
 )
 from configmapsync_operator.spec import InvalidSpecError, parse_spec
+from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 
 
 def make_world(spec: dict[str, Any], *names: str, **kwargs: Any) -> World:
@@ -718,4 +720,29 @@ def test_a_pass_renders_the_wanted_copy_once_for_all_its_destinations(
     assert all(
         w.patch is not None and w.patch["data"] == {"$patch": "replace", "k": "changed"}
         for w in actions.writes
+    )
+
+
+def test_a_refused_requester_gets_nothing_written_or_deleted() -> None:
+    world = make_world({"destinationNamespaces": ["a", "b"]}, "a", "b")
+    world.add(configmap("src", allowed="*", data={"k": "v"}))
+    wanted = world.plan()
+    assert [w.namespace for w in wanted.writes] == ["a", "b"]
+    assert [str(a) for a in needs(world.sync, wanted)] == [
+        f"get configmaps {NAME} in src",
+        *(f"{verb} configmaps in {ns}" for ns in ("a", "b") for verb in WRITE_VERBS),
+    ]
+    converge(world)
+    world.sync["spec"]["destinationNamespaces"] = ["a"]
+    withdrawn = world.plan()
+    assert [key_of(r) for r in withdrawn.deletes] == [("b", NAME)]
+    assert "delete configmaps in b" in [str(a) for a in needs(world.sync, withdrawn)]
+    refused = world.plan(requester="alice may no longer")
+    assert (refused.writes, refused.deletes) == ((), ())
+    assert refused.status_patch is not None
+    ready = refused.status_patch["conditions"][0]
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "False",
+        REQUESTER_NOT_ALLOWED,
+        "alice may no longer",
     )

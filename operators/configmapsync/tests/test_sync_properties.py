@@ -30,6 +30,7 @@ from configmapsync_operator.simulation import (
     namespace,
     sync_object,
 )
+from configmapsync_operator.spec import parse_spec
 from opsuite_packaging.crd import structural_schema
 from opsuite_testkit import (
     LABELS,
@@ -209,14 +210,11 @@ def test_nothing_is_written_where_the_namespace_does_not_accept_the_source(
 
 def _wanted(world: World, namespace: dict[str, Any]) -> bool:
     """Whether the sync lists or selects ``namespace`` (whatever consent says)."""
-    spec = world.sync["spec"]
+    spec = parse_spec(world.sync)
     name = namespace["metadata"]["name"]
-    selector = spec.get("namespaceSelector")
-    selected = selector is not None and all(
-        namespace["metadata"].get("labels", {}).get(k) == v
-        for k, v in (selector.get("matchLabels") or {}).items()
-    )
-    return name in (spec.get("destinationNamespaces") or ()) or selected
+    selector = spec.namespace_selector
+    selected = selector is not None and selector.matches(namespace["metadata"].get("labels", {}))
+    return name in (spec.destination_namespaces or ()) or selected
 
 
 @FAST
