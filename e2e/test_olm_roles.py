@@ -1,5 +1,9 @@
-"""What OLM grants on the operators' own resources, on the OLM route (``hack/e2e-olm.sh test``
-sets E2E_OLM).
+"""What OLM installs, on the OLM route (``hack/e2e-olm.sh test`` sets E2E_OLM): the operators'
+images by digest, and what OLM grants on the operators' own resources.
+
+The bundles' CSVs name each operator image by the digest the registry serves (pinned when the
+release, or ``hack/olm_images.py`` here, builds the bundle images), so OLM runs exactly what was
+published (#31, item 9).
 
 For every CRD a bundle owns OLM makes ClusterRoles aggregated into the built-in ``edit`` and
 ``admin``, so a cluster-wide ``edit`` binding may write DebugImagePolicies, the cluster-wide
@@ -17,6 +21,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from e2e.charts import CHARTS
 from e2e.cluster import service_account_client
 from poddebugger_manifests import IMAGE_POLICY_WRITERS_NAME, IMAGE_POLICY_WRITERS_VERB
 from poddebugger_operator.models import GROUP, IMAGE_POLICY_KIND, IMAGE_POLICY_PLURAL, VERSION
@@ -104,3 +109,14 @@ def test_olm_edit_may_write_debug_image_policies_but_the_writers_policy_refuses(
     assert refusal is not None, "a cluster-wide editor created a DebugImagePolicy"
     assert refusal.status == 403, refusal
     assert IMAGE_POLICY_WRITERS_VERB in str(refusal.body), refusal.body
+
+
+def test_olm_runs_the_operators_by_digest(api: client.ApiClient) -> None:
+    namespace = os.environ.get("E2E_NAMESPACE", "operators")
+    apps = client.AppsV1Api(api)
+    for spec in CHARTS.values():
+        deployment = apps.read_namespaced_deployment(spec.name, namespace)
+        (container,) = deployment.spec.template.spec.containers
+        repository, _, digest = container.image.partition("@")
+        assert repository == f"ghcr.io/opsuite/{spec.name}", container.image
+        assert digest.startswith("sha256:"), container.image

@@ -3,8 +3,8 @@
 # image (catalog/, served by opm) and push them: <registry>/<package>-bundle:<tag> and
 # <registry>/opsuite-catalog:<tag>. catalog/ names its bundles ghcr.io/opsuite/<package>-bundle:<tag>;
 # the tag must be that one (a registry that mirrors ghcr.io, as the OLM job's, serves the rest).
-# With --push the catalog image names every image by digest (hack/pin_digests.py): the operator
-# images must be in <registry> already.
+# With --push the bundles' CSVs name the operator images, and the catalog image every image, by
+# digest (hack/pin_digests.py): the operator images must be in <registry> already.
 # Usage: hack/build-olm-images.sh <registry> <tag> [--push]   (without --push: --load, one platform)
 # OLM_SOURCE: the tree holding bundle/ and catalog/ (default: this checkout's); the OLM job of
 # e2e.yaml builds the upgrade test's two releases (hack/olm_images.py --releases) with it.
@@ -28,19 +28,26 @@ else
   output=(--load)
 fi
 
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
 for dir in "$tree"/bundle/*/; do
   package="$(basename "$dir")"
   if ! grep -qx "image: ghcr.io/opsuite/$package-bundle:$tag" "$tree/catalog/$package/catalog.yaml"; then
     echo "$tree/catalog/$package does not name ghcr.io/opsuite/$package-bundle:$tag" >&2
     exit 1
   fi
-  docker buildx build "${output[@]}" -f "$dir/bundle.Dockerfile" \
-    -t "$registry/$package-bundle:$tag" "$dir"
+  cp -r "$dir" "$work/$package"
+  if [[ $# -eq 3 ]]; then
+    # Pushed: the CSV's Deployment and relatedImages name the operator image by the digest
+    # <registry> serves, so that OLM runs exactly what was published (and a mirror by digest
+    # can serve it).
+    python3 hack/pin_digests.py "$work/$package/manifests" --registry-for "ghcr.io/opsuite=$registry"
+  fi
+  docker buildx build "${output[@]}" -f "$work/$package/bundle.Dockerfile" \
+    -t "$registry/$package-bundle:$tag" "$work/$package"
 done
 
 hack/build-tools.sh opm
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 cp -r "$tree/catalog" "$work/catalog"
 if [[ $# -eq 3 ]]; then
   # Pushed: the catalog names the bundles and the operator images by the digests <registry>

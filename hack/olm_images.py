@@ -8,7 +8,8 @@ real node's containerd takes from that registry):
   (pyproject's version, replacing the previous one: the bundles ``make bundle`` writes once the
   previous release is in the catalog);
 * ``<package>-bundle:v<version>`` of both: ``bundle/<package>/`` as its bundle.Dockerfile lays
-  it out (FROM scratch, manifests/, metadata/ and tests/scorecard/, the bundle labels);
+  it out (FROM scratch, manifests/, metadata/ and tests/scorecard/, the bundle labels), its
+  CSV naming the operator image by digest (hack/pin_digests.py, as the release pins it);
 * ``opsuite-catalog:``:data:`UPGRADE_TAG`, the moving tag the CatalogSource polls: the previous
   release's catalog served by ``opm serve``, as the image ``opm generate dockerfile`` describes
   (its cache built at image build time), its bundle images and relatedImages named by digest
@@ -75,8 +76,14 @@ def _image(rootfs: Path, archive: Path, config: ImageConfig, names: Sequence[str
         archive_layout(layout, archive, write_image(layout, [layer], config), names)
 
 
-def build_bundle(package: str, tag: str, bundles: Path = ROOT / "bundle") -> tuple[Path, str]:
-    """A bundle image's archive and its published name (``bundles/<package>``)."""
+def build_bundle(
+    package: str,
+    tag: str,
+    bundles: Path = ROOT / "bundle",
+    resolve: Callable[[str], str] | None = None,
+) -> tuple[Path, str]:
+    """A bundle image's archive and its published name (``bundles/<package>``); with
+    ``resolve``, its CSV names the operator image by digest (as the release pins it)."""
     source = bundles / package
     name = f"{PUBLISHED}/{package}-bundle:{tag}"
     archive = OLM_OUT / f"{package}-bundle-{tag}.tar"
@@ -84,6 +91,8 @@ def build_bundle(package: str, tag: str, bundles: Path = ROOT / "bundle") -> tup
         rootfs = Path(tmp) / "rootfs"
         for part in ("manifests", "metadata", "tests"):
             shutil.copytree(source / part, rootfs / part)
+        if resolve is not None:
+            pin_digests.pin_catalog(rootfs / "manifests", resolve)
         labels = bundle_labels(source / "bundle.Dockerfile")
         _image(rootfs, archive, ImageConfig(env=(), labels=labels), [name])
     return archive, name
@@ -177,11 +186,12 @@ def publish(registry: str) -> dict[str, str]:
     for target in images.TARGETS:
         for tag, role in ((current_version, ""), (PREVIOUS_VERSION, "/previous")):
             push(OUT / f"{target}.tar", f"{PUBLISHED}/{target}:{tag}", f"operator/{target}{role}")
-    for package in sorted(p.name for p in (current / "bundle").iterdir()):
-        push(*build_bundle(package, f"v{current_version}", current / "bundle"), f"bundle/{package}")
-        old = build_bundle(package, f"v{PREVIOUS_VERSION}", previous / "bundle")
-        push(*old, f"bundle/{package}/previous")
     resolve = pin_digests.registry_resolver([(PUBLISHED, f"{registry}/opsuite")])
+    for package in sorted(p.name for p in (current / "bundle").iterdir()):
+        new = build_bundle(package, f"v{current_version}", current / "bundle", resolve)
+        push(*new, f"bundle/{package}")
+        old = build_bundle(package, f"v{PREVIOUS_VERSION}", previous / "bundle", resolve)
+        push(*old, f"bundle/{package}/previous")
     catalog = build_catalog(UPGRADE_TAG, previous / "catalog", OLM_OUT / "catalog.tar", resolve)
     push(*catalog, "catalog")
     next_tag = f"{UPGRADE_TAG}-next"

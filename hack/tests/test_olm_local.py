@@ -143,6 +143,26 @@ def test_bundle_image_is_the_bundle_dockerfiles_layout(tmp_path: Path) -> None:
         assert sorted(p.name for p in (tmp_path / "root" / part).iterdir()) == expected
 
 
+def test_a_bundle_built_with_a_resolver_names_the_operator_image_by_digest(
+    tmp_path: Path,
+) -> None:
+    digest = "sha256:" + "ab" * 32
+    asked: list[str] = []
+
+    def resolve(reference: str) -> str:
+        asked.append(reference)
+        return digest
+
+    archive, _ = olm_images.build_bundle("podset-operator", "v9.9.9", resolve=resolve)
+    images.unpack_image(archive, tmp_path / "root")
+    csv = tmp_path / "root" / "manifests" / "podset-operator.clusterserviceversion.yaml"
+    text = csv.read_text()
+    assert f"image: ghcr.io/opsuite/podset-operator@{digest}" in text
+    assert "image: ghcr.io/opsuite/podset-operator:" not in text
+    assert set(asked) == {r for r in asked if r.startswith("ghcr.io/opsuite/podset-operator:")}
+    assert len(asked) == 2  # the Deployment's container and relatedImages
+
+
 QUICKSTART = """\
 apiVersion: apps/v1
 kind: Deployment
