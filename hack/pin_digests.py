@@ -9,6 +9,11 @@ registry standing in for ghcr.io. The rewrite is textual (``image: <ref>`` lines
 catalog's layout stays as generated and no YAML library is needed.
 
     python3 hack/pin_digests.py CATALOG_DIR [--registry-for PREFIX=HOST/PREFIX]
+    python3 hack/pin_digests.py --chart CHART_DIR --version VERSION
+
+With ``--chart`` it sets a chart's default ``image.digest`` (values.yaml) to the digest of
+``<image.repository>:<VERSION>``, which the release runs before ``helm package``: the published
+chart pulls exactly the published image, by digest, unless a user sets the tag or digest.
 """
 
 from __future__ import annotations
@@ -53,6 +58,29 @@ def pin_catalog(catalog: Path, resolve: Callable[[str], str]) -> list[str]:
     return seen
 
 
+_VALUES_IMAGE = re.compile(
+    r'^image:\n(?:  #.*\n)*  repository: "?(?P<repository>[^"\n]+)"?\n(?P<middle>(?:  .*\n)*?)'
+    r'(?P<key>  digest: )""$',
+    re.MULTILINE,
+)
+
+
+def pin_chart(chart: Path, version: str, resolve: Callable[[str], str]) -> str:
+    """Set ``image.digest`` in ``chart``'s values.yaml to that of ``<repository>:<version>``;
+    return the digest."""
+    values = chart / "values.yaml"
+    text = values.read_text()
+    found = _VALUES_IMAGE.search(text)
+    if found is None:
+        raise ValueError(f"{values}: no image with an empty digest to pin")
+    digest = resolve(f"{found['repository']}:{version}")
+    if not _DIGEST.match(digest):
+        raise ValueError(f"{found['repository']}:{version}: not a sha256 digest: {digest!r}")
+    end = found.end("key")
+    values.write_text(text[:end] + f'"{digest}"' + text[end + 2 :])
+    return digest
+
+
 def registry_resolver(replacements: Sequence[tuple[str, str]] = ()) -> Callable[[str], str]:
     """Resolve a reference's digest from its registry; a reference starting with one of the
     ``(prefix, replacement)`` is looked up under the replacement (a registry standing in for
@@ -70,11 +98,21 @@ def registry_resolver(replacements: Sequence[tuple[str, str]] = ()) -> Callable[
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("catalog", type=Path)
+    parser.add_argument("catalog", type=Path, nargs="?")
     parser.add_argument("--registry-for", action="append", default=[], metavar="PREFIX=WHERE")
+    parser.add_argument("--chart", type=Path)
+    parser.add_argument("--version")
     args = parser.parse_args(argv)
     replacements = [(item.partition("=")[0], item.partition("=")[2]) for item in args.registry_for]
-    for reference in pin_catalog(args.catalog, registry_resolver(replacements)):
+    resolve = registry_resolver(replacements)
+    if args.chart is not None:
+        if not args.version or args.catalog is not None:
+            parser.error("--chart takes --version and no catalog")
+        print(f"pinned {args.chart}: {pin_chart(args.chart, args.version, resolve)}")
+        return
+    if args.catalog is None:
+        parser.error("a catalog directory or --chart")
+    for reference in pin_catalog(args.catalog, resolve):
         print(f"pinned {reference}")
 
 

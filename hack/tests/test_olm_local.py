@@ -307,3 +307,26 @@ def test_resolver_reads_the_digest_the_registry_serves(
     assert resolve("ghcr.io/opsuite/app:1") == digest
     with pytest.raises(Exception, match="404"):
         resolve("ghcr.io/opsuite/app:missing")
+
+
+@pytest.mark.parametrize(
+    "chart", ["podset-operator", "configmapsync-operator", "pod-debugger-operator"]
+)
+def test_a_released_chart_pulls_its_image_by_digest(tmp_path: Path, chart: str) -> None:
+    """What the release does before ``helm package``: the chart's default image.digest is that
+    of the image published under the chart's version."""
+    shutil.copytree(ROOT / "charts" / chart, tmp_path / chart)
+    digest = "sha256:" + "cd" * 32
+    asked: list[str] = []
+
+    def resolve(reference: str) -> str:
+        asked.append(reference)
+        return digest
+
+    assert pin_digests.pin_chart(tmp_path / chart, "1.2.3", resolve) == digest
+    assert asked == [f"ghcr.io/opsuite/{chart}:1.2.3"]
+    values = yaml.safe_load((tmp_path / chart / "values.yaml").read_text())
+    assert values["image"]["digest"] == digest
+    assert (tmp_path / chart / "values.yaml").read_text().count(digest) == 1
+    with pytest.raises(ValueError, match="empty digest"):
+        pin_digests.pin_chart(tmp_path / chart, "1.2.3", resolve)

@@ -398,3 +398,18 @@ def test_the_kubernetes_versions_claimed_are_the_ones_tested() -> None:
         assert yaml.safe_load(csv.read_text())["spec"]["minKubeVersion"] == MIN_KUBE_VERSION
     for chart in (ROOT / "charts").glob("*/Chart.yaml"):
         assert yaml.safe_load(chart.read_text())["kubeVersion"] == f">={MIN_KUBE_VERSION}-0"
+
+
+def test_the_release_pins_every_image_it_publishes_by_digest_before_naming_it() -> None:
+    """The charts are packaged with their default image by digest, and the bundle images are
+    built (with --push) from CSVs naming the operator images by digest (#31, item 9)."""
+    release = _workflows()["release.yaml"]["jobs"]
+    charts = "\n".join(step.get("run", "") for step in release["charts"]["steps"])
+    assert charts.index("pin_digests.py --chart") < charts.index("helm package")
+    bundles = "\n".join(step.get("run", "") for step in release["bundles"]["steps"])
+    assert "hack/build-olm-images.sh" in bundles
+    assert "--push" in bundles
+    script = (ROOT / "hack" / "build-olm-images.sh").read_text()
+    assert script.index('pin_digests.py "$work/$package/manifests"') < script.index(
+        'docker buildx build "${output[@]}" -f "$work/$package/bundle.Dockerfile"'
+    )
