@@ -23,7 +23,7 @@ COPY shared/opsuite_common shared/opsuite_common
 COPY operators/podset/podset_operator operators/podset/podset_operator
 COPY operators/configmapsync/configmapsync_operator operators/configmapsync/configmapsync_operator
 COPY operators/poddebugger/poddebugger_operator operators/poddebugger/poddebugger_operator
-COPY hack/image/build-wheel.sh hack/image/pip.sh hack/image/
+COPY hack/image/build-wheel.sh hack/image/pip.sh hack/image/poetry-requirements.txt hack/image/
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=secret,id=ca,required=false,target=/run/secrets/ca \
     if [ -f /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi \

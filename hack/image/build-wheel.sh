@@ -4,8 +4,9 @@
 # Run by the Dockerfile's builder stage and by hack/tests/test_image_recipe.py.
 #
 # Usage: build-wheel.sh OUT_DIR [POETRY_VENV]
-# POETRY_VENV (default /opt/poetry) gets the pinned poetry and export plugin unless it already
-# has exactly those versions: the test passes a cached one, the image a throwaway one.
+# POETRY_VENV (default /opt/poetry) gets the pinned poetry and export plugin, and what they depend
+# on, each checked against its hash (hack/image/poetry-requirements.txt), unless it already has
+# exactly those versions: the test passes a cached one, the image a throwaway one.
 set -euo pipefail
 poetry_version="2.5.1" # the same as hack/install-deps.sh (a test checks)
 export_plugin_version="1.10.1"
@@ -23,8 +24,9 @@ sys.exit(version('poetry') != '$poetry_version'
          or version('poetry-plugin-export') != '$export_plugin_version')" 2>/dev/null; then
   # Without ensurepip (Debian's python3 may lack it), as in install-runtime.sh.
   python3 -m venv --clear --without-pip "$tools"
-  pip_ --python "$tools/bin/python" install -q --disable-pip-version-check \
-    "poetry==$poetry_version" "poetry-plugin-export==$export_plugin_version"
+  # Every package by its hash (hack/poetry_requirements.py writes them for these versions).
+  pip_ --python "$tools/bin/python" install -q --disable-pip-version-check --no-deps \
+    --require-hashes -r hack/image/poetry-requirements.txt
 fi
 
 # Plain poetry: building and exporting read pyproject.toml and poetry.lock only, so nothing

@@ -12,12 +12,16 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 from packaging.markers import Marker
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import poetry_requirements
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -163,3 +167,24 @@ def test_only_runtime_code_and_every_module_imports(venv: Path) -> None:
     assert not set(found["imported"]) & (generators | specs)
     assert "podset_operator.handlers" in found["imported"]
     assert "opsuite_common.manager" in found["imported"]
+
+
+def test_the_image_installs_poetry_by_hash_at_the_versions_build_wheel_names() -> None:
+    """#31, item 9: every package of the build's poetry is pinned and hashed, poetry and its
+    export plugin at the versions build-wheel.sh checks for."""
+    text = (ROOT / "hack/image/poetry-requirements.txt").read_text()
+    entries = re.split(r"\n(?=\S)", text.split("\n", 1)[1].strip())
+    pins = {}
+    for entry in entries:
+        requirement, *hashes = entry.split(" \\\n    ")
+        name, version = requirement.split("==")
+        assert hashes, entry
+        assert all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), entry
+        pins[name] = version
+    assert {k: pins[k] for k in ("poetry", "poetry-plugin-export")} == (
+        poetry_requirements.pinned_versions()
+    )
+    assert len(pins) > 2
+    script = (ROOT / "hack/image/build-wheel.sh").read_text()
+    assert "--require-hashes -r hack/image/poetry-requirements.txt" in script
+    assert "hack/image/poetry-requirements.txt" in (ROOT / "Dockerfile").read_text()
