@@ -228,13 +228,10 @@ CHART_SPEC = ChartSpec(
         "admission-policy.yaml": policy_template(
             CHART, ".Values.admissionPolicy.enabled", _POLICY_HEADER, admission_policy()
         ),
-        "requester-mutation.yaml": policy_template(
+        "requester-mutation.yaml": recording.requester_template(
             CHART,
-            recording.RECORDS_REQUESTER,
-            recording.requester_policy_header(
-                "ConfigMapSync",
-                "get the source and create, update and delete ConfigMaps where it writes",
-            ),
+            "ConfigMapSync",
+            "get the source and create, update and delete ConfigMaps where it writes",
             requester_policy(),
         ),
     },

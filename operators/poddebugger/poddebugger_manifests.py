@@ -240,34 +240,23 @@ def image_policy_writers_policy() -> list[dict[str, Any]]:
         f"authorizer.group('{models.GROUP}').resource('{models.IMAGE_POLICY_PLURAL}')"
         f".name(request.name).check('{IMAGE_POLICY_WRITERS_VERB}')"
     )
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": IMAGE_POLICY_WRITERS_NAME},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [models.GROUP],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "resources": [models.IMAGE_POLICY_PLURAL],
-                    }
-                ]
-            },
-            "validations": [
-                {
-                    "expression": f"{check}.allowed()",
-                    "messageExpression": "'changing the PodDebugger image allowlist (' + "
-                    f"request.name + ') needs {IMAGE_POLICY_WRITERS_VERB} on "
-                    f"{models.IMAGE_POLICY_PLURAL}.{models.GROUP}, which ' + "
-                    "request.userInfo.username + ' lacks: ask a cluster admin'",
-                    "reason": "Forbidden",
-                }
-            ],
-        },
-    }
+    policy = custom_resource_policy(
+        IMAGE_POLICY_WRITERS_NAME,
+        models.GROUP,
+        models.IMAGE_POLICY_PLURAL,
+        operations=("CREATE", "UPDATE", "DELETE"),
+        spec_changes_only=False,
+        validations=[
+            {
+                "expression": f"{check}.allowed()",
+                "messageExpression": "'changing the PodDebugger image allowlist (' + "
+                f"request.name + ') needs {IMAGE_POLICY_WRITERS_VERB} on "
+                f"{models.IMAGE_POLICY_PLURAL}.{models.GROUP}, which ' + "
+                "request.userInfo.username + ' lacks: ask a cluster admin'",
+                "reason": "Forbidden",
+            }
+        ],
+    )
     return [policy, policy_binding(IMAGE_POLICY_WRITERS_NAME)]
 
 
@@ -409,12 +398,10 @@ CHART_SPEC = ChartSpec(
             image_allowlist_policy((_PREFIXES,)),
             {f"- {_PREFIXES}": "{{- toYaml .Values.imageAllowlist.prefixes | nindent 4 }}"},
         ),
-        "requester-mutation.yaml": policy_template(
+        "requester-mutation.yaml": recording.requester_template(
             CHART,
-            recording.RECORDS_REQUESTER,
-            recording.requester_policy_header(
-                "PodDebugger", "patch pods/ephemeralcontainers there (kubectl debug)"
-            ),
+            "PodDebugger",
+            "patch pods/ephemeralcontainers there (kubectl debug)",
             requester_policy(),
         ),
         "image-policy-writers.yaml": policy_template(

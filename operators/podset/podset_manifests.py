@@ -159,11 +159,8 @@ CHART_SPEC = ChartSpec(
         "admission-policy.yaml": policy_template(
             CHART, ".Values.admissionPolicy.enabled", _POLICY_HEADER, admission_policy()
         ),
-        "requester-mutation.yaml": policy_template(
-            CHART,
-            recording.RECORDS_REQUESTER,
-            recording.requester_policy_header("PodSet", "create and delete pods in the namespace"),
-            requester_policy(),
+        "requester-mutation.yaml": recording.requester_template(
+            CHART, "PodSet", "create and delete pods in the namespace", requester_policy()
         ),
     },
 )

@@ -10,6 +10,21 @@ import yaml
 JSON = dict[str, Any]
 
 
+def match_constraints(group: str, plural: str, operations: Sequence[str]) -> JSON:
+    """An admission policy's matchConstraints: ``operations`` on ``group``/``plural``, any
+    version."""
+    return {
+        "resourceRules": [
+            {
+                "apiGroups": [group],
+                "apiVersions": ["*"],
+                "operations": list(operations),
+                "resources": [plural],
+            }
+        ]
+    }
+
+
 def custom_resource_policy(
     name: str,
     group: str,
@@ -18,30 +33,26 @@ def custom_resource_policy(
     validations: Sequence[JSON],
     variables: Sequence[JSON] = (),
     param_kind: JSON | None = None,
+    operations: Sequence[str] = ("CREATE", "UPDATE"),
+    spec_changes_only: bool = True,
 ) -> JSON:
-    """A policy checked on CREATE, and on UPDATE when the spec changes, of ``group``/``plural``.
+    """A policy checked on ``operations`` of ``group``/``plural`` (by default CREATE, and
+    UPDATE when the spec changes).
 
-    Status updates and metadata-only changes pass unchecked; failures deny (failurePolicy Fail).
+    With ``spec_changes_only``, status updates and metadata-only changes pass unchecked;
+    failures deny (failurePolicy Fail).
     """
     spec: JSON = {"failurePolicy": "Fail"}
     if param_kind is not None:
         spec["paramKind"] = param_kind
-    spec["matchConstraints"] = {
-        "resourceRules": [
+    spec["matchConstraints"] = match_constraints(group, plural, operations)
+    if spec_changes_only:
+        spec["matchConditions"] = [
             {
-                "apiGroups": [group],
-                "apiVersions": ["*"],
-                "operations": ["CREATE", "UPDATE"],
-                "resources": [plural],
+                "name": "spec-set-or-changed",
+                "expression": "request.operation == 'CREATE' || object.spec != oldObject.spec",
             }
         ]
-    }
-    spec["matchConditions"] = [
-        {
-            "name": "spec-set-or-changed",
-            "expression": "request.operation == 'CREATE' || object.spec != oldObject.spec",
-        }
-    ]
     if variables:
         spec["variables"] = list(variables)
     spec["validations"] = list(validations)
