@@ -12,18 +12,17 @@ answer expired), a change of the source is not copied there, and the ConfigMapSy
 
 from __future__ import annotations
 
-import copy
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from configmapsync_manifests import requester_policy
+from e2e.access import grant, in_force, only_in, renamed
 from e2e.cluster import Cluster, condition, service_account_client, wait_until
 from e2e.configmapsync_support import (
     ACCEPT,
@@ -48,14 +47,12 @@ SYNCS = {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["*"]}
 
 
 class Namespaces:
-    """The tenant's namespace and a destination accepting copies from it; cluster-scoped
-    objects of this test."""
+    """The tenant's namespace and a destination accepting copies from it."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
         self.core = client.CoreV1Api(api)
         self.rbac = client.RbacAuthorizationV1Api(api)
-        self.adm = client.AdmissionregistrationV1Api(api)
         run = uuid.uuid4().hex[:6]
         self.tenant, self.dest, self.policy = f"req-{run}-tenant", f"req-{run}-dest", f"req-{run}"
 
@@ -65,49 +62,24 @@ class Namespaces:
             {"metadata": {"name": self.dest, "annotations": {ACCEPT: self.tenant}}}
         )
         self.core.create_namespaced_service_account(self.tenant, {"metadata": {"name": "tenant"}})
-        self.grant(self.tenant, "tenant", CONFIG_MAPS, SYNCS)
-        self.grant(self.dest, "tenant", CONFIG_MAPS)
-        policy, binding = (copy.deepcopy(d) for d in requester_policy())
-        policy["metadata"]["name"] = binding["metadata"]["name"] = self.policy
-        binding["spec"]["policyName"] = self.policy
-        binding["spec"]["matchResources"] = {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.tenant}}
-        }
-        self.adm.create_mutating_admission_policy(policy)
-        self.adm.create_mutating_admission_policy_binding(binding)
+        grant(self.api, self.tenant, "tenant", [CONFIG_MAPS, SYNCS], "tenant", self.tenant)
+        grant(self.api, self.dest, "tenant", [CONFIG_MAPS], "tenant", self.tenant)
         return self
 
-    def grant(self, namespace: str, name: str, *rules: dict[str, Any]) -> None:
-        self.rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
-        self.rbac.create_namespaced_role_binding(
-            namespace,
-            {
-                "metadata": {"name": name},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-                "subjects": [
-                    {"kind": "ServiceAccount", "name": "tenant", "namespace": self.tenant}
-                ],
-            },
-        )
-
     def __exit__(self, *_exc: object) -> None:
-        for delete in (
-            self.adm.delete_mutating_admission_policy_binding,
-            self.adm.delete_mutating_admission_policy,
-        ):
-            try:
-                delete(self.policy)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
         for ns in (self.tenant, self.dest):
             self.core.delete_namespace(ns, propagation_policy="Background")
 
 
 @pytest.fixture
 def spaces(api: client.ApiClient, cluster: Cluster) -> Iterator[Namespaces]:
+    """The namespaces, the tenant's rights there, and the requester policy in force for the
+    tenant's namespace only."""
     install_crd(cluster)
-    with Namespaces(api) as made:
+    with (
+        Namespaces(api) as made,
+        in_force(api, renamed(requester_policy(), made.policy, only_in(made.tenant))),
+    ):
         yield made
 
 

@@ -13,7 +13,6 @@ share the cluster).
 
 from __future__ import annotations
 
-import copy
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from e2e.access import in_force, renamed
 from e2e.cluster import Cluster, service_account_client, wait_until
 from e2e.poddebugger_support import GROUP, VERSION, install_crd
 from poddebugger_manifests import (
@@ -84,7 +84,7 @@ def writers(cluster: Cluster, api: client.ApiClient) -> Iterator[Writers]:
     install_crd(cluster)
     run = uuid.uuid4().hex[:6]
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    adm, custom = client.AdmissionregistrationV1Api(api), client.CustomObjectsApi(api)
+    custom = client.CustomObjectsApi(api)
     made = Writers(run, rbac, custom, f"piw-{run}")
     core.create_namespace({"metadata": {"name": made.namespace}})
     try:
@@ -92,10 +92,7 @@ def writers(cluster: Cluster, api: client.ApiClient) -> Iterator[Writers]:
         made.grant(made.name("olm-edit"), [*OLM_EDIT_VERBS, "get", "list"])
         yield made
     finally:
-        cleanups: list[Callable[[], Any]] = [
-            lambda: adm.delete_validating_admission_policy_binding(made.name("policy")),
-            lambda: adm.delete_validating_admission_policy(made.name("policy")),
-        ]
+        cleanups: list[Callable[[], Any]] = []
         for what in ("list", "new"):
             cleanups.append(
                 lambda w=what: custom.delete_cluster_custom_object(
@@ -141,7 +138,6 @@ def test_only_those_who_may_escalate_change_the_image_allowlist(
     writers: Writers, api: client.ApiClient
 ) -> None:
     admin = writers.custom
-    adm = client.AdmissionregistrationV1Api(api)
     name = writers.name("list")
     tenant = client.CustomObjectsApi(service_account_client(api, writers.namespace, "writer"))
     # RBAC alone, as under OLM: the cluster-wide editor widens the list.
@@ -157,47 +153,39 @@ def test_only_those_who_may_escalate_change_the_image_allowlist(
         {"spec": {"allowedPrefixes": ["docker.io/library/busybox"]}},
     )
 
-    policy, binding = (copy.deepcopy(o) for o in image_policy_writers_policy())
-    for obj in (policy, binding):
-        obj["metadata"]["name"] = writers.name("policy")
-    binding["spec"]["policyName"] = writers.name("policy")
-    binding["spec"]["matchResources"] = {
-        "objectSelector": {"matchLabels": {RUN_LABEL: writers.run}}
-    }
-    adm.create_validating_admission_policy(policy)
-    adm.create_validating_admission_policy_binding(binding)
-
-    # Polled without effect (admission runs on dry runs) until the policy is in force.
-    wait_until(
-        lambda: _refused(lambda: _widen(tenant, name, dry_run=True)),
-        lambda exc: exc is not None,
-        timeout=60,
-        what="the writers policy refusing the cluster-wide editor",
-    )
-    refusal = _refused(lambda: _widen(tenant, name))
-    assert refusal is not None
-    assert IMAGE_POLICY_WRITERS_VERB in str(refusal.body), refusal.body
-    held = admin.get_cluster_custom_object(GROUP, VERSION, IMAGE_POLICY_PLURAL, name)
-    assert held["spec"]["allowedPrefixes"] == ["docker.io/library/busybox"]
-    assert _refused(
-        lambda: tenant.delete_cluster_custom_object(GROUP, VERSION, IMAGE_POLICY_PLURAL, name)
-    )
-    assert _refused(
-        lambda: tenant.create_cluster_custom_object(
-            GROUP, VERSION, IMAGE_POLICY_PLURAL, writers.params("new", [])
+    only_ours = {"objectSelector": {"matchLabels": {RUN_LABEL: writers.run}}}
+    with in_force(api, renamed(image_policy_writers_policy(), writers.name("policy"), only_ours)):
+        # Polled without effect (admission runs on dry runs) until the policy is in force.
+        wait_until(
+            lambda: _refused(lambda: _widen(tenant, name, dry_run=True)),
+            lambda exc: exc is not None,
+            timeout=60,
+            what="the writers policy refusing the cluster-wide editor",
         )
-    )
-    # A cluster admin still may; and so may whoever is granted escalate.
-    admin.patch_cluster_custom_object(
-        GROUP, VERSION, IMAGE_POLICY_PLURAL, name, {"spec": {"allowedPrefixes": ["a.io/"]}}
-    )
-    writers.grant(writers.name("escalate"), [IMAGE_POLICY_WRITERS_VERB])
-    wait_until(
-        lambda: _refused(lambda: _widen(tenant, name, dry_run=True)),
-        lambda exc: exc is None,
-        timeout=60,
-        what="the editor granted escalate widening the list",
-    )
-    _widen(tenant, name)
-    held = admin.get_cluster_custom_object(GROUP, VERSION, IMAGE_POLICY_PLURAL, name)
-    assert held["spec"]["allowedPrefixes"] == []
+        refusal = _refused(lambda: _widen(tenant, name))
+        assert refusal is not None
+        assert IMAGE_POLICY_WRITERS_VERB in str(refusal.body), refusal.body
+        held = admin.get_cluster_custom_object(GROUP, VERSION, IMAGE_POLICY_PLURAL, name)
+        assert held["spec"]["allowedPrefixes"] == ["docker.io/library/busybox"]
+        assert _refused(
+            lambda: tenant.delete_cluster_custom_object(GROUP, VERSION, IMAGE_POLICY_PLURAL, name)
+        )
+        assert _refused(
+            lambda: tenant.create_cluster_custom_object(
+                GROUP, VERSION, IMAGE_POLICY_PLURAL, writers.params("new", [])
+            )
+        )
+        # A cluster admin still may; and so may whoever is granted escalate.
+        admin.patch_cluster_custom_object(
+            GROUP, VERSION, IMAGE_POLICY_PLURAL, name, {"spec": {"allowedPrefixes": ["a.io/"]}}
+        )
+        writers.grant(writers.name("escalate"), [IMAGE_POLICY_WRITERS_VERB])
+        wait_until(
+            lambda: _refused(lambda: _widen(tenant, name, dry_run=True)),
+            lambda exc: exc is None,
+            timeout=60,
+            what="the editor granted escalate widening the list",
+        )
+        _widen(tenant, name)
+        held = admin.get_cluster_custom_object(GROUP, VERSION, IMAGE_POLICY_PLURAL, name)
+        assert held["spec"]["allowedPrefixes"] == []

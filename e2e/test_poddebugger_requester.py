@@ -13,7 +13,6 @@ is checked is what the API server holds).
 
 from __future__ import annotations
 
-import copy
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,8 +20,8 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
+from e2e.access import grant, in_force, only_in, renamed
 from e2e.cluster import Cluster, condition, service_account_client, wait_until
 from e2e.operators import OperatorProcess, start_operator
 from e2e.poddebugger_support import (
@@ -50,30 +49,12 @@ RULES = [
 
 
 @pytest.fixture
-def recorded(api: client.ApiClient, namespace: str) -> Iterator[str]:
-    """The requester policy in force for ``namespace`` only; its name."""
-    adm = client.AdmissionregistrationV1Api(api)
-    name = f"pdreq-{uuid.uuid4().hex[:6]}"
-    policy, binding = (copy.deepcopy(o) for o in requester_policy())
-    policy["metadata"]["name"] = binding["metadata"]["name"] = name
-    binding["spec"]["policyName"] = name
-    binding["spec"]["matchResources"] = {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-    }
-    adm.create_mutating_admission_policy(policy)
-    adm.create_mutating_admission_policy_binding(binding)
-    try:
-        yield name
-    finally:
-        for delete in (
-            adm.delete_mutating_admission_policy_binding,
-            adm.delete_mutating_admission_policy,
-        ):
-            try:
-                delete(name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+def recorded(api: client.ApiClient, namespace: str) -> Iterator[None]:
+    """The requester policy in force for ``namespace`` only."""
+    with in_force(
+        api, renamed(requester_policy(), f"pdreq-{uuid.uuid4().hex[:6]}", only_in(namespace))
+    ):
+        yield
 
 
 @pytest.fixture
@@ -89,25 +70,13 @@ def operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Opera
 def test_a_revoked_requester_stops_the_injections(
     api: client.ApiClient,
     namespace: str,
-    recorded: str,
+    recorded: None,
     operator: OperatorProcess,
 ) -> None:
     """``recorded`` and ``operator``: the policy in force and the operator running."""
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
     core.create_namespaced_service_account(namespace, {"metadata": {"name": "debugger"}})
-    rbac.create_namespaced_role(namespace, {"metadata": {"name": "debugger"}, "rules": RULES})
-    rbac.create_namespaced_role_binding(
-        namespace,
-        {
-            "metadata": {"name": "debugger"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": "debugger",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "debugger", "namespace": namespace}],
-        },
-    )
+    grant(api, namespace, "debugger", RULES, "debugger", namespace)
     user = f"system:serviceaccount:{namespace}:debugger"
     debuggers = Debuggers(api)
     tenant = client.CustomObjectsApi(service_account_client(api, namespace, "debugger"))

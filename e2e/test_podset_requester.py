@@ -13,7 +13,6 @@ API server, as a tenant ServiceAccount.
 
 from __future__ import annotations
 
-import copy
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from e2e.access import grant, in_force, only_in, renamed
 from e2e.cluster import condition, service_account_client, wait_until
 from e2e.operators import OperatorHandle
 from e2e.podset_support import GROUP, PLURAL, VERSION, PodSets, podset
@@ -37,60 +37,26 @@ POD_RULE = {
 }
 
 
-def _bound(documents: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
-    """The shipped policy and binding under a name of this test, bound to ``namespace``."""
-    name = f"psreq-{uuid.uuid4().hex[:6]}"
-    policy, binding = (copy.deepcopy(d) for d in documents)
-    policy["metadata"]["name"] = binding["metadata"]["name"] = name
-    binding["spec"]["policyName"] = name
-    binding["spec"]["matchResources"] = {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-    }
-    return [policy, binding]
-
-
 @pytest.fixture
 def policies(api: client.ApiClient, namespace: str) -> Iterator[None]:
     """The authorization and requester policies in force for ``namespace`` only."""
-    adm = client.AdmissionregistrationV1Api(api)
-    validating = _bound(admission_policy(), namespace)
-    mutating = _bound(requester_policy(), namespace)
-    adm.create_validating_admission_policy(validating[0])
-    adm.create_validating_admission_policy_binding(validating[1])
-    adm.create_mutating_admission_policy(mutating[0])
-    adm.create_mutating_admission_policy_binding(mutating[1])
-    try:
+    name = f"psreq-{uuid.uuid4().hex[:6]}"
+    with in_force(
+        api,
+        [
+            *renamed(admission_policy(), name, only_in(namespace)),
+            *renamed(requester_policy(), name, only_in(namespace)),
+        ],
+    ):
         yield
-    finally:
-        for delete, name in (
-            (adm.delete_validating_admission_policy_binding, validating[1]),
-            (adm.delete_validating_admission_policy, validating[0]),
-            (adm.delete_mutating_admission_policy_binding, mutating[1]),
-            (adm.delete_mutating_admission_policy, mutating[0]),
-        ):
-            try:
-                delete(name["metadata"]["name"])
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
 
 
 def _account(api: client.ApiClient, namespace: str, name: str, *rules: dict[str, Any]) -> None:
     """A ServiceAccount ``name`` holding ``rules`` in ``namespace``, one Role and binding per
     rule (``<name>-<index>``)."""
-    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+    client.CoreV1Api(api).create_namespaced_service_account(namespace, {"metadata": {"name": name}})
     for index, rule in enumerate(rules):
-        role = f"{name}-{index}"
-        rbac.create_namespaced_role(namespace, {"metadata": {"name": role}, "rules": [rule]})
-        rbac.create_namespaced_role_binding(
-            namespace,
-            {
-                "metadata": {"name": role},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-            },
-        )
+        grant(api, namespace, f"{name}-{index}", [rule], name, namespace)
 
 
 def _create(custom: client.CustomObjectsApi, namespace: str, body: dict[str, Any]) -> Any:
