@@ -9,17 +9,21 @@ PodDebugger says why (``RequesterNotAllowed``), once the operator's last answer 
 (cached :data:`~poddebugger_operator.requester.ALLOW_TTL` seconds) has expired. Someone else
 rewriting the record by a metadata-only update changes nothing. Pods stay on kwok nodes (what
 is checked is what the API server holds).
+
+Before 1.36 no MutatingAdmissionPolicy can write the record: requesters write it themselves,
+and the requester check (the shipped ValidatingAdmissionPolicy) admits only the truth.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from e2e.access import grant, in_force, only_in, renamed
 from e2e.cluster import Cluster, condition, service_account_client, wait_until
@@ -34,7 +38,7 @@ from e2e.poddebugger_support import (
     install_crd,
 )
 from opsuite_common.requester import ALLOW_TTL
-from poddebugger_manifests import requester_policy
+from poddebugger_manifests import requester_check, requester_policy
 from poddebugger_operator.requester import REQUESTED_BY, REQUESTED_BY_GROUPS
 
 pytestmark = pytest.mark.local_operators("runs its own operator with --require-requester")
@@ -120,3 +124,90 @@ def test_a_revoked_requester_stops_the_injections(
     assert user in condition(found, "Ready")["message"]
     assert ephemeral(debuggers.pod(namespace, "web-2")) == []
     assert len(ephemeral(debuggers.pod(namespace, "web-1"))) == 1
+
+
+def _refusal(call: Callable[[], object]) -> str:
+    """The body of the 403 ``call`` gets (it must get one)."""
+    with pytest.raises(ApiException) as caught:
+        call()
+    assert caught.value.status == 403, caught.value.body
+    return str(caught.value.body)
+
+
+def _status(call: Callable[[], object]) -> int:
+    """The HTTP status ``call`` gets."""
+    try:
+        call()
+    except ApiException as exc:
+        return int(exc.status)
+    return 201
+
+
+def test_before_mutating_policies_requesters_record_themselves_truthfully(
+    api: client.ApiClient, namespace: str, operator: OperatorProcess
+) -> None:
+    """The requester check alone (no mutating policy, as before 1.36): a PodDebugger naming
+    someone else is refused, one naming nobody is not acted upon (``--require-requester``),
+    one naming its requester is, until that requester's right is revoked; nobody changes the
+    record without the spec."""
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "debugger"}})
+    grant(api, namespace, "debugger", RULES, "debugger", namespace)
+    user = f"system:serviceaccount:{namespace}:debugger"
+    debuggers = Debuggers(api)
+    tenant = client.CustomObjectsApi(service_account_client(api, namespace, "debugger"))
+    debuggers.run_pod(namespace, "web-1", WEB)
+
+    def create(name: str, recorded: str | None, dry_run: str | None = None) -> object:
+        body = debugger_manifest(name, WEB)
+        if recorded is not None:
+            body["metadata"]["annotations"] = {REQUESTED_BY: recorded}
+        return tenant.create_namespaced_custom_object(
+            GROUP, "v1alpha1", namespace, PLURAL, body, dry_run=dry_run
+        )
+
+    name = f"pdchk-{uuid.uuid4().hex[:6]}"
+    with in_force(api, renamed(requester_check(), name, only_in(namespace))):
+        # Dry runs (admission runs on them) until the policy is in force.
+        wait_until(
+            lambda: _status(lambda: create("spoof", "system:admin", "All")),
+            lambda status: status == 403,
+            timeout=30,
+            what="the requester check in force",
+        )
+        refused = _refusal(lambda: create("spoof", "system:admin"))
+        assert f"{REQUESTED_BY} may only name you" in refused, refused
+        create("anonymous", None)
+        create("shell", user)
+        debuggers.wait_debugged(namespace, "shell", 1)
+        anonymous = wait_until(
+            lambda: debuggers.get(namespace, "anonymous"),
+            lambda obj: condition(obj, "Ready").get("reason") == "RequesterNotAllowed",
+            timeout=60,
+            what="the unrecorded PodDebugger reporting RequesterNotAllowed",
+        )
+        assert "no requester recorded" in condition(anonymous, "Ready")["message"]
+
+        refused = _refusal(
+            lambda: client.CustomObjectsApi(api).patch_namespaced_custom_object(
+                GROUP,
+                "v1alpha1",
+                namespace,
+                PLURAL,
+                "shell",
+                {"metadata": {"annotations": {REQUESTED_BY: "system:admin"}}},
+            )
+        )
+        assert "change only with the spec" in refused, refused
+
+        rbac.delete_namespaced_role_binding("debugger", namespace)
+        time.sleep(ALLOW_TTL + 1)  # the operator's last allowing answer expires
+        debuggers.run_pod(namespace, "web-2", WEB)
+        found = wait_until(
+            lambda: debuggers.get(namespace, "shell"),
+            lambda obj: condition(obj, "Ready").get("reason") == "RequesterNotAllowed",
+            timeout=90,
+            what="the PodDebugger reporting RequesterNotAllowed",
+        )
+        assert user in condition(found, "Ready")["message"]
+        assert ephemeral(debuggers.pod(namespace, "web-2")) == []

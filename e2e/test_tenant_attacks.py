@@ -296,3 +296,55 @@ def test_with_the_admission_policy_the_tenant_is_refused_at_admission(
         adm.delete_validating_admission_policy_binding(name)
         adm.delete_validating_admission_policy(name)
         tenant.close()
+
+
+def test_a_destination_deleted_and_created_again_by_another_team_gets_no_copy(
+    api: client.ApiClient, tenancy: Tenancy, operator: OperatorProcess
+) -> None:
+    """The namespace that accepted the tenant's copies is deleted, and another team creates one
+    under its name that accepts copies only from its own: the consent is read from the
+    Namespace on every pass, so the new namespace gets no copy and the sync reports why.
+    (Runs last: it replaces the module's open namespace.)"""
+    syncs = Syncs(api)
+    tenant = tenancy.as_tenant()
+    name = f"atk-{tenancy.run}-reused"
+    wait_until(
+        lambda: client.CoreV1Api(tenant).create_namespaced_config_map(
+            tenancy.tenant,
+            {"metadata": {"name": name, "annotations": {ALLOWED: "*"}}, "data": {"k": "v"}},
+        ),
+        bool,
+        timeout=30,
+        what="the tenant's source ConfigMap",
+    )
+    _create_as_tenant(
+        tenant, tenancy.tenant, sync_manifest(name, name, destinationNamespaces=[tenancy.open])
+    )
+    syncs.wait_copies([tenancy.open], name, lambda cm: cm is not None, "the first copy", 60)
+    tenancy.core.delete_namespace(tenancy.open)
+
+    def recreate() -> bool:
+        try:
+            tenancy.core.create_namespace(
+                {"metadata": {"name": tenancy.open, "annotations": {ACCEPT: "team-platform"}}}
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                return False  # the old namespace is still terminating
+            raise
+        return True
+
+    wait_until(recreate, bool, timeout=120, interval=1, what="the namespace created again")
+    cms = syncs.wait(
+        tenancy.tenant,
+        name,
+        lambda o: any(
+            t["namespace"] == tenancy.open and t["reason"] == "NotAcceptedByNamespace"
+            for t in (o.get("status") or {}).get("failedTargets") or []
+        ),
+        "the new namespace refused",
+    )
+    assert condition(cms, "Ready").get("status") == "False", cms["status"]
+    time.sleep(2)  # a copy the operator would still write has had time to land
+    assert syncs.configmap(tenancy.open, name) is None
+    tenant.close()

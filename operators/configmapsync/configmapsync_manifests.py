@@ -228,11 +228,13 @@ CHART_SPEC = ChartSpec(
         "admission-policy.yaml": policy_template(
             CHART, ".Values.admissionPolicy.enabled", _POLICY_HEADER, admission_policy()
         ),
-        "requester-mutation.yaml": recording.requester_template(
+        **recording.requester_templates(
             CHART,
             "ConfigMapSync",
             "get the source and create, update and delete ConfigMaps where it writes",
-            requester_policy(),
+            REQUESTER_POLICY_NAME,
+            models.GROUP,
+            models.PLURAL,
         ),
     },
 )

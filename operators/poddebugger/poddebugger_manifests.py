@@ -268,6 +268,12 @@ def requester_policy() -> list[dict[str, Any]]:
     return recording.requester_policy(REQUESTER_POLICY_NAME, models.GROUP, models.PLURAL)
 
 
+def requester_check() -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy admitting only a truthful requester record (before 1.36),
+    and its binding."""
+    return recording.requester_check(REQUESTER_POLICY_NAME, models.GROUP, models.PLURAL)
+
+
 class ImageAllowlistValues(KubeModel):
     """Which debug images PodDebuggers may use."""
 
@@ -305,10 +311,11 @@ class PodDebuggerChartValues(ChartValues):
     and a Deny binding exist (PodDebuggers report PolicyMissing). Turning it on lets whoever
     may edit PodDebuggers in a namespace run images of their choice in its pods."""
     require_requester: bool = False
-    """Act only for PodDebuggers whose requester the requester policy recorded
-    (--require-requester; needs admissionPolicy.enabled and Kubernetes 1.36). Off, those
-    created before the policy was installed are acted upon as admission admitted them; either
-    way a recorded requester is re-checked before every injection."""
+    """Act only for PodDebuggers whose requester is recorded (--require-requester; needs
+    admissionPolicy.enabled). From Kubernetes 1.36 the requester policy records them; before,
+    requesters record themselves and the requester check admits only the truth. Off, those
+    without a record are acted upon as admission admitted them; either way a recorded
+    requester is re-checked before every injection."""
     allow_sysadmin_profile: bool = False
     """Let PodDebuggers use profile sysadmin, a privileged container (--allow-sysadmin-profile);
     off, such a PodDebugger is reported (ProfileNotAllowed) and nothing is injected, and (with
@@ -353,9 +360,9 @@ CHART_SPEC = ChartSpec(
 {{- if .Values.allowSysadminProfile }}
 - --allow-sysadmin-profile
 {{- end }}
-{{- if and .Values.requireRequester (RECORDS_REQUESTER) }}
+{{- if and .Values.requireRequester .Values.admissionPolicy.enabled }}
 - --require-requester
-{{- end }}""".replace("RECORDS_REQUESTER", recording.RECORDS_REQUESTER),
+{{- end }}""",
     keywords=("debug", "ephemeral-containers", "troubleshooting"),
     security_notes="""\
 - The operator may add ephemeral containers to any pod it serves, so a ValidatingAdmissionPolicy
@@ -398,11 +405,13 @@ CHART_SPEC = ChartSpec(
             image_allowlist_policy((_PREFIXES,)),
             {f"- {_PREFIXES}": "{{- toYaml .Values.imageAllowlist.prefixes | nindent 4 }}"},
         ),
-        "requester-mutation.yaml": recording.requester_template(
+        **recording.requester_templates(
             CHART,
             "PodDebugger",
             "patch pods/ephemeralcontainers there (kubectl debug)",
-            requester_policy(),
+            REQUESTER_POLICY_NAME,
+            models.GROUP,
+            models.PLURAL,
         ),
         "image-policy-writers.yaml": policy_template(
             CHART,

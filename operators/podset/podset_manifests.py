@@ -159,8 +159,13 @@ CHART_SPEC = ChartSpec(
         "admission-policy.yaml": policy_template(
             CHART, ".Values.admissionPolicy.enabled", _POLICY_HEADER, admission_policy()
         ),
-        "requester-mutation.yaml": recording.requester_template(
-            CHART, "PodSet", "create and delete pods in the namespace", requester_policy()
+        **recording.requester_templates(
+            CHART,
+            "PodSet",
+            "create and delete pods in the namespace",
+            REQUESTER_POLICY_NAME,
+            models.GROUP,
+            models.PLURAL,
         ),
     },
 )

@@ -1,7 +1,7 @@
 """Who asked for a custom resource, and whether they still may.
 
 Admission checks a custom resource's author once; an operator acts for as long as the object
-exists. So a MutatingAdmissionPolicy (:func:`opsuite_common.admission.requester_policy`)
+exists. So a MutatingAdmissionPolicy (:mod:`opsuite_packaging.requester_policy`)
 records who created the object or last changed its spec in two annotations, and before acting
 the operator asks the API server, with SubjectAccessReviews, whether that user (with those
 groups) may still do by hand what the operator would do for them. Answers are cached briefly,

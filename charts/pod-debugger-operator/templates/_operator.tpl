@@ -89,7 +89,7 @@ poddebuggers.debug.opsuite.dev
 {{- if .Values.allowSysadminProfile }}
 - --allow-sysadmin-profile
 {{- end }}
-{{- if and .Values.requireRequester (and .Values.admissionPolicy.enabled (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")) }}
+{{- if and .Values.requireRequester .Values.admissionPolicy.enabled }}
 - --require-requester
 {{- end }}
 {{- end }}
