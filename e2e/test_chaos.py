@@ -25,15 +25,17 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config
+from prometheus_client.parser import text_string_to_metric_families
 
 from e2e import configmapsync_support, poddebugger_support, podset_support
-from e2e.cluster import ROOT, Cluster, wait_until
-from e2e.fanout import FanOut
+from e2e.cluster import ROOT, Cluster, condition, wait_until
+from e2e.fanout import SYNC, FanOut
 from e2e.measurements import record
 from e2e.operators import OperatorProcess, operator_env
 from poddebugger_operator.reconcile import container_name, parse_spec
@@ -339,6 +341,127 @@ def test_apiserver_paused_longer_than_the_watch_timeout(fleet: Fleet) -> None:
             "converged_after_resume_s": round(converged + ready_again, 1),
         },
     )
+
+
+THROTTLE_SHARES = 1
+"""The operators' priority level's share of the API server's concurrency: a few seats, and
+``Reject`` instead of queuing, so the scale-up and the fan-out meet 429s."""
+
+
+def _identity(cluster: Cluster, command: str) -> str:
+    """The user name the operator ``command`` authenticates as (a SelfSubjectReview)."""
+    own = config.new_client_from_config(config_file=str(cluster.operator_kubeconfig(command)))
+    try:
+        review = client.AuthenticationV1Api(own).create_self_subject_review({})
+        return str(review.status.user_info.username)
+    finally:
+        own.close()
+
+
+@contextmanager
+def _throttled(fleet: Fleet) -> Iterator[None]:
+    """The operators' requests in a priority level of :data:`THROTTLE_SHARES` shares that
+    rejects what it cannot serve at once (API Priority and Fairness answers 429)."""
+    name = f"{fleet.prefix}throttled"
+    users = [_identity(fleet.cluster, command) for command in fleet.operators]
+    if any(u.startswith("system:admin") or u == "admin" for u in users):
+        pytest.skip(f"the operators run as the admin ({users}), whom APF exempts")
+    flow = client.FlowcontrolApiserverV1Api(fleet.api)
+    flow.create_priority_level_configuration(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "type": "Limited",
+                "limited": {
+                    "nominalConcurrencyShares": THROTTLE_SHARES,
+                    "lendablePercent": 0,
+                    "borrowingLimitPercent": 0,
+                    "limitResponse": {"type": "Reject"},
+                },
+            },
+        }
+    )
+    everything = {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": True}
+    flow.create_flow_schema(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "priorityLevelConfiguration": {"name": name},
+                "matchingPrecedence": 100,
+                "distinguisherMethod": {"type": "ByUser"},
+                "rules": [
+                    {
+                        "subjects": [{"kind": "User", "user": {"name": u}} for u in users],
+                        "resourceRules": [{**everything, "namespaces": ["*"]}],
+                        "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                    }
+                ],
+            },
+        }
+    )
+    try:
+        yield
+    finally:
+        flow.delete_flow_schema(name)
+        flow.delete_priority_level_configuration(name)
+
+
+def _throttles(fleet: Fleet) -> int:
+    """The 429 answers the operators have counted (``rest_client_requests_total``)."""
+    return sum(
+        int(sample.value)
+        for proc in fleet.operators.values()
+        for family in text_string_to_metric_families(proc.metrics())
+        if family.name == "rest_client_requests"
+        for sample in family.samples
+        if sample.name.endswith("_total") and sample.labels.get("code") == "429"
+    )
+
+
+def test_throttled_by_priority_and_fairness(fleet: Fleet) -> None:
+    """The operators' requests in a priority level of a few seats that rejects the rest (429,
+    with Retry-After), during the 0→300 scale-up and the 200-namespace fan-out: everything
+    converges with no Degraded condition and no Warning Event; each throttled request is
+    retried as client-go retries it, and counted by code."""
+    fleet.reset()
+    pids = fleet.pids()
+    before = _throttles(fleet)
+    since = time.time()
+    data = f"throttled-{uuid.uuid4().hex[:4]}"
+    with _throttled(fleet):
+        fleet.set_source(data)
+        fleet.scale(REPLICAS)
+        fleet.create_sync()
+        converged = fleet.wait_converged(REPLICAS, data, timeout=240)
+        throttled = _throttles(fleet) - before
+    fleet.assert_no_restart(pids)
+    record(
+        "chaos",
+        "apf_throttled",
+        {"converged_s": round(converged, 1), "throttled_requests": throttled},
+    )
+    assert throttled > 0, "no request was throttled: the priority level did not bite"
+    warnings = [
+        f"{e.involved_object.kind}/{e.involved_object.name}: {e.reason}: {e.message}"
+        for ns in (fleet.work, fleet.source)
+        for e in fleet.core.list_namespaced_event(ns, field_selector="type=Warning").items
+        if (e.last_timestamp or e.event_time or e.metadata.creation_timestamp).timestamp() >= since
+    ]
+    assert not warnings, warnings
+    objects = [
+        (podset_support.GROUP, podset_support.VERSION, fleet.work, podset_support.PLURAL, "web"),
+        (
+            configmapsync_support.GROUP,
+            configmapsync_support.VERSION,
+            fleet.source,
+            configmapsync_support.PLURAL,
+            SYNC,
+        ),
+    ]
+    for group, version, namespace, plural, name in objects:
+        obj = fleet.custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+        degraded = condition(obj, "Degraded")
+        assert degraded.get("status") != "True", (plural, degraded)
 
 
 def test_operators_sigkilled_at_random_points(fleet: Fleet) -> None:
