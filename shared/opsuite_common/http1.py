@@ -55,6 +55,9 @@ class Response:
     status: int
     reason: str
     body: bytes
+    retry_after: int | None = None
+    """Its Retry-After in seconds; None without one, or with an HTTP date (which the API server
+    never sends, and client-go ignores)."""
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,8 @@ class _State(enum.Enum):
     IDLE = enum.auto()
 
 
-def _parse_head(head: bytes) -> tuple[int, str, int | None, bool, bool]:
-    """(status, reason, Content-Length, chunked, close) of a response head."""
+def _parse_head(head: bytes) -> tuple[int, str, int | None, bool, bool, int | None]:
+    """(status, reason, Content-Length, chunked, close, Retry-After) of a response head."""
     status_line, _, fields = head.partition(b"\r\n")
     version, _, rest = status_line.partition(b" ")
     code, _, reason = rest.partition(b" ")
@@ -97,6 +100,7 @@ def _parse_head(head: bytes) -> tuple[int, str, int | None, bool, bool]:
     length: int | None = None
     chunked = False
     close = version == b"HTTP/1.0"
+    retry_after: int | None = None
     for line in fields.split(b"\r\n"):
         name, _, value = line.partition(b":")
         name = name.strip().lower()
@@ -107,7 +111,9 @@ def _parse_head(head: bytes) -> tuple[int, str, int | None, bool, bool]:
         elif name == b"connection":
             tokens = {token.strip().lower() for token in value.split(b",")}
             close = b"close" in tokens or (close and b"keep-alive" not in tokens)
-    return int(code), reason.decode("latin-1"), length, chunked, close
+        elif name == b"retry-after" and value.strip().isdigit():
+            retry_after = int(value)
+    return int(code), reason.decode("latin-1"), length, chunked, close, retry_after
 
 
 class _Connection(asyncio.Protocol):
@@ -124,6 +130,7 @@ class _Connection(asyncio.Protocol):
         self._remaining = 0
         self._status = 0
         self._reason = ""
+        self._retry_after: int | None = None
         self._keep_alive = True
         self._no_body = False
         self._first_line = False
@@ -211,10 +218,11 @@ class _Connection(asyncio.Protocol):
                     return
                 head = bytes(buffer[:end])
                 del buffer[: end + 4]
-                status, reason, length, chunked, close = _parse_head(head)
+                status, reason, length, chunked, close, retry_after = _parse_head(head)
                 if 100 <= status < 200:
                     continue  # an interim response: the real one follows
                 self._status, self._reason, self._keep_alive = status, reason, not close
+                self._retry_after = retry_after
                 if self._no_body or status in (204, 304):
                     self._complete()
                     return
@@ -278,7 +286,7 @@ class _Connection(asyncio.Protocol):
         self._body = bytearray()
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
-            waiter.set_result(Response(self._status, self._reason, body))
+            waiter.set_result(Response(self._status, self._reason, body, self._retry_after))
         if self._buffer and self._state is _State.IDLE:
             self.close()
 

@@ -16,6 +16,13 @@ right before it leaves, once it has its turn among the requests in flight. HTTP/
 connection per request in flight, each with its own TLS handshake: new connections resume the
 TLS session of an earlier one (:class:`ResumingContext`), and the first request of the process
 goes alone so that a burst's connections find its session there.
+
+A request the API server answers 429, or 5xx, with a Retry-After in seconds is sent again after
+that long (at most MAX_RETRY_AFTER), up to MAX_RETRIES times, whatever its method: what
+client-go's rest client does (``checkWait``). API Priority and Fairness, the max-in-flight
+filter and a shutting-down API server reject a request so, before carrying it out; the caller
+sees the error only when the retries are spent. Each attempt is counted with its code, takes
+its turn among the requests in flight and passes the write fence again.
 """
 
 from __future__ import annotations
@@ -24,13 +31,15 @@ import asyncio
 import asyncio.sslproto
 import contextlib
 import copy
+import itertools
+import logging
 import socket
 import ssl
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
@@ -41,6 +50,8 @@ from opsuite_common.kubeconfig import Configuration
 from opsuite_common.metrics import REST_CLIENT_REQUESTS
 
 __all__ = [
+    "MAX_RETRIES",
+    "MAX_RETRY_AFTER",
     "UNACKNOWLEDGED_TIMEOUT",
     "ApiException",
     "KubeApi",
@@ -52,6 +63,9 @@ __all__ = [
 ]
 
 JSON = dict[str, Any]
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 PATCH_TYPES = {
     "merge": "application/merge-patch+json",
@@ -69,6 +83,12 @@ goroutine, so that a burst of Events never delays the writes that do the operato
 IDLE_CONNECTION_TIMEOUT = 90.0
 """Seconds an idle connection is kept for reuse (client-go's IdleConnTimeout: shorter, a burst
 after a quiet spell would open, and TLS-handshake, its connections anew)."""
+MAX_RETRIES = 10
+"""Times a request is sent again when the API server asks for it (client-go's maxRetries)."""
+MAX_RETRY_AFTER = 10.0
+"""Seconds waited at most before sending a request again, whatever its Retry-After asks
+(client-go waits whatever it asks): the API server's throttling asks for a second or so; a far
+longer ask would hold a reconcile, ten times over, where the work queue's backoff serves."""
 
 
 UNACKNOWLEDGED_TIMEOUT = 2.0
@@ -84,11 +104,29 @@ the lease can expire for anyone else."""
 class ApiException(Exception):
     """The API server answered an error status; ``body`` is its answer (a Status, mostly)."""
 
-    def __init__(self, status: int, reason: str = "", body: str = "") -> None:
+    def __init__(
+        self, status: int, reason: str = "", body: str = "", retry_after: int | None = None
+    ) -> None:
         super().__init__(f"({status}) {reason}: {body[:300]}")
         self.status = status
         self.reason = reason
         self.body = body
+        self.retry_after = retry_after
+        """The answer's Retry-After in seconds (None: it had none)."""
+
+    @classmethod
+    def of(cls, response: Response) -> ApiException:
+        """The error of an answer with an error status."""
+        body = response.body.decode(errors="replace")
+        return cls(response.status, response.reason, body, response.retry_after)
+
+    def retry_wait(self) -> float | None:
+        """Seconds to wait before sending the request again, or None not to, as client-go's
+        ``checkWait`` decides: only a 429 or a 5xx with a Retry-After, whatever the method (a
+        write answered 500 without one may have been carried out)."""
+        if self.retry_after is None or not (self.status == 429 or self.status >= 500):
+            return None
+        return min(self.retry_after, MAX_RETRY_AFTER)
 
 
 TLS_READ_BUFFER = 32 * 1024
@@ -293,8 +331,9 @@ def resource_path(
 
 
 class KubeApi:
-    """Async REST calls returning dicts; raises ``ApiException`` on an error status, and
-    ``WriteFenced`` for a write (any method but GET) while ``fence`` is closed.
+    """Async REST calls returning dicts; raises ``ApiException`` on an error status (once the
+    retries the API server asked for are spent), and ``WriteFenced`` for a write (any method
+    but GET) while ``fence`` is closed.
 
     At most ``max_parallel`` requests are in flight; the others wait for their turn, and a
     write passes the fence only when its turn comes, right before it is sent: a write that was
@@ -372,7 +411,11 @@ class KubeApi:
 
         async def run() -> None:
             try:
-                answer = await self._send(method, path, body, query, content_type)
+                answer = await self._retrying(
+                    f"{method} {path}",
+                    lambda: self._send(method, path, body, query, content_type),
+                    outcome,
+                )
             except Exception as exc:  # handed to the future
                 if not outcome.done():
                     outcome.set_exception(exc)
@@ -406,9 +449,7 @@ class KubeApi:
                     method, path, query, data, content_type, self._timeout
                 )
         if not 200 <= response.status <= 299:
-            raise ApiException(
-                response.status, response.reason, response.body.decode(errors="replace")
-            )
+            raise ApiException.of(response)
         parsed: JSON = orjson.loads(response.body) if response.body else {}
         return parsed
 
@@ -445,19 +486,52 @@ class KubeApi:
         finally:
             REST_CLIENT_REQUESTS.labels(code, method, session.host).inc()
 
+    async def _retrying(
+        self, what: str, attempt: Callable[[], Awaitable[T]], caller: asyncio.Future[Any] | None
+    ) -> T:
+        """``attempt()``, made again while it fails with an ApiException whose
+        :meth:`~ApiException.retry_wait` says when, MAX_RETRIES times at most; not once
+        ``caller`` is done: nobody waits for the answer any more (a Lease renewal the elector
+        gave up on is not sent later). Each retry is logged, and the end of the retries."""
+        for retry in itertools.count(1):
+            try:
+                return await attempt()
+            except ApiException as exc:
+                wait = exc.retry_wait()
+                if wait is None:
+                    raise
+                if retry > MAX_RETRIES:
+                    log.warning("%s: %d after %d retries: %s", what, exc.status, MAX_RETRIES, exc)
+                    raise
+                log.debug(
+                    "%s: %d, retry %d of %d in %g s", what, exc.status, retry, MAX_RETRIES, wait
+                )
+                if caller is None:
+                    await asyncio.sleep(wait)
+                else:
+                    await asyncio.wait((caller,), timeout=wait)
+                    if caller.done():
+                        raise
+        raise AssertionError("unreachable")
+
     async def wait_for_event(self, path: str, query: Mapping[str, str], max_wait: float) -> None:
         """Watch ``path`` (``query`` without ``watch``) and return at its first event, or when
-        the server ends the watch; raise ApiException on an error status. The connection is
-        closed after, never reused; cancelling the wait ends the watch."""
+        the server ends the watch; raise ApiException on an error status, once the retries
+        the API server asked for are spent. Cancelling the wait ends the watch."""
+        await self._retrying(
+            f"WATCH {path}", lambda: self._wait_for_event(path, query, max_wait), None
+        )
+
+    async def _wait_for_event(self, path: str, query: Mapping[str, str], max_wait: float) -> None:
+        """One watch request for :meth:`wait_for_event`; its connection is closed after, never
+        reused."""
         watch = {**query, "watch": "true"}
         async with self._slots:
             response = await self._exchange(
                 "GET", path, watch, None, "", max_wait + 5, first_line=True
             )
         if response.status != 200:
-            raise ApiException(
-                response.status, response.reason, response.body.decode(errors="replace")
-            )
+            raise ApiException.of(response)
 
     async def get(self, path: str) -> JSON | None:
         """GET an object; None when it does not exist."""

@@ -130,6 +130,28 @@ async def test_length_chunked_and_empty_bodies_come_whole_on_one_kept_connection
     assert server.connections == 1
 
 
+async def test_a_retry_after_in_seconds_comes_with_its_response(raw_server: Any) -> None:
+    """Each response carries its own Retry-After, when given in seconds (what KubeApi's retries
+    wait for); an HTTP date is not read, as client-go does not read one."""
+    answers = iter(
+        [
+            b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\nContent-Length: 2\r\n\r\n{}",
+            ok(b"{}"),
+            b"HTTP/1.1 503 Service Unavailable\r\nretry-after: Fri, 31 Dec 1999 23:59:59 GMT\r\n"
+            b"Content-Length: 2\r\n\r\n{}",
+        ]
+    )
+
+    async def reply(_head: bytes) -> bytes:
+        return next(answers)
+
+    server = await raw_server(reply)
+    pool = pool_for(server.port)
+    got = [await pool.request("GET", head("GET", f"/{i}"), None) for i in range(3)]
+    pool.close()
+    assert [(r.status, r.retry_after) for r in got] == [(429, 2), (200, None), (503, None)]
+
+
 async def test_a_body_sent_is_received_whole(raw_server: Any) -> None:
     async def echo(request: bytes) -> bytes:
         return ok(request.split(b"\r\n\r\n", 1)[1])

@@ -40,13 +40,22 @@ class ApiServer:
     """"complete", "cut" (ends after the first object, once) or "refused" (422)."""
     after_cut: dict[str, str] | None = None
     """The pods from the moment the stream is cut."""
+    throttled: str | None = None
+    """The Retry-After of a 429 answered to the first request (None: no such answer)."""
     queries: list[dict[str, str]] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
 
     def app(self) -> web.Application:
         async def pods(request: web.Request) -> web.StreamResponse:
             query = dict(request.query)
             self.queries.append(query)
+            self.arrivals.append(asyncio.get_running_loop().time())
+            if self.throttled is not None and len(self.queries) == 1:
+                status = {"kind": "Status", "code": 429, "reason": "TooManyRequests"}
+                return web.json_response(
+                    status, status=429, headers={"Retry-After": self.throttled}
+                )
             if query.get("watch") != "true":
                 return self._list(query)
             if query.get("sendInitialEvents") != "true":
@@ -109,11 +118,15 @@ async def listing() -> AsyncIterator[Any]:
     runners: list[tuple[web.AppRunner, ApiServer]] = []
     originals = (watching.infinite_watch, watching.watch_objs, api.stream)
 
-    async def run(server: ApiServer) -> tuple[list[Any], list[set[tuple[str, str]]], Any]:
+    async def run(
+        server: ApiServer, error_backoffs: tuple[float, ...] | None = None
+    ) -> tuple[list[Any], list[set[tuple[str, str]]], Any]:
         runner, vault = await _serve(server.app())
         runners.append((runner, server))
         settings = kopf.OperatorSettings()
         configure_kopf(settings, parse_options("op", "", [], environ={}))
+        if error_backoffs is not None:
+            settings.networking.error_backoffs = error_backoffs
         activity = WatchActivity()
         listed: list[set[tuple[str, str]]] = []
         activity.on_listed(lambda _r, _ns, keys: listed.append(keys))
@@ -185,6 +198,18 @@ async def test_an_api_server_refusing_streaming_lists_is_listed_in_pages(listing
     assert listed == [{("ns", "a")}]
     assert server.queries[1]["limit"] == str(LIST_CHUNK_SIZE)
     assert not settings.watching.initial_streaming
+
+
+async def test_a_throttled_watch_is_sent_again_when_the_retry_after_says(listing: Any) -> None:
+    """kopf sends a watch (or list) the API server answered 429 again, as client-go's rest
+    client does: after the Retry-After, not after kopf's own backoff when that is longer
+    (here a minute), and the streaming list goes on as one (no switch to pages)."""
+    server = ApiServer({"a": "5"}, throttled="1")
+    _seen, listed, settings = await listing(server, error_backoffs=(60,))
+    assert listed == [{("ns", "a")}]
+    assert [q.get("sendInitialEvents") for q in server.queries] == ["true", "true"]
+    assert server.arrivals[1] - server.arrivals[0] >= 1.0
+    assert settings.watching.initial_streaming
 
 
 @pytest.fixture

@@ -1,16 +1,19 @@
 """KubeApi against a real local HTTP(S) server: credentials (KUBECONFIG, and in-cluster with a
 rotated token) and the User-Agent on every request, error statuses, pagination, the bound on
-requests in flight, rest_client_requests_total as client-go counts it, and no byte of a request
-reaching the API server long after it was sent (TCP_USER_TIMEOUT)."""
+requests in flight, rest_client_requests_total as client-go counts it, no byte of a request
+reaching the API server long after it was sent (TCP_USER_TIMEOUT), and the retries the API
+server asks for (429 or 5xx with Retry-After)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -506,3 +509,165 @@ async def test_a_failed_request_fails_its_future_and_its_task_ends_cleanly(
     assert missing.value.status == 404
     await asyncio.wait_for(task, 5)
     assert task.result() is None
+
+
+THROTTLED = "/api/v1/namespaces/ns/secrets"
+
+
+@dataclass
+class Script:
+    """A server's answers to THROTTLED in turn, each a status and its Retry-After (None: no
+    such header); the last repeats. ``arrivals`` are the loop times the requests came."""
+
+    answers: list[tuple[int, str | None]]
+    arrivals: list[float] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    on_request: list[Callable[[], None]] = field(default_factory=list)
+    """Called (no argument) as each request arrives, before it is answered."""
+
+    def app(self) -> web.Application:
+        async def answer(request: web.Request) -> web.Response:
+            self.arrivals.append(asyncio.get_running_loop().time())
+            self.arrived.set()
+            for call in self.on_request:
+                call()
+            status, retry_after = self.answers[min(len(self.arrivals), len(self.answers)) - 1]
+            headers = {} if retry_after is None else {"Retry-After": retry_after}
+            if status < 300:
+                return web.json_response({"kind": "Secret"}, status=status, headers=headers)
+            body = {"kind": "Status", "code": status, "message": f"answer {len(self.arrivals)}"}
+            return web.json_response(body, status=status, headers=headers)
+
+        app = web.Application()
+        app.router.add_route("*", THROTTLED, answer)
+        app.router.add_route("*", THROTTLED + "/{name}", answer)
+        return app
+
+
+@pytest.fixture
+async def scripted() -> AsyncIterator[Any]:
+    """``scripted(answers)``: a server answering THROTTLED as scripted; its host and Script."""
+    runners: list[web.AppRunner] = []
+
+    async def serve_script(answers: list[tuple[int, str | None]]) -> tuple[str, Script]:
+        script = Script(answers)
+        runner = await serve(script.app())
+        runners.append(runner)
+        return f"127.0.0.1:{runner.addresses[0][1]}", script
+
+    yield serve_script
+    for runner in runners:
+        await runner.cleanup()
+
+
+async def test_a_throttled_write_is_sent_again_when_the_retry_after_says_and_succeeds(
+    scripted: Any, kube_of: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """API Priority and Fairness rejects a request before executing it, with 429 and a
+    Retry-After: as client-go's rest client, KubeApi sends it again that many seconds later,
+    so the caller (a reconcile, its work queue) never sees a throttle that resolved; each
+    attempt is counted by its code, and each retry logged."""
+    host, script = await scripted([(429, "1"), (429, "1"), (201, None)])
+    caplog.set_level(logging.DEBUG, logger="opsuite_common.kube")
+    assert await kube_of(host).create(THROTTLED, {"metadata": {"name": "s"}}) == {"kind": "Secret"}
+    assert len(script.arrivals) == 3
+    assert all(later - earlier >= 1.0 for earlier, later in pairwise(script.arrivals))
+    assert requests("429", "POST", host) == 2
+    assert requests("201", "POST", host) == 1
+    retries = [r for r in caplog.records if r.name == "opsuite_common.kube"]
+    assert [(r.levelno, "429" in r.getMessage()) for r in retries] == [(logging.DEBUG, True)] * 2
+
+
+@pytest.mark.parametrize(
+    ("method", "status", "retry_after"),
+    [("POST", 500, None), ("GET", 503, None), ("POST", 429, None), ("GET", 409, "1")],
+)
+async def test_an_answer_without_a_retry_after_for_it_is_not_sent_again(
+    scripted: Any, kube_of: Any, method: str, status: int, retry_after: str | None
+) -> None:
+    """As client-go's checkWait: only a 429 or a 5xx that says when to come back is sent
+    again; a write that failed with a 500 may have been executed, and a 429 without a
+    Retry-After (an eviction a PodDisruptionBudget blocks) is a refusal, not throttling."""
+    host, script = await scripted([(status, retry_after), (201, None)])
+    with pytest.raises(ApiException) as failed:
+        await kube_of(host).request(method, f"{THROTTLED}/s" if method == "GET" else THROTTLED)
+    assert failed.value.status == status
+    assert len(script.arrivals) == 1
+
+
+@pytest.mark.parametrize(("method", "status"), [("GET", 503), ("PUT", 500), ("DELETE", 429)])
+async def test_any_method_is_sent_again_when_a_429_or_5xx_says_when(
+    scripted: Any, kube_of: Any, method: str, status: int
+) -> None:
+    """client-go retries whatever the method when the answer carries a Retry-After: the API
+    server sets it on answers to requests it did not carry out (throttled, shutting down,
+    storage unreachable)."""
+    host, script = await scripted([(status, "0"), (200, None)])
+    answer = await kube_of(host).request(method, f"{THROTTLED}/s", body={})
+    assert answer == {"kind": "Secret"}
+    assert len(script.arrivals) == 2
+
+
+async def test_eleven_throttled_answers_in_a_row_end_in_the_last_one(
+    scripted: Any, kube_of: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ten retries at most (client-go's maxRetries): the eleventh 429 is the caller's error,
+    the same ApiException as without retries, and a warning says the retries are spent."""
+    host, script = await scripted([(429, "0")])
+    with pytest.raises(ApiException) as throttled:
+        await kube_of(host).create(THROTTLED, {"metadata": {"name": "s"}})
+    assert throttled.value.status == 429
+    assert json.loads(throttled.value.body)["message"] == "answer 11"
+    assert len(script.arrivals) == 11
+    assert requests("429", "POST", host) == 11
+    [warning] = [r for r in caplog.records if r.name == "opsuite_common.kube"]
+    assert warning.levelno == logging.WARNING
+    assert "429 after 10 retries" in warning.getMessage()
+
+
+async def test_a_retry_after_is_waited_for_at_most_max_retry_after(
+    scripted: Any, kube_of: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server asking for an hour does not hold the request for an hour."""
+    monkeypatch.setattr(kube_module, "MAX_RETRY_AFTER", 0.05)
+    host, script = await scripted([(429, "3600"), (201, None)])
+    async with asyncio.timeout(5):
+        await kube_of(host).create(THROTTLED, {"metadata": {"name": "s"}})
+    assert len(script.arrivals) == 2
+
+
+async def test_a_write_retried_after_leadership_ended_is_refused_unsent(
+    scripted: Any, kube_of: Any
+) -> None:
+    """Every attempt passes the write fence: a write throttled while this process led, whose
+    retry comes after leadership ended, is refused and never sent again."""
+    host, script = await scripted([(429, "0"), (201, None)])
+    fence = WriteFence()
+    fence.open()
+    script.on_request.append(fence.close)
+    with pytest.raises(WriteFenced):
+        await kube_of(host, fence=fence).create(THROTTLED, {"metadata": {"name": "s"}})
+    assert len(script.arrivals) == 1
+    assert fence.in_flight == 0
+
+
+async def test_the_retries_stop_when_the_caller_stops_waiting(scripted: Any, kube_of: Any) -> None:
+    """A request runs to its end even when its caller is cancelled, but the retries of nobody's
+    request are not sent: the Lease renewal the elector gave up on is not sent again later."""
+    host, script = await scripted([(429, "5")])
+    before = asyncio.all_tasks()
+    future = kube_of(host).create(THROTTLED, {"metadata": {"name": "s"}})
+    [task] = asyncio.all_tasks() - before - {asyncio.current_task()}
+    await script.arrived.wait()
+    future.cancel()
+    await asyncio.wait_for(task, 4)  # before the Retry-After is over
+    assert len(script.arrivals) == 1
+
+
+async def test_a_throttled_watch_is_sent_again(scripted: Any, kube_of: Any) -> None:
+    """The Lease watch goes through the same retries as every other request."""
+    host, script = await scripted([(429, "0"), (200, None)])
+    await kube_of(host).wait_for_event(THROTTLED, {"timeoutSeconds": "5"}, 5)
+    assert len(script.arrivals) == 2
+    assert requests("429", "GET", host) == 1
+    assert requests("200", "GET", host) == 1
