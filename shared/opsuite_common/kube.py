@@ -18,11 +18,12 @@ TLS session of an earlier one (:class:`ResumingContext`), and the first request 
 goes alone so that a burst's connections find its session there.
 
 A request the API server answers 429, or 5xx, with a Retry-After in seconds is sent again after
-that long (at most MAX_RETRY_AFTER), up to MAX_RETRIES times, whatever its method: what
-client-go's rest client does (``checkWait``). API Priority and Fairness, the max-in-flight
-filter and a shutting-down API server reject a request so, before carrying it out; the caller
-sees the error only when the retries are spent. Each attempt is counted with its code, takes
-its turn among the requests in flight and passes the write fence again.
+that long (at most MAX_RETRY_AFTER, plus a random part: RETRY_JITTER), up to MAX_RETRIES times,
+whatever its method: what client-go's rest client does (``checkWait``). API Priority and
+Fairness, the max-in-flight filter and a shutting-down API server reject a request so, before
+carrying it out; the caller sees the error only when the retries are spent. Each attempt is
+counted with its code, takes its turn among the requests in flight and passes the write fence
+again.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import contextlib
 import copy
 import itertools
 import logging
+import random
 import socket
 import ssl
 import weakref
@@ -52,6 +54,7 @@ from opsuite_common.metrics import REST_CLIENT_REQUESTS
 __all__ = [
     "MAX_RETRIES",
     "MAX_RETRY_AFTER",
+    "RETRY_JITTER",
     "UNACKNOWLEDGED_TIMEOUT",
     "ApiException",
     "KubeApi",
@@ -89,6 +92,10 @@ MAX_RETRY_AFTER = 10.0
 """Seconds waited at most before sending a request again, whatever its Retry-After asks
 (client-go waits whatever it asks): the API server's throttling asks for a second or so; a far
 longer ask would hold a reconcile, ten times over, where the work queue's backoff serves."""
+RETRY_JITTER = 1.0
+"""A retry waits its Retry-After plus up to this fraction of it more, at random: the throttling
+answers a burst's requests at once with the same Retry-After, and sent again all together they
+would meet the same full priority level (client-go's client-side rate limiter spreads them)."""
 
 
 UNACKNOWLEDGED_TIMEOUT = 2.0
@@ -500,6 +507,7 @@ class KubeApi:
                 wait = exc.retry_wait()
                 if wait is None:
                     raise
+                wait += random.uniform(0, wait * RETRY_JITTER)
                 if retry > MAX_RETRIES:
                     log.warning("%s: %d after %d retries: %s", what, exc.status, MAX_RETRIES, exc)
                     raise

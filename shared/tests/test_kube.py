@@ -625,6 +625,23 @@ async def test_eleven_throttled_answers_in_a_row_end_in_the_last_one(
     assert "429 after 10 retries" in warning.getMessage()
 
 
+async def test_a_throttled_burst_is_sent_again_spread_out(scripted: Any, kube_of: Any) -> None:
+    """A burst throttled at once gets one Retry-After for all: its requests are sent again
+    spread over up to RETRY_JITTER times that much more, not all together into the same full
+    priority level."""
+    burst = 20
+    host, script = await scripted([(429, "1")] * burst + [(201, None)])
+    kube = kube_of(host)
+    await asyncio.gather(
+        *(kube.create(THROTTLED, {"metadata": {"name": f"s{i}"}}) for i in range(burst))
+    )
+    first, retries = script.arrivals[:burst], script.arrivals[burst:]
+    assert len(retries) == burst
+    assert min(retries) - max(first) >= 1.0
+    assert max(retries) - min(retries) >= 0.25, "the retries came together"
+    assert max(retries) - min(first) <= 1.0 + kube_module.RETRY_JITTER + 0.5
+
+
 async def test_a_retry_after_is_waited_for_at_most_max_retry_after(
     scripted: Any, kube_of: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
