@@ -32,7 +32,7 @@ from e2e.operators import OperatorProcess, operator_env, wait_exit
 from e2e.podset_support import PodSets, podset
 from opsuite_common.kopf_settings import watch_dead_after
 from opsuite_common.kube import UNACKNOWLEDGED_TIMEOUT
-from opsuite_common.manager import WATCHDOG_PERIOD
+from opsuite_common.manager import RECONCILE_GRACE, WATCHDOG_PERIOD
 from podset_manifests import CHART_SPEC as PODSET_CHART
 
 pytestmark = pytest.mark.local_operators("runs several operator processes and kills them")
@@ -49,8 +49,11 @@ KILL_FAILOVER_BOUND = LEASE_DURATION + RETRY_PERIOD
 # It must not take over before the lease can have expired: the leader renewed at most
 # RETRY_PERIOD (plus a request) before it was killed.
 KILL_FAILOVER_FLOOR = LEASE_DURATION - RETRY_PERIOD - 0.5
-# On SIGTERM the leader releases the Lease and a standby takes over at once.
-TERM_FAILOVER_BOUND = 3.0
+# A leader that steps down releases the Lease and a standby takes over at once.
+RELEASE_FAILOVER_BOUND = 3.0
+# On SIGTERM it first lets the reconciles in hand finish, for up to RECONCILE_GRACE.
+TERM_FAILOVER_BOUND = RECONCILE_GRACE + RELEASE_FAILOVER_BOUND
+TERM_EXIT_BOUND = RECONCILE_GRACE + 5.0
 POLL_SLACK = 0.5  # Lease polling every 0.1 s, request latency on a 2-core machine
 # A leader whose pods watch is refused (403) steps down once the stream has been silent for
 # watch_dead_after(--watch-timeout): the open stream runs out within the watch timeout, then
@@ -59,7 +62,7 @@ POLL_SLACK = 0.5  # Lease polling every 0.1 s, request latency on a 2-core machi
 WATCH_TIMEOUT = 5.0
 WATCH_DEAD_AFTER = watch_dead_after(WATCH_TIMEOUT)
 WATCH_DEATH_FLOOR = WATCH_DEAD_AFTER - WATCH_TIMEOUT - 1
-WATCH_DEATH_BOUND = WATCH_TIMEOUT + WATCH_DEAD_AFTER + WATCHDOG_PERIOD + TERM_FAILOVER_BOUND
+WATCH_DEATH_BOUND = WATCH_TIMEOUT + WATCH_DEAD_AFTER + WATCHDOG_PERIOD + RELEASE_FAILOVER_BOUND
 BURST = 120  # replicas a leader is creating when it is stopped
 
 LEASE_GROUP, LEASE_VERSION = "coordination.k8s.io", "v1"
@@ -468,7 +471,7 @@ def test_one_leader_reconciles_and_fails_over(
         f"{release_to_leader:.2f} s after the release)"
     )
     assert code == 0, fleet.logs()
-    assert exited_after <= 5, fleet.logs()
+    assert exited_after <= TERM_EXIT_BOUND, fleet.logs()
     assert term_failover <= TERM_FAILOVER_BOUND, fleet.logs()
     print(fence_log(procs[second]))
     podsets.patch("web", {"spec": {"replicas": 1}})

@@ -51,7 +51,8 @@ class Controller:
         self.queue.add_after(key, after)
 
     def start(self, synced: asyncio.Event) -> list[asyncio.Task[None]]:
-        """Start the workers, which reconcile once ``synced`` is set; cancel them to stop.
+        """Start the workers, which reconcile once ``synced`` is set. Shutting the queue down
+        ends each of them after the key in hand; cancel them to stop at once.
 
         Workers are created here, synchronously, so that they exist before kopf starts: kopf
         waits on shutdown for every task created after it, and workers outlive its watches.

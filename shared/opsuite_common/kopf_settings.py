@@ -179,7 +179,9 @@ def configure_kopf(settings: kopf.OperatorSettings, options: ManagerOptions) -> 
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = CONNECT_TIMEOUT
     settings.queueing.exit_timeout = 2.0
-    settings.process.ultimate_exiting_timeout = 5.0
+    # kopf never kills the process: the manager owns its stop (the reconciles in hand, the
+    # drain of the writes, the release of the Lease), bounded by the pod's grace period.
+    settings.process.ultimate_exiting_timeout = None
     # Our handlers never block; keep kopf's thread pool for sync handlers small.
     settings.execution.max_workers = 2
 

@@ -5,8 +5,10 @@ and health endpoints and (with ``--leader-elect``) Lease leader election, then l
 wire its watches and controllers onto a :class:`Manager` and runs them: kopf as the watch layer,
 opsuite controllers as the reconcile loops. Only the leader runs them; a standby keeps its
 probes answering (ready) and waits for the Lease. Losing the Lease exits the process (status 1)
-so the Deployment restarts it; SIGTERM stops the watches and workers, releases the Lease and
-exits 0. Only the leader writes: its :class:`~opsuite_common.fence.WriteFence` opens when it
+so the Deployment restarts it. SIGTERM (or SIGINT) makes the leader step down: it takes no new
+work, lets the reconciles in hand finish (for up to ``RECONCILE_GRACE``), stops the watches,
+releases the Lease and exits 0; the manager, not kopf, handles these signals. Only the leader
+writes: its :class:`~opsuite_common.fence.WriteFence` opens when it
 starts leading and closes the moment leadership ends. A watch stream that stays dead (silent
 for ``watch_dead_after(--watch-timeout)``) fails ``/healthz`` and makes the leader step down, as
 an informer failure ends a controller-runtime manager: it stops, releases the Lease and exits 1.
@@ -68,6 +70,12 @@ EventHandler = Callable[[str | None, JSON, JSON | None], None]
 WATCHDOG_PERIOD = 1.0
 """How often the leader checks that its watch streams are alive."""
 
+RECONCILE_GRACE = 5.0
+"""Seconds a leader told to stop lets its reconciles in hand run on. The rest of its stop is
+bounded too (kopf's: its queueing exit timeout, then up to 5 s for the tasks started after it;
+the drain of the writes in flight: up to the renew deadline; the release: one Lease request), so
+that all of it fits in the pods' terminationGracePeriodSeconds (the charts' 30 s)."""
+
 GC_PAUSE_LIMIT = 120.0
 """Longest time the garbage collector is kept off while the initial listings fill the caches
 (seconds; 20,000 objects take a few)."""
@@ -105,6 +113,7 @@ class Manager:
         self.controllers: list[Controller] = []
         self.activity = WatchActivity(clock)
         self._ready = asyncio.Event()
+        self._stopping = asyncio.Event()
         self._leading = False
         self._dead: str | None = None
         self._watched: list[str] = []
@@ -278,9 +287,29 @@ class Manager:
             if self._dead is not None:
                 raise WatchDead(self._dead)
 
+    def stop(self) -> None:
+        """Stop gracefully: lead() steps down, see there."""
+        self._stopping.set()
+
+    async def stopped(self) -> None:
+        """Return once :meth:`stop` has been called."""
+        await self._stopping.wait()
+
+    def _handle_signals(self) -> None:
+        """Make SIGTERM and SIGINT stop the process gracefully."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._signalled, sig)
+
+    def _signalled(self, sig: signal.Signals) -> None:
+        log.info("%s received: stopping", sig.name)
+        self.stop()
+
     async def lead(self) -> None:
-        """Run kopf's watches and every controller until stopped; raise WatchDead (stopped)
-        when a watch stream is dead. Writes may leave meanwhile."""
+        """Run kopf's watches and every controller until :meth:`stop`, then step down: take no
+        new key, let the reconciles in hand finish (up to RECONCILE_GRACE), close the write
+        fence and stop kopf. Raise WatchDead (stopped) when a watch stream is dead. Writes may
+        leave meanwhile."""
         self.fence.open()
         self._leading = True
         self.activity.start()
@@ -299,6 +328,7 @@ class Manager:
         track_watch_activity(self.activity, self._decoder)
         route_watch_events(lambda group, plural: self._routes.get((group, plural)))
         ready_flag: asyncio.Event = asyncio.Event()
+        stop_kopf = asyncio.Event()
 
         async def mark_ready() -> None:
             await ready_flag.wait()
@@ -309,36 +339,68 @@ class Manager:
         workers = [task for c in self.controllers for task in c.start(self._synced)]
         ready = asyncio.create_task(mark_ready(), name="ready")
         watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
+        stopping = asyncio.create_task(self.stopped(), name="stopping")
         kopf_task = asyncio.create_task(
-            kopf.operator(
-                registry=self.registry,
-                settings=settings,
-                standalone=True,
-                # Without it kopf asks getpass for the user, and the images' uid 65532 has no
-                # passwd entry (KeyError).
-                identity=self.identity,  # type: ignore[arg-type]  # a str NewType kopf does not export
-                clusterwide=self.options.clusterwide,
-                namespaces=self.options.namespaces,
-                ready_flag=ready_flag,
-            ),
-            name="kopf",
+            self._run_kopf(settings, ready_flag, stop_kopf), name="kopf"
         )
         try:
-            # kopf returns when it is stopped (SIGTERM: it installs its own handler) or fails.
-            await asyncio.wait((kopf_task, watchdog), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((kopf_task, watchdog, stopping), return_when=asyncio.FIRST_COMPLETED)
             if watchdog.done():
                 watchdog.result()  # raises WatchDead
-            await kopf_task
+            if stopping.done():
+                await self._finish_reconciles(workers)
+                self.fence.close()
+                stop_kopf.set()
+            await kopf_task  # returns once stopped, unless it fails
         finally:
             if collector_back is not None:
                 collector_back.cancel()
             gc.enable()
             self.fence.close()
             kopf_task.cancel()
-            for task in (ready, watchdog, *workers):
+            for task in (ready, watchdog, stopping, *workers):
                 task.cancel()
-            await asyncio.gather(kopf_task, ready, watchdog, *workers, return_exceptions=True)
+            await asyncio.gather(
+                kopf_task, ready, watchdog, stopping, *workers, return_exceptions=True
+            )
             self._leading = False
+
+    async def _run_kopf(
+        self, settings: kopf.OperatorSettings, ready_flag: asyncio.Event, stop_flag: asyncio.Event
+    ) -> None:
+        """``kopf.operator()`` until ``stop_flag`` is set, the signals left to the manager: kopf
+        installs its own handlers for SIGTERM and SIGINT as it spawns its tasks, which would stop
+        the watches at once, before the reconciles in hand have finished."""
+        existing = asyncio.all_tasks()
+        tasks = await kopf.spawn_tasks(
+            registry=self.registry,
+            settings=settings,
+            standalone=True,
+            # Without it kopf asks getpass for the user, and the images' uid 65532 has no
+            # passwd entry (KeyError).
+            identity=self.identity,  # type: ignore[arg-type]  # a str NewType kopf does not export
+            clusterwide=self.options.clusterwide,
+            namespaces=self.options.namespaces,
+            ready_flag=ready_flag,
+            stop_flag=stop_flag,
+        )
+        self._handle_signals()
+        await kopf.run_tasks(tasks, ignored=existing)
+
+    async def _finish_reconciles(self, workers: Sequence[asyncio.Task[None]]) -> None:
+        """Hand out no more keys and wait, up to RECONCILE_GRACE, for the reconciles in hand to
+        end (before the caches are synced none has started: the workers wait for that)."""
+        for controller in self.controllers:
+            controller.queue.shut_down()
+        if not workers or not self._synced.is_set():
+            return
+        _, running = await asyncio.wait(workers, timeout=RECONCILE_GRACE)
+        if running:
+            log.warning(
+                "%d reconciles still running after %.0f s; stopping them",
+                len(running),
+                RECONCILE_GRACE,
+            )
 
 
 def own_namespace(options: ManagerOptions) -> str | None:
@@ -390,11 +452,7 @@ async def _serve(manager: Manager) -> int:
     health.add_healthz_check("watches", manager.liveness)
     health.add_readyz_check("leader-or-watches", manager.readiness)
     await health.start()
-    main_task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        # Replaced by kopf's own handler while leading; both end in a graceful stop.
-        loop.add_signal_handler(sig, main_task.cancel if main_task else lambda: None)
+    manager._handle_signals()
     try:
         if not options.leader_elect:
             await manager.lead()
@@ -409,7 +467,7 @@ async def _serve(manager: Manager) -> int:
             on_leading_change=metrics.leader_status_hook(options.leader_election_id),
             fence=manager.fence,
         )
-        await elector.run(manager.lead)
+        await _elect(manager, elector)
         return 0
     except LeadershipLost as exc:
         log.error("leader election lost: %s; exiting so that the pod restarts", exc)
@@ -427,11 +485,26 @@ async def _serve(manager: Manager) -> int:
         await manager.kube.close()
 
 
+async def _elect(manager: Manager, elector: LeaderElector) -> None:
+    """Run ``elector`` around lead() until it ends. Stopped while it holds the Lease, lead()
+    steps down by itself and the elector then releases the Lease; stopped before, the elector
+    is cancelled (and releases the Lease should a cancelled request have won it)."""
+    electing = asyncio.create_task(elector.run(manager.lead), name="electing")
+    stopping = asyncio.create_task(manager.stopped(), name="stopping")
+    try:
+        await asyncio.wait((electing, stopping), return_when=asyncio.FIRST_COMPLETED)
+        if not elector.is_leader:
+            electing.cancel()
+        await electing
+    finally:
+        stopping.cancel()
+
+
 def run_main(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """``asyncio.run(main())`` without joining the default executor's threads at the end: one
     blocked on the network (the API clients resolve the API server's name with ``getaddrinfo``
-    there, kopf waits on flags there) would hold the exit until kopf's ultimate exiting timeout
-    SIGKILLs the process (#20)."""
+    there, kopf waits on flags there) would hold the exit until the kubelet SIGKILLs the pod
+    (#20)."""
 
     async def without_waiting() -> int:
         try:

@@ -9,6 +9,7 @@ import getpass
 import socket
 import threading
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,17 @@ from opsuite_common.kubeconfig import BasicAuth, StaticToken
 from opsuite_common.manager import WatchDead, _serve
 from opsuite_common.store import JSON, Store, object_key
 from opsuite_testkit import FakeClock, offline_manager
+
+
+def kopf_runs(
+    monkeypatch: pytest.MonkeyPatch, operator: Callable[..., Coroutine[Any, Any, None]]
+) -> None:
+    """lead() runs ``operator``, called with kopf.spawn_tasks's keywords, as kopf's one task."""
+
+    async def spawn_tasks(**kwargs: Any) -> list[asyncio.Task[None]]:
+        return [asyncio.create_task(operator(**kwargs))]
+
+    monkeypatch.setattr(kopf, "spawn_tasks", spawn_tasks)
 
 
 async def test_kopf_gets_the_identity_so_no_passwd_entry_is_needed(
@@ -42,7 +54,7 @@ async def test_kopf_gets_the_identity_so_no_passwd_entry_is_needed(
 
     monkeypatch.setenv("POD_NAME", "operator-pod-1")
     monkeypatch.setattr(getpass, "getuser", no_passwd_entry)
-    monkeypatch.setattr(kopf, "operator", operator)
+    kopf_runs(monkeypatch, operator)
     manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
     await manager.lead()
     assert seen["identity"] == "operator-pod-1"
@@ -171,10 +183,10 @@ async def test_the_collector_rests_while_the_initial_listings_fill_the_caches(
     stopping = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
     stopping.watch("", "v1", "pods", store=Store("pods"))
     try:
-        monkeypatch.setattr(kopf, "operator", listing)
+        kopf_runs(monkeypatch, listing)
         await manager.lead()
         assert seen == [False, False, True]
-        monkeypatch.setattr(kopf, "operator", stopped)
+        kopf_runs(monkeypatch, stopped)
         await stopping.lead()
         assert seen[3:] == [False]
         assert gc.isenabled()
@@ -198,7 +210,7 @@ async def test_the_collector_is_back_after_a_while_when_the_listings_never_end(
     manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
     manager.watch("", "v1", "pods", store=Store("pods"))
     try:
-        monkeypatch.setattr(kopf, "operator", failing)
+        kopf_runs(monkeypatch, failing)
         await manager.lead()
         assert seen == [False, True]
     finally:
@@ -254,7 +266,7 @@ async def test_a_dead_watch_stream_fails_liveness_and_makes_the_leader_step_down
         kwargs["ready_flag"].set()
         await asyncio.Event().wait()
 
-    monkeypatch.setattr(kopf, "operator", operator)
+    kopf_runs(monkeypatch, operator)
     monkeypatch.setattr(manager_module, "WATCHDOG_PERIOD", 0.01)
     clock = FakeClock(0)
     manager = offline_manager(
@@ -362,3 +374,97 @@ def test_kopf_logs_in_with_the_managers_own_credentials(
     login = {"scheme": None, "token": None, "username": None, "password": None} | expected
     assert {key: getattr(info, key) for key in login} == login
     assert info.server == conf.host
+
+
+async def test_a_stopped_leader_finishes_the_reconcile_in_hand_then_closes_the_fence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stop() while a reconcile is in hand: no other key is handed out; the reconcile goes on,
+    the fence open and kopf running, to its end; then the fence closes and kopf is stopped."""
+    monkeypatch.setattr(gc, "freeze", lambda: None)  # keep the test process collectable
+    kopf_flags: dict[str, asyncio.Event] = {}
+
+    async def operator(**kwargs: Any) -> None:
+        kopf_flags.update(stop=kwargs["stop_flag"])
+        kwargs["ready_flag"].set()
+        await kwargs["stop_flag"].wait()
+
+    kopf_runs(monkeypatch, operator)
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    manager.watch("", "v1", "pods")
+    in_hand, finish = asyncio.Event(), asyncio.Event()
+    seen: list[tuple[str, bool, bool]] = []
+
+    async def reconcile(key: tuple[str, str]) -> None:
+        seen.append((key[1], manager.fence.is_open, kopf_flags["stop"].is_set()))
+        in_hand.set()
+        await finish.wait()
+        seen.append(("done", manager.fence.is_open, kopf_flags["stop"].is_set()))
+
+    pods = manager.add_controller("pods", reconcile)
+    pods.enqueue(("ns", "a"))
+    pods.enqueue(("ns", "b"))
+    leading = asyncio.create_task(manager.lead())
+    manager.activity.listed("pods", "ns", set())  # the caches are synced
+    await asyncio.wait_for(in_hand.wait(), 5)
+    manager.stop()
+    await asyncio.sleep(0.05)
+    assert not leading.done()
+    assert manager.fence.is_open
+    finish.set()
+    await asyncio.wait_for(leading, 5)
+    assert seen == [("a", True, False), ("done", True, False)]
+    assert not manager.fence.is_open
+    assert kopf_flags["stop"].is_set()
+
+
+async def test_a_reconcile_past_the_grace_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reconcile that outlasts RECONCILE_GRACE is cancelled, its writes fenced."""
+    monkeypatch.setattr(gc, "freeze", lambda: None)
+    monkeypatch.setattr(manager_module, "RECONCILE_GRACE", 0.05)
+
+    async def operator(**kwargs: Any) -> None:
+        kwargs["ready_flag"].set()
+        await kwargs["stop_flag"].wait()
+
+    kopf_runs(monkeypatch, operator)
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    manager.watch("", "v1", "pods")
+    in_hand = asyncio.Event()
+    cancelled: list[bool] = []
+
+    async def reconcile(_key: tuple[str, str]) -> None:
+        in_hand.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(manager.fence.is_open)
+            raise
+
+    manager.add_controller("pods", reconcile).enqueue(("ns", "a"))
+    leading = asyncio.create_task(manager.lead())
+    manager.activity.listed("pods", "ns", set())
+    await asyncio.wait_for(in_hand.wait(), 5)
+    manager.stop()
+    await asyncio.wait_for(leading, 5)
+    assert cancelled == [False]
+
+
+async def test_a_leader_stopped_before_its_caches_synced_does_not_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No reconcile has started before the caches are synced: nothing to wait for."""
+    monkeypatch.setattr(manager_module, "RECONCILE_GRACE", 60)
+
+    async def operator(**kwargs: Any) -> None:
+        await kwargs["stop_flag"].wait()
+
+    kopf_runs(monkeypatch, operator)
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    manager.watch("", "v1", "pods")
+    manager.add_controller("pods", lambda _key: asyncio.sleep(0))
+    manager.stop()
+    await asyncio.wait_for(manager.lead(), 5)
+    assert not manager.fence.is_open
