@@ -15,13 +15,18 @@ Bookmarks alone are not enough: the API server sends one only when its watch cac
 past the watch's resourceVersion, so on a quiet cluster (no change to that resource anywhere) a
 healthy watch gets none at all. A stream silent for :func:`watch_dead_after` is dead: kopf's
 own reconnects have failed, or its watcher task is gone (kopf never restarts a watcher that
-failed, on a 403 for instance); the manager then fails ``/healthz`` and steps down.
+failed, on a 403 for instance); the manager then fails ``/healthz`` and steps down. Failed
+attempts that client-go's reflector retries (an ERROR event other than "410 Gone" in a watch,
+a 5xx or 429 answer that outlasts kopf's own retries) end no watcher: each is logged and
+waited out with the reflector's backoff (:class:`WatchBackoff`), then the watch resumes or
+lists again.
 
 Initial lists: each watch starts with a streaming list (``sendInitialEvents=true``, KEP-3157
 "WatchList", what client-go's reflector does): the API server sends every object as an event
 from its watch cache, on the watch's own connection, ending with a bookmark, instead of pages
 of LIST that the operator requests, waits for and parses one after the other. A stream that
-ends before its initial events did, or that the API server refuses (WatchList disabled),
+ends before its initial events did, or that the API server refuses (WatchList disabled; or an
+ERROR event in the stream, such as "Too large resource version" when its watch cache lags),
 switches the operator to paged LISTs (:data:`LIST_CHUNK_SIZE`) for good: kopf would resume
 such a stream from the resourceVersion of the last object sent, which orders nothing there.
 
@@ -32,11 +37,14 @@ the operator's handler, skipping kopf's per-object workers and cause detection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import inspect
 import logging
+import math
+import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -274,9 +282,53 @@ class WatchActivity:
         for resource in sorted(resources):
             for stream in self.streams(resource, namespaces):
                 if now - self._seen.get(stream, self._started) > longer_than:
-                    namespace = stream[1]
-                    silent.append(resource if namespace is None else f"{resource} in {namespace}")
+                    silent.append(described(stream))
         return silent
+
+
+def described(stream: Stream) -> str:
+    """A stream as logs name it: "plural" (cluster-wide) or "plural in namespace"."""
+    resource, namespace = stream
+    return resource if namespace is None else f"{resource} in {namespace}"
+
+
+class WatchBackoff:
+    """How long a watch stream waits after a failed attempt before the next one.
+
+    client-go's reflector never gives up on a watch: it waits 0.8 s, doubling up to 30 s, each
+    wait plus up to as much again of jitter, and so does this, per stream, starting over at
+    0.8 s once the stream has gone two minutes without a failure. A wait is never shorter than
+    the ``retryAfterSeconds`` of the API server's Status, bounded by the same 30 s.
+    """
+
+    def __init__(
+        self,
+        initial: float = 0.8,
+        cap: float = 30.0,
+        reset_after: float = 120.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        """Waits from ``initial`` doubling up to ``cap`` seconds, back to ``initial`` after
+        ``reset_after`` seconds without a failure (measured with ``clock``); ``rng`` drives
+        the jitter."""
+        self._initial = initial
+        self._cap = cap
+        self._reset_after = reset_after
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._failed: dict[Stream, tuple[float, float]] = {}
+        """Per stream: when it last failed and the wait then, before jitter."""
+
+    def delay(self, stream: Stream, retry_after: float = 0.0) -> float:
+        """The wait after a failed attempt of ``stream`` now; ``retry_after``: what the API
+        server asked for."""
+        now = self._clock()
+        failed_at, wait = self._failed.get(stream, (-math.inf, 0.0))
+        wait = self._initial if now - failed_at > self._reset_after else min(2 * wait, self._cap)
+        self._failed[stream] = (now, wait)
+        return max(wait * (1 + self._rng.random()), min(retry_after, self._cap))
 
 
 def watched_stream(url: str) -> Stream:
@@ -293,10 +345,13 @@ DecoderLookup = Callable[[str], Decoder | None]
 
 
 def track_watch_activity(
-    activity: WatchActivity, decoders: DecoderLookup = lambda _url: None
+    activity: WatchActivity,
+    decoders: DecoderLookup = lambda _url: None,
+    backoff: WatchBackoff | None = None,
 ) -> None:
-    """Wrap kopf's watch streams to report listings and signs of life to ``activity``, and
-    watch in protobuf where ``decoders`` has a decoder for the URL.
+    """Wrap kopf's watch streams to report listings and signs of life to ``activity``, watch
+    in protobuf where ``decoders`` has a decoder for the URL, and wait out failed attempts
+    (``backoff``, client-go's reflector backoff by default) instead of ending the watch.
 
     Every listing is reported when it ends (``WatchActivity.listed``), with the objects it
     held: kopf sends no DELETED event for objects deleted while a watch was down (a relist
@@ -308,16 +363,27 @@ def track_watch_activity(
     connection even when nothing changes and no bookmark comes. A hung API server or a
     half-open connection shows neither. A streaming list that ends or is refused before its
     initial events did (``kopf._cogs.clients.watching.watch_objs``) is not resumed: the watch
-    starts over with a fresh listing, in pages from then on. ``api.stream`` itself is kopf's
-    rewritten to parse each line with orjson from its bytes, where kopf decodes the line to
-    text for the standard library's parser: with 20,000 pods present, the parsing was a
-    quarter of an operator's CPU until Ready. A watch with a decoder asks for protobuf
-    (:mod:`opsuite_common.protowatch`) and reads length-prefixed frames, unless the API
-    server answers JSON all the same; ``errors.check_response`` is wrapped to read an error
-    it answers in protobuf. kopf looks these functions up by module
-    attribute at call time. Private API: kopf is pinned to 1.45.x and the e2e suite
-    checks that readiness holds through a quiet period and follows the watch (API server paused
-    and resumed); shared/tests/test_initial_lists.py runs the listings against a local server.
+    starts over with a fresh listing, in pages from then on.
+
+    Failed attempts: kopf ends a watcher for good on an ERROR event other than "410 Gone"
+    (``WatchingError``) and on a 5xx answer it has retried for 54 s, and lists again 0.1 s
+    after a 429 it has retried as long; client-go's reflector retries them all, with backoff.
+    Here each is logged and waited out, per stream, as :class:`WatchBackoff` says; then a
+    watch resumes from the last resourceVersion kopf saw, or, if the failure came before the
+    initial events ended, the listing starts over: in pages after an ERROR event (the API
+    server refused the streaming list; a page of LIST can be served from etcd when its watch
+    cache lags), the same request after a 5xx or 429.
+
+    ``api.stream`` itself is kopf's rewritten to parse each line with orjson from its bytes,
+    where kopf decodes the line to text for the standard library's parser: with 20,000 pods
+    present, the parsing was a quarter of an operator's CPU until Ready. A watch with a decoder
+    asks for protobuf (:mod:`opsuite_common.protowatch`) and reads length-prefixed frames,
+    unless the API server answers JSON all the same; ``errors.check_response`` is wrapped to
+    read an error it answers in protobuf. kopf looks these functions up by module attribute at
+    call time. Private API: kopf is pinned to 1.45.x, the e2e suite checks that readiness
+    holds through a quiet period and follows the watch (API server paused and resumed), and
+    shared/tests/test_initial_lists.py runs the listings and failed attempts against a local
+    server.
     """
 
     original_watch = getattr(watching.infinite_watch, "__wrapped__", watching.infinite_watch)
@@ -325,17 +391,26 @@ def track_watch_activity(
     original_stream = getattr(api.stream, "__wrapped__", api.stream)
     original_check = getattr(errors.check_response, "__wrapped__", errors.check_response)
     logger = logging.getLogger(__name__)
+    backoff = backoff or WatchBackoff()
+
+    async def back_off(stream: Stream, failure: str, details: Mapping[str, Any] | None) -> None:
+        """Wait out a failed attempt of ``stream``: at least the ``retryAfterSeconds`` of the
+        details of the API server's Status, if any."""
+        delay = backoff.delay(stream, float((details or {}).get("retryAfterSeconds") or 0))
+        logger.warning(
+            "watch of %s failed: %s; trying again in %.1f s", described(stream), failure, delay
+        )
+        await asyncio.sleep(delay)
 
     async def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
-        name = str(kwargs["resource"].plural)
-        namespace: str | None = kwargs.get("namespace")
+        watched = (str(kwargs["resource"].plural), kwargs.get("namespace"))
         while True:
             listing: set[tuple[str, str]] = set()
             try:
                 async for item in original_watch(**kwargs):
-                    activity.mark(name, namespace)
+                    activity.mark(*watched)
                     if item is watching.Bookmark.LISTED:
-                        activity.listed(name, namespace, listing)
+                        activity.listed(*watched, listing)
                         listing = set()
                     elif isinstance(item, dict) and item.get("type") is None:  # a listing's
                         meta = item["object"].get("metadata", {})
@@ -344,28 +419,47 @@ def track_watch_activity(
                 return
             except InitialEventsIncomplete as exc:
                 logger.warning(
-                    "streaming list of %s%s: %s; listing in pages from now on",
-                    name,
-                    f" in {namespace}" if namespace else "",
+                    "streaming list of %s: %s; listing in pages from now on",
+                    described(watched),
                     exc,
                 )
                 kwargs["settings"].watching.initial_streaming = False
+            except errors.APIServerError as exc:  # a page of LIST, retried by kopf, failed
+                await back_off(
+                    watched, f"LIST answered {exc.status}: {exc.message or exc}", exc.details
+                )
 
     async def watch_objs(**kwargs: Any) -> AsyncIterator[Any]:
         """kopf's watch request; raises InitialEventsIncomplete when it was a streaming list
-        that ended (or was refused) before the bookmark that ends its initial events."""
+        that ended (or was refused) before the bookmark that ends its initial events, and
+        waits out a failed attempt before kopf sends the next request."""
+        watched = (str(kwargs["resource"].plural), kwargs.get("namespace"))
         initial = kwargs.get("since") is None and kwargs["settings"].watching.initial_streaming
         listed = not initial
+        error: Mapping[str, Any] | None = None
+        items = cast(AsyncGenerator[Any], original_watch_objs(**kwargs))  # see check_kopf_shape
         try:
-            async for item in original_watch_objs(**kwargs):
-                listed = listed or item.get("type") == "BOOKMARK"
-                yield item
-        except errors.APITooManyRequestsError:
-            raise  # kopf retries these
+            async with contextlib.aclosing(items):
+                async for item in items:
+                    if item.get("type") == "ERROR" and item["object"].get("code") != 410:
+                        error = item["object"]  # kopf would raise WatchingError
+                        break
+                    listed = listed or item.get("type") == "BOOKMARK"
+                    yield item
+        except (errors.APIServerError, errors.APITooManyRequestsError) as exc:
+            # Nothing of this request was yielded: kopf sends it again, resumed or not.
+            await back_off(watched, f"answered {exc.status}: {exc.message or exc}", exc.details)
+            return
         except errors.APIClientError as exc:
             if listed:
                 raise
             raise InitialEventsIncomplete(f"refused: {exc}") from exc
+        if error is not None:
+            failure = f"ERROR {error.get('code')}: {error.get('message')}"
+            await back_off(watched, failure, error.get("details"))
+            if not listed:
+                raise InitialEventsIncomplete(failure)
+            return  # kopf resumes from the last resourceVersion it saw
         stopper = kwargs.get("operator_pause_waiter")
         if not listed and (stopper is None or not stopper.done()):
             raise InitialEventsIncomplete("the stream ended before its initial events did")

@@ -1,5 +1,6 @@
-"""Initial lists through kopf's own watch code, as patched by opsuite, against a real local
-HTTP server that speaks the API server's list and watch protocol (no mocked client)."""
+"""Initial lists and failed watch attempts through kopf's own watch code, as patched by
+opsuite, against a real local HTTP server that speaks the API server's list and watch protocol
+(no mocked client)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,23 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 import pytest
 from aiohttp import web
-from kopf._cogs.clients import api, auth, watching
+from kopf._cogs.clients import api, auth, errors, watching
 from kopf._cogs.structs import credentials, references
+from kopf._core.reactor import queueing
 
 from opsuite_common.kopf_settings import (
     LIST_CHUNK_SIZE,
     WatchActivity,
+    WatchBackoff,
     configure_kopf,
+    route_watch_events,
     track_watch_activity,
 )
 from opsuite_common.options import parse_options
@@ -33,15 +37,14 @@ END = {"k8s.io/initial-events-end": "true"}
 
 @dataclass
 class ApiServer:
-    """Pods by name (their resourceVersion), and how it answers a streaming list."""
+    """Pods by name (their resourceVersion), and how it answers the first requests."""
 
     pods: dict[str, str]
-    streaming: str = "complete"
-    """"complete", "cut" (ends after the first object, once) or "refused" (422)."""
-    after_cut: dict[str, str] | None = None
-    """The pods from the moment the stream is cut."""
-    throttled: str | None = None
-    """The Retry-After of a 429 answered to the first request (None: no such answer)."""
+    answers: list[int | tuple[int, str] | list[bytes]] = field(default_factory=list)
+    """How the first requests (watches or pages of LIST) are answered, in order: an HTTP status
+    (with a Status), a status and its Retry-After, or the lines of a watch that the server then
+    ends. Later ones: a streaming list sends every pod and the bookmark that ends them, a page
+    of LIST holds ``pods``, a resumed watch sends nothing."""
     queries: list[dict[str, str]] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
@@ -51,27 +54,26 @@ class ApiServer:
             query = dict(request.query)
             self.queries.append(query)
             self.arrivals.append(asyncio.get_running_loop().time())
-            if self.throttled is not None and len(self.queries) == 1:
-                status = {"kind": "Status", "code": 429, "reason": "TooManyRequests"}
-                return web.json_response(
-                    status, status=429, headers={"Retry-After": self.throttled}
-                )
+            response = web.StreamResponse()
+            if self.answers:
+                answer = self.answers.pop(0)
+                if not isinstance(answer, list):
+                    code, retry_after = answer if isinstance(answer, tuple) else (answer, None)
+                    status = {"kind": "Status", "code": code, "message": f"answered {code}"}
+                    headers = {} if retry_after is None else {"Retry-After": retry_after}
+                    return web.json_response(status, status=code, headers=headers)
+                await response.prepare(request)
+                for line in answer:
+                    await response.write(line)
+                return response
             if query.get("watch") != "true":
                 return self._list(query)
             if query.get("sendInitialEvents") != "true":
                 await self.closing.wait()  # a resumed watch: nothing happens
-            if self.streaming == "refused":
-                status = {"kind": "Status", "code": 422, "message": "sendInitialEvents forbidden"}
-                return web.json_response(status, status=422)
-            response = web.StreamResponse()
             await response.prepare(request)
             for name, rv in list(self.pods.items()):
-                await response.write(self._event("ADDED", name, rv))
-                if self.streaming == "cut":
-                    self.streaming = "complete"
-                    self.pods = dict(self.after_cut or self.pods)
-                    return response  # the connection ends before the bookmark
-            await response.write(self._event("BOOKMARK", "", "100", END))
+                await response.write(_line("ADDED", name, rv))
+            await response.write(_line("BOOKMARK", "", "100", END))
             await self.closing.wait()
             return response
 
@@ -91,12 +93,13 @@ class ApiServer:
         page = items[start : start + limit]
         return web.json_response({"kind": "PodList", "metadata": meta, "items": page})
 
-    @staticmethod
-    def _event(kind: str, name: str, rv: str, annotations: dict[str, str] | None = None) -> bytes:
-        meta: dict[str, Any] = {"namespace": "ns", "name": name, "resourceVersion": rv}
-        if annotations:
-            meta["annotations"] = annotations
-        return json.dumps({"type": kind, "object": {"metadata": meta}}).encode() + b"\n"
+
+def _line(kind: str, name: str, rv: str, annotations: dict[str, str] | None = None) -> bytes:
+    """A watch event of pod ``name`` in "ns" at ``rv``, as the API server sends it."""
+    meta: dict[str, Any] = {"namespace": "ns", "name": name, "resourceVersion": rv}
+    if annotations:
+        meta["annotations"] = annotations
+    return json.dumps({"type": kind, "object": {"metadata": meta}}).encode() + b"\n"
 
 
 async def _serve(app: web.Application) -> tuple[web.AppRunner, credentials.Vault]:
@@ -111,12 +114,24 @@ async def _serve(app: web.Application) -> tuple[web.AppRunner, credentials.Vault
     return runner, vault
 
 
+@pytest.fixture(autouse=True)
+def _kopf_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kopf's functions as they were before the test patched them."""
+    for module, name in [
+        (watching, "infinite_watch"),
+        (watching, "watch_objs"),
+        (api, "stream"),
+        (errors, "check_response"),
+        (queueing, "watcher"),
+    ]:
+        monkeypatch.setattr(module, name, getattr(module, name))
+
+
 @pytest.fixture
 async def listing() -> AsyncIterator[Any]:
     """``run(server)``: kopf's watch of pods in "ns" against ``server`` until its first
     listing ended; returns what it yielded, the listings reported and the settings."""
     runners: list[tuple[web.AppRunner, ApiServer]] = []
-    originals = (watching.infinite_watch, watching.watch_objs, api.stream)
 
     async def run(
         server: ApiServer, error_backoffs: tuple[float, ...] | None = None
@@ -145,7 +160,6 @@ async def listing() -> AsyncIterator[Any]:
         return seen, listed, settings
 
     yield run
-    watching.infinite_watch, watching.watch_objs, api.stream = originals
     for runner, server in runners:
         server.closing.set()
         await runner.cleanup()
@@ -180,7 +194,9 @@ async def test_a_streaming_list_cut_short_is_listed_again_in_pages(listing: Any)
     last object's resourceVersion, which orders nothing among initial events): the objects
     are listed again, in pages, and the listing holds only what this second list returned
     (an object deleted in between is not kept)."""
-    server = ApiServer({"a": "5", "b": "7"}, streaming="cut", after_cut={"a": "5", "c": "9"})
+    server = ApiServer(
+        {"a": "5", "c": "9"}, answers=[[_line("ADDED", "a", "5"), _line("ADDED", "b", "7")]]
+    )
     seen, listed, settings = await listing(server)
     assert listed == [{("ns", "a"), ("ns", "c")}]
     assert _names(seen)[-3:] == ["a", "c", None]
@@ -192,7 +208,7 @@ async def test_a_streaming_list_cut_short_is_listed_again_in_pages(listing: Any)
 async def test_an_api_server_refusing_streaming_lists_is_listed_in_pages(listing: Any) -> None:
     """WatchList disabled on the API server (422): the operator lists in pages instead of
     losing the watch."""
-    server = ApiServer({"a": "5"}, streaming="refused")
+    server = ApiServer({"a": "5"}, answers=[422])
     seen, listed, settings = await listing(server)
     assert _names(seen) == ["a", None]
     assert listed == [{("ns", "a")}]
@@ -204,12 +220,205 @@ async def test_a_throttled_watch_is_sent_again_when_the_retry_after_says(listing
     """kopf sends a watch (or list) the API server answered 429 again, as client-go's rest
     client does: after the Retry-After, not after kopf's own backoff when that is longer
     (here a minute), and the streaming list goes on as one (no switch to pages)."""
-    server = ApiServer({"a": "5"}, throttled="1")
+    server = ApiServer({"a": "5"}, answers=[(429, "1")])
     _seen, listed, settings = await listing(server, error_backoffs=(60,))
     assert listed == [{("ns", "a")}]
     assert [q.get("sendInitialEvents") for q in server.queries] == ["true", "true"]
     assert server.arrivals[1] - server.arrivals[0] >= 1.0
     assert settings.watching.initial_streaming
+
+
+TOO_LARGE = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "status": "Failure",
+    "code": 504,
+    "reason": "Timeout",
+    "message": "Too large resource version",
+    "details": {"retryAfterSeconds": 1},
+}
+"""What the API server sends, in a watch's 200 stream, when its watch cache cannot catch up
+with the consistent read a streaming list asks for within 3 s."""
+ERROR_LINE = json.dumps({"type": "ERROR", "object": TOO_LARGE}).encode() + b"\n"
+
+
+@dataclass
+class Watcher:
+    """kopf's watcher of pods in "ns" (as opsuite routes it), running against a server."""
+
+    server: ApiServer
+    settings: kopf.OperatorSettings
+    task: asyncio.Task[None]
+    delivered: asyncio.Queue[Mapping[str, Any]]
+    listed: list[set[tuple[str, str]]]
+    attempts: int
+    """How many times kopf sends one request before it gives up (its own retry budget)."""
+
+    async def events(self, count: int) -> list[tuple[str | None, str, str]]:
+        """The next ``count`` events the handler got, as (type, name, resourceVersion); raises
+        what ended the watcher if it ends first."""
+        events: list[tuple[str | None, str, str]] = []
+        async with asyncio.timeout(10):
+            while len(events) < count:
+                get = asyncio.ensure_future(self.delivered.get())
+                await asyncio.wait((get, self.task), return_when=asyncio.FIRST_COMPLETED)
+                if not get.done():
+                    get.cancel()
+                    self.task.result()
+                    raise AssertionError("the watcher ended")
+                event = get.result()
+                meta = event["object"]["metadata"]
+                events.append((event["type"], meta["name"], meta["resourceVersion"]))
+        return events
+
+
+@pytest.fixture
+async def watcher() -> AsyncIterator[Any]:
+    """``start(server)``: kopf's watcher of pods in "ns" against ``server``, started as kopf
+    starts it, with kopf's request retries (their number, without their waits) and opsuite's
+    backoff after failed attempts (capped at 10 ms)."""
+    started: list[tuple[web.AppRunner, credentials.Vault, Watcher]] = []
+
+    async def unrouted(**_: Any) -> str | None:
+        raise AssertionError("pods are routed to their handler")
+
+    async def start(server: ApiServer) -> Watcher:
+        runner, vault = await _serve(server.app())
+        settings = kopf.OperatorSettings()
+        configure_kopf(settings, parse_options("op", "", [], environ={}))
+        retries = settings.networking.error_backoffs  # kopf's default: a tuple of waits
+        assert isinstance(retries, tuple)
+        settings.networking.error_backoffs = [0.001] * len(retries)
+        activity = WatchActivity()
+        listed: list[set[tuple[str, str]]] = []
+        activity.on_listed(lambda _r, _ns, keys: listed.append(keys))
+        track_watch_activity(activity, backoff=WatchBackoff(initial=0.001, cap=0.01))
+        delivered: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
+        route_watch_events(lambda _group, _plural: delivered.put_nowait)
+        task = asyncio.create_task(
+            queueing.watcher(
+                namespace=references.NamespaceName("ns"),
+                settings=settings,
+                resource=PODS,
+                processor=unrouted,
+            )
+        )
+        running = Watcher(server, settings, task, delivered, listed, len(retries) + 1)
+        started.append((runner, vault, running))
+        return running
+
+    yield start
+    for runner, vault, running in started:
+        running.task.cancel()
+        with contextlib.suppress(BaseException):
+            await running.task
+        running.server.closing.set()
+        await vault.close()
+        await runner.cleanup()
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "opsuite_common.kopf_settings" and r.levelno == logging.WARNING
+    ]
+
+
+async def test_an_error_event_before_the_initial_events_ended_is_a_failed_attempt(
+    watcher: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The API server refuses a streaming list inside its 200 stream (ERROR 504 "Too large
+    resource version": its watch cache did not catch up with the consistent read in time).
+    kopf raises WatchingError for it and never restarts that watcher; here the attempt is
+    logged, waited out (WatchBackoff, which the Status's retryAfterSeconds lengthens) and the
+    objects are listed in pages: the handler gets them and the watch goes on."""
+    server = ApiServer({"a": "5", "b": "7"}, answers=[[ERROR_LINE]])
+    running = await watcher(server)
+    assert await running.events(2) == [(None, "a", "5"), (None, "b", "7")]
+    assert running.listed == [{("ns", "a"), ("ns", "b")}]
+    assert server.queries[0]["sendInitialEvents"] == "true"
+    assert server.queries[1]["limit"] == str(LIST_CHUNK_SIZE)
+    assert not running.task.done()
+    assert len(_warnings(caplog)) == 2  # the failed attempt, then the switch to pages
+    assert "Too large resource version" in _warnings(caplog)[0]
+
+
+async def test_an_error_event_after_the_initial_events_ended_resumes_the_watch(
+    watcher: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An ERROR other than 410 Gone once the listing is over ends that watch request only: the
+    next one resumes from the last resourceVersion seen, so nothing is listed again and
+    nothing is missed."""
+    first = [
+        _line("ADDED", "a", "5"),
+        _line("ADDED", "b", "7"),
+        _line("BOOKMARK", "", "100", END),
+        _line("MODIFIED", "a", "101"),
+        ERROR_LINE,
+    ]
+    server = ApiServer({}, answers=[first, [_line("MODIFIED", "b", "102")]])
+    running = await watcher(server)
+    assert await running.events(4) == [
+        (None, "a", "5"),
+        (None, "b", "7"),
+        ("MODIFIED", "a", "101"),
+        ("MODIFIED", "b", "102"),
+    ]
+    resumed = server.queries[1]
+    assert resumed["resourceVersion"] == "101"
+    assert "sendInitialEvents" not in resumed
+    assert running.listed == [{("ns", "a"), ("ns", "b")}]
+    assert not running.task.done()
+    assert len(_warnings(caplog)) == 1
+
+
+async def test_a_streaming_list_answered_503_longer_than_kopf_retries_is_tried_again(
+    watcher: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """HTTP 503 to the streaming list for longer than kopf's own retries last: kopf raises
+    and never restarts the watcher; here each time kopf gives up is a failed attempt, waited
+    out, and the streaming list is sent again until it is answered."""
+    server = ApiServer({"a": "5"})
+    running = await watcher(server)
+    server.answers.extend([503] * (2 * running.attempts))
+    assert await running.events(1) == [(None, "a", "5")]
+    assert running.listed == [{("ns", "a")}]
+    assert len(server.queries) == 2 * running.attempts + 1
+    assert all(q["sendInitialEvents"] == "true" for q in server.queries)
+    assert running.settings.watching.initial_streaming
+    assert len(_warnings(caplog)) == 2
+
+
+@pytest.mark.parametrize("status", [503, 429])
+async def test_a_resumed_watch_answered_an_error_longer_than_kopf_retries_resumes_later(
+    watcher: Any, caplog: pytest.LogCaptureFixture, status: int
+) -> None:
+    """The same for the watch that resumes a listed stream (503, or 429: kopf lists again
+    after it, 0.1 s after its retries): each time kopf gives up is a failed attempt, waited
+    out, and the watch resumes from the last resourceVersion once answered."""
+    listing = [_line("ADDED", "a", "5"), _line("BOOKMARK", "", "100", END)]
+    server = ApiServer({}, answers=[listing])
+    running = await watcher(server)
+    server.answers.extend([status] * (2 * running.attempts) + [[_line("MODIFIED", "a", "101")]])
+    assert await running.events(2) == [(None, "a", "5"), ("MODIFIED", "a", "101")]
+    resumed = server.queries[1:]
+    assert len(resumed) == 2 * running.attempts + 1
+    assert all(q.get("resourceVersion") == "100" and "sendInitialEvents" not in q for q in resumed)
+    assert len(_warnings(caplog)) == 2
+
+
+async def test_a_paged_list_answered_503_longer_than_kopf_retries_is_tried_again(
+    watcher: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same for a page of LIST, where streaming lists are refused."""
+    server = ApiServer({"a": "5"})
+    running = await watcher(server)
+    server.answers.extend([422] + [503] * (2 * running.attempts))
+    assert await running.events(1) == [(None, "a", "5")]
+    assert running.listed == [{("ns", "a")}]
+    assert all(q["limit"] == str(LIST_CHUNK_SIZE) for q in server.queries[1:])
+    assert len(_warnings(caplog)) == 3  # the switch to pages, then the two failed attempts
 
 
 @pytest.fixture
@@ -240,9 +449,7 @@ async def raw_watch() -> AsyncIterator[Any]:
         finally:
             await vault.close()
 
-    originals = (watching.infinite_watch, watching.watch_objs, api.stream)
     yield run
-    watching.infinite_watch, watching.watch_objs, api.stream = originals
     for runner in runners:
         await runner.cleanup()
 
@@ -254,14 +461,14 @@ async def test_the_watch_stream_yields_the_events_kopf_parses(raw_watch: Any) ->
     line without its newline; a response the server ends cleanly marks the watch alive."""
     huge = {"big": "x" * (3 << 20)}
     events = [
-        ApiServer._event("ADDED", "a", "5"),
+        _line("ADDED", "a", "5"),
         json.dumps(
             {"type": "ADDED", "object": {"metadata": {"name": "b", "labels": {"note": "naïve ✓"}}}},
             ensure_ascii=False,  # as the API server sends text: UTF-8
         ).encode()
         + b"\n",
-        ApiServer._event("MODIFIED", "c", "7", huge),
-        ApiServer._event("BOOKMARK", "", "100", END),
+        _line("MODIFIED", "c", "7", huge),
+        _line("BOOKMARK", "", "100", END),
     ]
     body = b"".join(events[:3]) + b"\n" + events[3].rstrip(b"\n")
     split = body.index("✓".encode()) + 1  # inside the character's three bytes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ from opsuite_common import kopf_settings
 from opsuite_common.kopf_settings import (
     KopfShapeError,
     WatchActivity,
+    WatchBackoff,
     check_kopf_shape,
     track_watch_activity,
     watched_stream,
@@ -149,6 +151,31 @@ def test_a_live_stream_does_not_mask_a_silent_one_of_the_same_resource() -> None
     assert activity.silent(["configmaps"], ["busy"], 120) == ["configmaps in busy"]
     activity.start()
     assert activity.silent(["configmaps"], ["busy"], 120) == []
+
+
+def test_a_failed_watch_attempt_waits_as_client_gos_reflector_does() -> None:
+    """0.8 s doubling up to 30 s, each wait plus up to as much again of jitter; never less
+    than the API server's retryAfterSeconds, bounded by the same 30 s; per stream; from 0.8 s
+    again once a stream has gone two minutes without a failure."""
+
+    class Halfway(random.Random):
+        def random(self) -> float:
+            return 0.5
+
+    clock = FakeClock(0)
+    backoff = WatchBackoff(clock=clock, rng=Halfway())
+    pods, namespaces = ("pods", "a"), ("namespaces", None)
+    waits = []
+    for _ in range(8):
+        waits.append(backoff.delay(pods))
+        clock.now += 100
+    assert waits == pytest.approx([1.2, 2.4, 4.8, 9.6, 19.2, 38.4, 45, 45])
+    assert backoff.delay(namespaces, retry_after=1) == pytest.approx(1.2)
+    assert backoff.delay(namespaces, retry_after=5) == 5
+    assert backoff.delay(namespaces, retry_after=3600) == 30
+    clock.now += 121
+    assert backoff.delay(pods) == pytest.approx(1.2)
+    assert 0.8 <= WatchBackoff().delay(pods) < 1.6  # jittered
 
 
 @pytest.mark.parametrize(
