@@ -44,7 +44,7 @@ import aiohttp
 import kopf
 import orjson
 from kopf._cogs.aiokits import aiotoggles
-from kopf._cogs.clients import api, errors, watching
+from kopf._cogs.clients import api, errors, fetching, watching
 from kopf._cogs.structs import references
 from kopf._core.reactor import queueing
 
@@ -88,6 +88,8 @@ _PATCHED: tuple[tuple[str, Any, str, str, frozenset[str]], ...] = (
      frozenset({"settings", "resource", "namespace", "operator_paused"})),
     ("kopf._cogs.clients.watching", watching, "watch_objs", "an async generator function",
      frozenset({"settings", "resource", "namespace", "since", "operator_pause_waiter"})),
+    ("kopf._cogs.clients.fetching", fetching, "fetch_objs", "an async generator function",
+     frozenset({"settings", "resource", "namespace", "logger"})),
     ("kopf._cogs.clients.api", api, "stream", "an async generator function",
      frozenset({"url", "settings", "stopper"})),
     ("kopf._cogs.clients.errors", errors, "check_response", "a coroutine function",
@@ -180,9 +182,10 @@ def configure_kopf(settings: kopf.OperatorSettings, options: ManagerOptions) -> 
     settings.execution.max_workers = 2
 
 
-ListingHandler = Callable[[str, str | None, set[tuple[str, str]]], None]
-"""Called with a resource plural, the namespace of the watch (None: cluster-wide) and the
-(namespace, name) of every object of the listing."""
+ListingHandler = Callable[[str, str | None, set[tuple[str, str]], str | None], None]
+"""Called with a resource plural, the namespace of the watch (None: cluster-wide), the
+(namespace, name) of every object of the listing and the resourceVersion of its snapshot
+(None: unknown), from which the watch goes on."""
 
 
 class InitialEventsIncomplete(Exception):
@@ -240,11 +243,18 @@ class WatchActivity:
         """Call ``handler`` at the end of every (re)listing of any resource."""
         self._on_listed.append(handler)
 
-    def listed(self, resource: str, namespace: str | None, keys: set[tuple[str, str]]) -> None:
-        """A listing of ``resource`` in ``namespace`` ended; ``keys`` are its objects."""
+    def listed(
+        self,
+        resource: str,
+        namespace: str | None,
+        keys: set[tuple[str, str]],
+        resource_version: str | None = None,
+    ) -> None:
+        """A listing of ``resource`` in ``namespace`` ended; ``keys`` are its objects,
+        ``resource_version`` its snapshot's (None: unknown)."""
         self._listed.add((resource, namespace))
         for handler in self._on_listed:
-            handler(resource, namespace, keys)
+            handler(resource, namespace, keys, resource_version)
 
     def has_listed(self, stream: Stream) -> bool:
         """Whether ``stream`` has finished a listing."""
@@ -292,44 +302,51 @@ def track_watch_activity(
     """Wrap kopf's watch streams to report listings and signs of life to ``activity``, and
     watch in protobuf where ``decoders`` has a decoder for the URL.
 
-    Every listing is reported when it ends (``WatchActivity.listed``), with the objects it
-    held: kopf sends no DELETED event for objects deleted while a watch was down (a relist
-    after "410 Gone"), so caches drop what a listing no longer holds. Every event and bookmark
+    Every listing is reported when it ends (``WatchActivity.listed``), with the objects it held
+    and its snapshot's resourceVersion (a streaming list's bookmark, or the paged list's, read
+    at ``kopf._cogs.clients.fetching.fetch_objs``): kopf sends no DELETED event for objects
+    deleted while a watch was down (a relist after "410 Gone"), so caches drop what a listing no
+    longer holds, unless the operator wrote it after the snapshot. Every event and bookmark
     marks the watch alive (kopf filters bookmarks out before handlers run, so they are observed
-    at ``kopf._cogs.clients.watching.infinite_watch``), and so does every watch request that
-    the API server ends cleanly (``kopf._cogs.clients.api.stream``, used only for watches,
-    running out without an error): that happens every ``server_timeout`` on a healthy
-    connection even when nothing changes and no bookmark comes. A hung API server or a
-    half-open connection shows neither. A streaming list that ends or is refused before its
-    initial events did (``kopf._cogs.clients.watching.watch_objs``) is not resumed: the watch
-    starts over with a fresh listing, in pages from then on. ``api.stream`` itself is kopf's
-    rewritten to parse each line with orjson from its bytes, where kopf decodes the line to
-    text for the standard library's parser: with 20,000 pods present, the parsing was a
-    quarter of an operator's CPU until Ready. A watch with a decoder asks for protobuf
-    (:mod:`opsuite_common.protowatch`) and reads length-prefixed frames, unless the API
-    server answers JSON all the same; ``errors.check_response`` is wrapped to read an error
-    it answers in protobuf. kopf looks these functions up by module
-    attribute at call time. Private API: kopf is pinned to 1.45.x and the e2e suite
-    checks that readiness holds through a quiet period and follows the watch (API server paused
-    and resumed); shared/tests/test_initial_lists.py runs the listings against a local server.
+    at ``kopf._cogs.clients.watching.infinite_watch``), and so does every watch request that the
+    API server ends cleanly (``kopf._cogs.clients.api.stream``, used only for watches, running
+    out without an error): that happens every ``server_timeout`` on a healthy connection even
+    when nothing changes and no bookmark comes. A hung API server or a half-open connection
+    shows neither. A streaming list that ends or is refused before its initial events did
+    (``kopf._cogs.clients.watching.watch_objs``) is not resumed: the watch starts over with a
+    fresh listing, in pages from then on. ``api.stream`` itself is kopf's rewritten to parse
+    each line with orjson from its bytes, where kopf decodes the line to text for the standard
+    library's parser: with 20,000 pods present, the parsing was a quarter of an operator's CPU
+    until Ready. A watch with a decoder asks for protobuf (:mod:`opsuite_common.protowatch`) and
+    reads length-prefixed frames, unless the API server answers JSON all the same;
+    ``errors.check_response`` is wrapped to read an error it answers in protobuf. kopf looks
+    these functions up by module attribute at call time. Private API: kopf is pinned to 1.45.x
+    and the e2e suite checks that readiness holds through a quiet period and follows the watch
+    (API server paused and resumed); shared/tests/test_initial_lists.py runs the listings
+    against a local server.
     """
 
     original_watch = getattr(watching.infinite_watch, "__wrapped__", watching.infinite_watch)
     original_watch_objs = getattr(watching.watch_objs, "__wrapped__", watching.watch_objs)
     original_stream = getattr(api.stream, "__wrapped__", api.stream)
     original_check = getattr(errors.check_response, "__wrapped__", errors.check_response)
+    original_fetch = getattr(fetching.fetch_objs, "__wrapped__", fetching.fetch_objs)
     logger = logging.getLogger(__name__)
+    snapshots: dict[Stream, str] = {}  # the resourceVersion of each listing under way
+
+    def stream_of(kwargs: Mapping[str, Any]) -> Stream:
+        return str(kwargs["resource"].plural), kwargs.get("namespace")
 
     async def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
-        name = str(kwargs["resource"].plural)
-        namespace: str | None = kwargs.get("namespace")
+        name, namespace = stream_of(kwargs)
         while True:
             listing: set[tuple[str, str]] = set()
             try:
                 async for item in original_watch(**kwargs):
                     activity.mark(name, namespace)
                     if item is watching.Bookmark.LISTED:
-                        activity.listed(name, namespace, listing)
+                        snapshot = snapshots.pop((name, namespace), None)
+                        activity.listed(name, namespace, listing, snapshot)
                         listing = set()
                     elif isinstance(item, dict) and item.get("type") is None:  # a listing's
                         meta = item["object"].get("metadata", {})
@@ -352,7 +369,11 @@ def track_watch_activity(
         listed = not initial
         try:
             async for item in original_watch_objs(**kwargs):
-                listed = listed or item.get("type") == "BOOKMARK"
+                if not listed and item.get("type") == "BOOKMARK":
+                    listed = True
+                    version = item["object"].get("metadata", {}).get("resourceVersion")
+                    if version is not None:
+                        snapshots[stream_of(kwargs)] = version
                 yield item
         except errors.APITooManyRequestsError:
             raise  # kopf retries these
@@ -363,6 +384,13 @@ def track_watch_activity(
         stopper = kwargs.get("operator_pause_waiter")
         if not listed and (stopper is None or not stopper.done()):
             raise InitialEventsIncomplete("the stream ended before its initial events did")
+
+    async def fetch_objs(**kwargs: Any) -> AsyncIterator[Any]:
+        """kopf's paged listing; its resourceVersion (every page's) is the snapshot's."""
+        async for chunk, version in original_fetch(**kwargs):
+            if version is not None:
+                snapshots[stream_of(kwargs)] = version
+            yield chunk, version
 
     async def stream(
         url: str,
@@ -452,10 +480,12 @@ def track_watch_activity(
 
     infinite_watch.__wrapped__ = original_watch  # type: ignore[attr-defined]
     watch_objs.__wrapped__ = original_watch_objs  # type: ignore[attr-defined]
+    fetch_objs.__wrapped__ = original_fetch  # type: ignore[attr-defined]
     stream.__wrapped__ = original_stream  # type: ignore[attr-defined]
     check_response.__wrapped__ = original_check  # type: ignore[attr-defined]
     watching.infinite_watch = infinite_watch
     watching.watch_objs = watch_objs
+    fetching.fetch_objs = fetch_objs
     api.stream = stream
     errors.check_response = check_response
     logger.debug("watch activity tracking installed")

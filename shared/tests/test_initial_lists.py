@@ -9,12 +9,13 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import kopf
 import pytest
 from aiohttp import web
-from kopf._cogs.clients import api, auth, watching
+from kopf._cogs.clients import api, auth, fetching, watching
 from kopf._cogs.structs import credentials, references
 
 from opsuite_common.kopf_settings import (
@@ -23,8 +24,10 @@ from opsuite_common.kopf_settings import (
     configure_kopf,
     track_watch_activity,
 )
+from opsuite_common.manager import Manager
 from opsuite_common.options import parse_options
-from opsuite_testkit import FakeClock
+from opsuite_common.store import JSON, Store, object_key
+from opsuite_testkit import FakeClock, offline_manager
 
 PODS = references.Resource(group="", version="v1", plural="pods", namespaced=True)
 PATH = "/api/v1/namespaces/ns/pods"
@@ -104,19 +107,24 @@ async def _serve(app: web.Application) -> tuple[web.AppRunner, credentials.Vault
 
 @pytest.fixture
 async def listing() -> AsyncIterator[Any]:
-    """``run(server)``: kopf's watch of pods in "ns" against ``server`` until its first
-    listing ended; returns what it yielded, the listings reported and the settings."""
+    """``run(server, manager)``: kopf's watch of pods in "ns" against ``server`` until its
+    first listing ended, its events delivered to ``manager``'s route of pods (if given, as
+    the routed watcher does); returns what it yielded, the listings reported and the
+    settings."""
     runners: list[tuple[web.AppRunner, ApiServer]] = []
-    originals = (watching.infinite_watch, watching.watch_objs, api.stream)
+    originals = (watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream)
 
-    async def run(server: ApiServer) -> tuple[list[Any], list[set[tuple[str, str]]], Any]:
+    async def run(
+        server: ApiServer, manager: Manager | None = None
+    ) -> tuple[list[Any], list[set[tuple[str, str]]], Any]:
         runner, vault = await _serve(server.app())
         runners.append((runner, server))
         settings = kopf.OperatorSettings()
         configure_kopf(settings, parse_options("op", "", [], environ={}))
-        activity = WatchActivity()
+        activity = WatchActivity() if manager is None else manager.activity
+        deliver = None if manager is None else manager._routes[("", "pods")]
         listed: list[set[tuple[str, str]]] = []
-        activity.on_listed(lambda _r, _ns, keys: listed.append(keys))
+        activity.on_listed(lambda _r, _ns, keys, _rv: listed.append(keys))
         track_watch_activity(activity)
         seen: list[Any] = []
         stream: Any = watching.infinite_watch(
@@ -128,11 +136,13 @@ async def listing() -> AsyncIterator[Any]:
                     seen.append(item)
                     if item is watching.Bookmark.LISTED:
                         break
+                    if deliver is not None and item.get("type") != "BOOKMARK":
+                        deliver(item)
         await vault.close()
         return seen, listed, settings
 
     yield run
-    watching.infinite_watch, watching.watch_objs, api.stream = originals
+    watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream = originals
     for runner, server in runners:
         server.closing.set()
         await runner.cleanup()
@@ -187,6 +197,34 @@ async def test_an_api_server_refusing_streaming_lists_is_listed_in_pages(listing
     assert not settings.watching.initial_streaming
 
 
+@pytest.mark.parametrize("streaming", ["complete", "refused"])
+async def test_a_relisting_keeps_what_the_operator_wrote_after_its_snapshot(
+    listing: Any, streaming: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy the operator created while a relisting was under way is cached from the write's
+    answer, newer than the listing's snapshot (resourceVersion 100, the streaming list's
+    bookmark or the paged list's): it stays, and no handler hears it DELETED (it did, and the
+    next pass created it again, got 409 and requeued until the watch caught up). A record
+    older than the snapshot that the listing lacks goes, and so does one whose
+    resourceVersion is not an integer (nothing orders it)."""
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    store = Store("pods")
+    deleted: list[str] = []
+
+    def on_event(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
+        if event_type == "DELETED":
+            deleted.append(obj["metadata"]["name"])
+
+    manager.watch("", "v1", "pods", store=store, on_event=on_event)
+    for name, rv in (("written", "120"), ("gone", "99"), ("opaque", "x120")):
+        store.apply(
+            "MODIFIED", {"metadata": {"namespace": "ns", "name": name, "resourceVersion": rv}}
+        )
+    await listing(ApiServer({"a": "5"}, streaming=streaming), manager)
+    kept = sorted(object_key(o)[1] for o in store.items())
+    assert (kept, sorted(deleted)) == (["a", "written"], ["gone", "opaque"])
+
+
 @pytest.fixture
 async def raw_watch() -> AsyncIterator[Any]:
     """``run(chunks, stream)``: what ``stream`` (kopf's ``api.stream`` or a replacement) yields
@@ -215,9 +253,9 @@ async def raw_watch() -> AsyncIterator[Any]:
         finally:
             await vault.close()
 
-    originals = (watching.infinite_watch, watching.watch_objs, api.stream)
+    originals = (watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream)
     yield run
-    watching.infinite_watch, watching.watch_objs, api.stream = originals
+    watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream = originals
     for runner in runners:
         await runner.cleanup()
 
