@@ -52,7 +52,7 @@ import aiohttp
 import kopf
 import orjson
 from kopf._cogs.aiokits import aiotoggles
-from kopf._cogs.clients import api, errors, watching
+from kopf._cogs.clients import api, errors, fetching, watching
 from kopf._cogs.structs import references
 from kopf._core.reactor import queueing
 
@@ -96,6 +96,8 @@ _PATCHED: tuple[tuple[str, Any, str, str, frozenset[str]], ...] = (
      frozenset({"settings", "resource", "namespace", "operator_paused"})),
     ("kopf._cogs.clients.watching", watching, "watch_objs", "an async generator function",
      frozenset({"settings", "resource", "namespace", "since", "operator_pause_waiter"})),
+    ("kopf._cogs.clients.fetching", fetching, "fetch_objs", "an async generator function",
+     frozenset({"settings", "resource", "namespace", "logger"})),
     ("kopf._cogs.clients.api", api, "stream", "an async generator function",
      frozenset({"url", "settings", "stopper"})),
     ("kopf._cogs.clients.errors", errors, "check_response", "a coroutine function",
@@ -194,9 +196,10 @@ def configure_kopf(settings: kopf.OperatorSettings, options: ManagerOptions) -> 
     settings.execution.max_workers = 2
 
 
-ListingHandler = Callable[[str, str | None, set[tuple[str, str]]], None]
-"""Called with a resource plural, the namespace of the watch (None: cluster-wide) and the
-(namespace, name) of every object of the listing."""
+ListingHandler = Callable[[str, str | None, set[tuple[str, str]], str | None], None]
+"""Called with a resource plural, the namespace of the watch (None: cluster-wide), the
+(namespace, name) of every object of the listing and the resourceVersion of its snapshot
+(None: unknown), from which the watch goes on."""
 
 
 class InitialEventsIncomplete(Exception):
@@ -254,11 +257,18 @@ class WatchActivity:
         """Call ``handler`` at the end of every (re)listing of any resource."""
         self._on_listed.append(handler)
 
-    def listed(self, resource: str, namespace: str | None, keys: set[tuple[str, str]]) -> None:
-        """A listing of ``resource`` in ``namespace`` ended; ``keys`` are its objects."""
+    def listed(
+        self,
+        resource: str,
+        namespace: str | None,
+        keys: set[tuple[str, str]],
+        resource_version: str | None = None,
+    ) -> None:
+        """A listing of ``resource`` in ``namespace`` ended; ``keys`` are its objects,
+        ``resource_version`` its snapshot's (None: unknown)."""
         self._listed.add((resource, namespace))
         for handler in self._on_listed:
-            handler(resource, namespace, keys)
+            handler(resource, namespace, keys, resource_version)
 
     def has_listed(self, stream: Stream) -> bool:
         """Whether ``stream`` has finished a listing."""
@@ -353,9 +363,11 @@ def track_watch_activity(
     in protobuf where ``decoders`` has a decoder for the URL, and wait out failed attempts
     (``backoff``, client-go's reflector backoff by default) instead of ending the watch.
 
-    Every listing is reported when it ends (``WatchActivity.listed``), with the objects it
-    held: kopf sends no DELETED event for objects deleted while a watch was down (a relist
-    after "410 Gone"), so caches drop what a listing no longer holds. Every event and bookmark
+    Every listing is reported when it ends (``WatchActivity.listed``), with the objects it held
+    and its snapshot's resourceVersion (a streaming list's bookmark, or the paged list's, read
+    at ``kopf._cogs.clients.fetching.fetch_objs``): kopf sends no DELETED event for objects
+    deleted while a watch was down (a relist after "410 Gone"), so caches drop what a listing no
+    longer holds, unless the operator wrote it after the snapshot. Every event and bookmark
     marks the watch alive (kopf filters bookmarks out before handlers run, so they are observed
     at ``kopf._cogs.clients.watching.infinite_watch``), and so does every watch request that
     the API server ends cleanly (``kopf._cogs.clients.api.stream``, used only for watches,
@@ -390,6 +402,8 @@ def track_watch_activity(
     original_watch_objs = getattr(watching.watch_objs, "__wrapped__", watching.watch_objs)
     original_stream = getattr(api.stream, "__wrapped__", api.stream)
     original_check = getattr(errors.check_response, "__wrapped__", errors.check_response)
+    original_fetch = getattr(fetching.fetch_objs, "__wrapped__", fetching.fetch_objs)
+    snapshots: dict[Stream, str] = {}  # the resourceVersion of each listing under way
     logger = logging.getLogger(__name__)
     backoff = backoff or WatchBackoff()
 
@@ -402,15 +416,18 @@ def track_watch_activity(
         )
         await asyncio.sleep(delay)
 
+    def stream_of(kwargs: Mapping[str, Any]) -> Stream:
+        return str(kwargs["resource"].plural), kwargs.get("namespace")
+
     async def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
-        watched = (str(kwargs["resource"].plural), kwargs.get("namespace"))
+        watched = stream_of(kwargs)
         while True:
             listing: set[tuple[str, str]] = set()
             try:
                 async for item in original_watch(**kwargs):
                     activity.mark(*watched)
                     if item is watching.Bookmark.LISTED:
-                        activity.listed(*watched, listing)
+                        activity.listed(*watched, listing, snapshots.pop(watched, None))
                         listing = set()
                     elif isinstance(item, dict) and item.get("type") is None:  # a listing's
                         meta = item["object"].get("metadata", {})
@@ -433,7 +450,7 @@ def track_watch_activity(
         """kopf's watch request; raises InitialEventsIncomplete when it was a streaming list
         that ended (or was refused) before the bookmark that ends its initial events, and
         waits out a failed attempt before kopf sends the next request."""
-        watched = (str(kwargs["resource"].plural), kwargs.get("namespace"))
+        watched = stream_of(kwargs)
         initial = kwargs.get("since") is None and kwargs["settings"].watching.initial_streaming
         listed = not initial
         error: Mapping[str, Any] | None = None
@@ -444,7 +461,11 @@ def track_watch_activity(
                     if item.get("type") == "ERROR" and item["object"].get("code") != 410:
                         error = item["object"]  # kopf would raise WatchingError
                         break
-                    listed = listed or item.get("type") == "BOOKMARK"
+                    if not listed and item.get("type") == "BOOKMARK":
+                        listed = True
+                        version = item["object"].get("metadata", {}).get("resourceVersion")
+                        if version is not None:
+                            snapshots[watched] = version
                     yield item
         except (errors.APIServerError, errors.APITooManyRequestsError) as exc:
             # Nothing of this request was yielded: kopf sends it again, resumed or not.
@@ -463,6 +484,13 @@ def track_watch_activity(
         stopper = kwargs.get("operator_pause_waiter")
         if not listed and (stopper is None or not stopper.done()):
             raise InitialEventsIncomplete("the stream ended before its initial events did")
+
+    async def fetch_objs(**kwargs: Any) -> AsyncIterator[Any]:
+        """kopf's paged listing; its resourceVersion (every page's) is the snapshot's."""
+        async for chunk, version in original_fetch(**kwargs):
+            if version is not None:
+                snapshots[stream_of(kwargs)] = version
+            yield chunk, version
 
     async def stream(
         url: str,
@@ -554,10 +582,12 @@ def track_watch_activity(
     watch_objs.__wrapped__ = original_watch_objs  # type: ignore[attr-defined]
     stream.__wrapped__ = original_stream  # type: ignore[attr-defined]
     check_response.__wrapped__ = original_check  # type: ignore[attr-defined]
+    fetch_objs.__wrapped__ = original_fetch  # type: ignore[attr-defined]
     watching.infinite_watch = infinite_watch
     watching.watch_objs = watch_objs
     api.stream = stream
     errors.check_response = check_response
+    fetching.fetch_objs = fetch_objs
     logger.debug("watch activity tracking installed")
 
 

@@ -213,13 +213,20 @@ class Manager:
     def _silent(self, longer_than: float) -> list[str]:
         return self.activity.silent(self._watched, self.options.namespaces, longer_than)
 
-    def _listed(self, plural: str, namespace: str | None, keys: set[tuple[str, str]]) -> None:
-        """A (re)listing ended: drop cached objects it no longer holds; maybe open the gate."""
+    def _listed(
+        self,
+        plural: str,
+        namespace: str | None,
+        keys: set[tuple[str, str]],
+        resource_version: str | None,
+    ) -> None:
+        """A (re)listing ended: drop cached objects it no longer holds, but for the operator's
+        own writes after its snapshot (:meth:`Store.prune`); maybe open the gate."""
         if plural not in self._stores:
             return
         store, on_event = self._stores[plural]
         if store is not None:
-            for obj in store.prune(keep=keys, namespace=namespace):
+            for obj in store.prune(keep=keys, namespace=namespace, snapshot=resource_version):
                 log.info("%s %s/%s vanished while the watch was down", plural, *object_key(obj))
                 if on_event is not None:
                     on_event("DELETED", obj, obj)

@@ -60,6 +60,12 @@ def resource_version_order(a: str, b: str) -> int | None:
     return (ka > kb) - (ka < kb)
 
 
+def _newer(obj: JSON, resource_version: str) -> bool:
+    """Whether ``obj``'s resourceVersion is known to be newer than ``resource_version``."""
+    version = obj.get("metadata", {}).get("resourceVersion")
+    return isinstance(version, str) and resource_version_order(version, resource_version) == 1
+
+
 def object_key(obj: JSON) -> ObjectKey:
     """The (namespace, name) of an object."""
     meta = obj.get("metadata", {})
@@ -107,13 +113,8 @@ class Store:
         event that was under way when the operator recorded its own write (a write-through),
         which must not take the cache back to what the operator just changed."""
         cached = self._objects.get(object_key(obj))
-        if cached is None:
-            return False
-        new = obj.get("metadata", {}).get("resourceVersion")
-        old = cached.get("metadata", {}).get("resourceVersion")
-        if not isinstance(new, str) or not isinstance(old, str):
-            return False
-        return resource_version_order(new, old) == -1
+        version = obj.get("metadata", {}).get("resourceVersion")
+        return cached is not None and isinstance(version, str) and _newer(cached, version)
 
     def record_write(self, answer: JSON) -> None:
         """The API server's answer to this operator's own write of a cached object (its status,
@@ -126,13 +127,21 @@ class Store:
         if self.get(*object_key(answer)) is not None and not self.outdated(answer):
             self.apply("MODIFIED", answer)
 
-    def prune(self, keep: set[ObjectKey], namespace: str | None = None) -> list[JSON]:
-        """Drop every object (of ``namespace``; None: of any) whose key is not in ``keep``;
-        return the dropped objects."""
+    def prune(
+        self, keep: set[ObjectKey], namespace: str | None = None, snapshot: str | None = None
+    ) -> list[JSON]:
+        """Drop every object (of ``namespace``; None: of any) whose key is not in ``keep``
+        (the objects of a listing), except those newer than the listing's ``snapshot``
+        resourceVersion: only the operator's own writes (:meth:`record_write`, write-throughs)
+        put such a version in the cache before the watch, which goes on from the snapshot,
+        brings it. Versions that are not both integers (:func:`resource_version_order`) order
+        nothing: such an object is dropped. Return the dropped objects."""
         gone = [
             key
-            for key in self._objects
-            if key not in keep and (namespace is None or key[0] == namespace)
+            for key, obj in self._objects.items()
+            if key not in keep
+            and (namespace is None or key[0] == namespace)
+            and (snapshot is None or not _newer(obj, snapshot))
         ]
         return [obj for key in gone if (obj := self._remove(key)) is not None]
 

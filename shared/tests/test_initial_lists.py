@@ -10,12 +10,13 @@ import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import kopf
 import pytest
 from aiohttp import web
-from kopf._cogs.clients import api, auth, errors, watching
+from kopf._cogs.clients import api, auth, errors, fetching, watching
 from kopf._cogs.structs import credentials, references
 from kopf._core.reactor import queueing
 
@@ -27,8 +28,10 @@ from opsuite_common.kopf_settings import (
     route_watch_events,
     track_watch_activity,
 )
+from opsuite_common.manager import Manager
 from opsuite_common.options import parse_options
-from opsuite_testkit import FakeClock
+from opsuite_common.store import JSON, Store, object_key
+from opsuite_testkit import FakeClock, offline_manager
 
 PODS = references.Resource(group="", version="v1", plural="pods", namespaced=True)
 PATH = "/api/v1/namespaces/ns/pods"
@@ -122,6 +125,7 @@ def _kopf_restored(monkeypatch: pytest.MonkeyPatch) -> None:
         (watching, "watch_objs"),
         (api, "stream"),
         (errors, "check_response"),
+        (fetching, "fetch_objs"),
         (queueing, "watcher"),
     ]:
         monkeypatch.setattr(module, name, getattr(module, name))
@@ -129,12 +133,16 @@ def _kopf_restored(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 async def listing() -> AsyncIterator[Any]:
-    """``run(server)``: kopf's watch of pods in "ns" against ``server`` until its first
-    listing ended; returns what it yielded, the listings reported and the settings."""
+    """``run(server, manager)``: kopf's watch of pods in "ns" against ``server`` until its
+    first listing ended, its events delivered to ``manager``'s route of pods (if given, as
+    the routed watcher does); returns what it yielded, the listings reported and the
+    settings."""
     runners: list[tuple[web.AppRunner, ApiServer]] = []
 
     async def run(
-        server: ApiServer, error_backoffs: tuple[float, ...] | None = None
+        server: ApiServer,
+        error_backoffs: tuple[float, ...] | None = None,
+        manager: Manager | None = None,
     ) -> tuple[list[Any], list[set[tuple[str, str]]], Any]:
         runner, vault = await _serve(server.app())
         runners.append((runner, server))
@@ -142,9 +150,10 @@ async def listing() -> AsyncIterator[Any]:
         configure_kopf(settings, parse_options("op", "", [], environ={}))
         if error_backoffs is not None:
             settings.networking.error_backoffs = error_backoffs
-        activity = WatchActivity()
+        activity = WatchActivity() if manager is None else manager.activity
+        deliver = None if manager is None else manager._routes[("", "pods")]
         listed: list[set[tuple[str, str]]] = []
-        activity.on_listed(lambda _r, _ns, keys: listed.append(keys))
+        activity.on_listed(lambda _r, _ns, keys, _rv: listed.append(keys))
         track_watch_activity(activity)
         seen: list[Any] = []
         stream: Any = watching.infinite_watch(
@@ -156,6 +165,8 @@ async def listing() -> AsyncIterator[Any]:
                     seen.append(item)
                     if item is watching.Bookmark.LISTED:
                         break
+                    if deliver is not None and item.get("type") != "BOOKMARK":
+                        deliver(item)
         await vault.close()
         return seen, listed, settings
 
@@ -291,7 +302,7 @@ async def watcher() -> AsyncIterator[Any]:
         settings.networking.error_backoffs = [0.001] * len(retries)
         activity = WatchActivity()
         listed: list[set[tuple[str, str]]] = []
-        activity.on_listed(lambda _r, _ns, keys: listed.append(keys))
+        activity.on_listed(lambda _r, _ns, keys, _rv: listed.append(keys))
         track_watch_activity(activity, backoff=WatchBackoff(initial=0.001, cap=0.01))
         delivered: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
         route_watch_events(lambda _group, _plural: delivered.put_nowait)
@@ -419,6 +430,34 @@ async def test_a_paged_list_answered_503_longer_than_kopf_retries_is_tried_again
     assert running.listed == [{("ns", "a")}]
     assert all(q["limit"] == str(LIST_CHUNK_SIZE) for q in server.queries[1:])
     assert len(_warnings(caplog)) == 3  # the switch to pages, then the two failed attempts
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["streaming", "paged"])
+async def test_a_relisting_keeps_what_the_operator_wrote_after_its_snapshot(
+    listing: Any, refused: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy the operator created while a relisting was under way is cached from the write's
+    answer, newer than the listing's snapshot (resourceVersion 100, the streaming list's
+    bookmark or the paged list's): it stays, and no handler hears it DELETED (it did, and the
+    next pass created it again, got 409 and requeued until the watch caught up). A record
+    older than the snapshot that the listing lacks goes, and so does one whose
+    resourceVersion is not an integer (nothing orders it)."""
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    store = Store("pods")
+    deleted: list[str] = []
+
+    def on_event(event_type: str | None, obj: JSON, _old: JSON | None) -> None:
+        if event_type == "DELETED":
+            deleted.append(obj["metadata"]["name"])
+
+    manager.watch("", "v1", "pods", store=store, on_event=on_event)
+    for name, rv in (("written", "120"), ("gone", "99"), ("opaque", "x120")):
+        store.apply(
+            "MODIFIED", {"metadata": {"namespace": "ns", "name": name, "resourceVersion": rv}}
+        )
+    await listing(ApiServer({"a": "5"}, answers=[422] if refused else []), manager=manager)
+    kept = sorted(object_key(o)[1] for o in store.items())
+    assert (kept, sorted(deleted)) == (["a", "written"], ["gone", "opaque"])
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from kopf._cogs.clients import api, watching
+from kopf._cogs.clients import api, fetching, watching
 from kopf._core.reactor import queueing
 
 from opsuite_common import kopf_settings
@@ -45,6 +45,7 @@ def test_the_pinned_series_is_the_one_the_project_locks() -> None:
     [
         (watching, "infinite_watch"),
         (watching, "watch_objs"),
+        (fetching, "fetch_objs"),
         (api, "stream"),
         (queueing, "watcher"),
         (api, "request"),
@@ -112,8 +113,8 @@ async def test_watch_tracking_reports_each_listing_and_every_sign_of_life(
     monkeypatch.setattr(watching, "infinite_watch", infinite_watch)
     clock = FakeClock(100)
     activity = WatchActivity(clock)
-    listed: list[tuple[str, str | None, set[tuple[str, str]]]] = []
-    activity.on_listed(lambda r, ns, keys: listed.append((r, ns, keys)))
+    listed: list[tuple[str, str | None, set[tuple[str, str]], str | None]] = []
+    activity.on_listed(lambda r, ns, keys, rv: listed.append((r, ns, keys, rv)))
     track_watch_activity(activity)
 
     resource = SimpleNamespace(plural="pods")
@@ -121,7 +122,7 @@ async def test_watch_tracking_reports_each_listing_and_every_sign_of_life(
     watch: Any = watching.infinite_watch  # the wrapper, called as kopf calls it
     seen = [i async for i in watch(resource=resource, namespace="a")]
     assert seen == items
-    assert listed == [("pods", "a", {("a", "x"), ("a", "y")})]
+    assert listed == [("pods", "a", {("a", "x"), ("a", "y")}, None)]
     assert activity.has_listed(("pods", "a"))
     assert not activity.has_listed(("pods", "b"))
     clock.now = 150

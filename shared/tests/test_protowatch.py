@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kopf._cogs.clients import api, auth, errors, watching
+from kopf._cogs.clients import api, auth, errors, fetching, watching
 from kopf._cogs.structs import credentials, references
 
 from opsuite_common import protowatch
@@ -237,7 +237,7 @@ async def served() -> AsyncIterator[Any]:
     watch of pods in "ns" answered with ``body`` (sent in pieces of ``split`` bytes), and the
     Accept header it sent."""
     runners: list[web.AppRunner] = []
-    originals = (watching.infinite_watch, watching.watch_objs, api.stream)
+    originals = (watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream)
 
     async def run(
         body: bytes, content_type: str, split: int, status: int = 200
@@ -279,7 +279,7 @@ async def served() -> AsyncIterator[Any]:
             await vault.close()
 
     yield run
-    watching.infinite_watch, watching.watch_objs, api.stream = originals
+    watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream = originals
     for runner in runners:
         await runner.cleanup()
 
