@@ -473,7 +473,7 @@ class Curve:
 def encoding(plural: str) -> str:
     """What the operators' watch of ``plural`` asks for: protobuf for the resources
     :mod:`opsuite_common.protowatch` decodes, else JSON."""
-    return protowatch.WATCH_CONTENT_TYPE if plural in protowatch.MESSAGES else "application/json"
+    return protowatch.ACCEPT if plural in protowatch.MESSAGES else "application/json"
 
 
 def _probe(*args: str) -> dict[str, float]:

@@ -57,12 +57,7 @@ from kopf._cogs.structs import references
 from kopf._core.reactor import queueing
 
 from opsuite_common.options import ManagerOptions
-from opsuite_common.protowatch import (
-    CONTENT_TYPE,
-    WATCH_CONTENT_TYPE,
-    Decoder,
-    ProtobufError,
-)
+from opsuite_common.protowatch import ACCEPT, CONTENT_TYPE, Decoder, ProtobufError
 from opsuite_common.store import JSON
 
 KOPF_SERIES = "1.45"
@@ -389,10 +384,11 @@ def track_watch_activity(
     ``api.stream`` itself is kopf's rewritten to parse each line with orjson from its bytes,
     where kopf decodes the line to text for the standard library's parser: with 20,000 pods
     present, the parsing was a quarter of an operator's CPU until Ready. A watch with a decoder
-    asks for protobuf (:mod:`opsuite_common.protowatch`) and reads length-prefixed frames,
-    unless the API server answers JSON all the same; ``errors.check_response`` is wrapped to
-    read an error it answers in protobuf. kopf looks these functions up by module attribute at
-    call time. Private API: kopf is pinned to 1.45.x, the e2e suite checks that readiness
+    asks for protobuf, else JSON (:mod:`opsuite_common.protowatch`), and reads length-prefixed
+    frames unless the API server answers JSON; a frame that fails to decode ends the stream,
+    and kopf resumes it (or lists again) in JSON, which that stream keeps to from then on;
+    ``errors.check_response`` is wrapped to read an error answered in protobuf. kopf looks
+    these functions up by module attribute at call time. Private API: kopf is pinned to 1.45.x, the e2e suite checks that readiness
     holds through a quiet period and follows the watch (API server paused and resumed), and
     shared/tests/test_initial_lists.py runs the listings and failed attempts against a local
     server.
@@ -404,6 +400,7 @@ def track_watch_activity(
     original_check = getattr(errors.check_response, "__wrapped__", errors.check_response)
     original_fetch = getattr(fetching.fetch_objs, "__wrapped__", fetching.fetch_objs)
     snapshots: dict[Stream, str] = {}  # the resourceVersion of each listing under way
+    in_json: set[Stream] = set()  # streams whose protobuf failed to decode
     logger = logging.getLogger(__name__)
     backoff = backoff or WatchBackoff()
 
@@ -504,9 +501,9 @@ def track_watch_activity(
     ) -> AsyncIterator[Any]:
         """kopf's ``api.stream`` (1.45), its lines parsed by orjson from the bytes, or its
         protobuf frames decoded."""
-        decoder = decoders(url)
+        decoder = None if watched_stream(url) in in_json else decoders(url)
         if decoder is not None:
-            headers = {**(headers or {}), "Accept": WATCH_CONTENT_TYPE}
+            headers = {**(headers or {}), "Accept": ACCEPT}
 
         def cancel_request(_: asyncio.Future[Any]) -> None:
             task = asyncio.current_task()
@@ -548,6 +545,8 @@ def track_watch_activity(
                         try:
                             event = decoder.decode(frame)
                         except ProtobufError as exc:  # kopf reconnects, as after a cut
+                            in_json.add(watched_stream(url))
+                            logger.warning("%s: %s; watching it in JSON from now on", url, exc)
                             raise aiohttp.ClientPayloadError(str(exc)) from exc
                         yield event
                 else:

@@ -80,6 +80,12 @@ def _b64(value: bytes) -> str:
     return base64.b64encode(value).decode()
 
 
+def _text(value: bytes) -> str:
+    """A proto2 string that is not UTF-8, which upb gives as bytes (nothing checks it on the
+    wire), as text: what is not UTF-8 replaced by U+FFFD, as Go's JSON encoder does."""
+    return value.decode("utf-8", "replace")
+
+
 def _resolve(
     descriptor: Descriptor, inlined: str | None, fields: Fields | None
 ) -> tuple[dict[str, Fields | None], dict[str, Fields | None]]:
@@ -102,6 +108,17 @@ def _resolve(
     return own, into
 
 
+def _scalar(field: FieldDescriptor, value: str) -> str:
+    """The expression of ``field``'s scalar ``value`` in JSON (``value``: a variable, for a
+    string, read twice): a string as text (:func:`_text` when upb gave bytes; it fails on a
+    map key that is not UTF-8 instead), bytes in base64."""
+    if field.type == FieldDescriptor.TYPE_STRING:
+        return f"{value} if {value}.__class__ is str else _text({value})"
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return f"_b64({value})"
+    return value
+
+
 class _Compiler:
     """Writes, for a message type and the fields wanted of it, a Python function turning such
     a message into its JSON dict: one statement per field, no loop over field descriptors
@@ -114,6 +131,7 @@ class _Compiler:
         self.namespace: dict[str, Any] = {
             "_ABSENT": _ABSENT,
             "_b64": _b64,
+            "_text": _text,
             "_time": _time,
             "_micro_time": _micro_time,
         }
@@ -151,13 +169,12 @@ class _Compiler:
         get = f"getattr(m, {name!r})" if keyword.iskeyword(name) else f"m.{name}"
         put = f"o[{name!r}]"
         message = field.message_type
-        is_bytes = field.type == FieldDescriptor.TYPE_BYTES
         if message is not None and message.GetOptions().map_entry:
             value = message.fields_by_name["value"]
             if value.message_type is not None:
                 raise ValueError(f"map of messages not supported: {field.full_name}")
-            bytes_values = value.type == FieldDescriptor.TYPE_BYTES
-            made = "{k: _b64(x) for k, x in v.items()}" if bytes_values else "dict(v.items())"
+            x = _scalar(value, "x")
+            made = "dict(v.items())" if x == "x" else f"{{k: {x} for k, x in v.items()}}"
             return [f"v = {get}", "if v:", f"    {put} = {made}"]
         upstream = self._upstream(message) if message is not None else None
         if upstream in (_TIME, _MICRO_TIME):
@@ -172,12 +189,12 @@ class _Compiler:
                 return [f"v = {get}", "if v:", f"    {put} = [{helper}(x) for x in v]"]
             return [f"if m.HasField({name!r}):", f"    {put} = {helper}({get})"]
         if field.is_repeated:
-            made = "[_b64(x) for x in v]" if is_bytes else "list(v)"
+            x = _scalar(field, "x")
+            made = "list(v)" if x == "x" else f"[{x} for x in v]"
             return [f"v = {get}", "if v:", f"    {put} = {made}"]
-        if field.type == FieldDescriptor.TYPE_STRING:
-            return [f"v = {get}", "if v:", f"    {put} = v"]  # "" is omitted, as JSON does
-        made = f"_b64({get})" if is_bytes else get
-        return [f"if m.HasField({name!r}):", f"    {put} = {made}"]
+        if field.type == FieldDescriptor.TYPE_STRING:  # "" is omitted, as JSON does
+            return [f"v = {get}", "if v:", f"    {put} = {_scalar(field, 'v')}"]
+        return [f"if m.HasField({name!r}):", f"    {put} = {_scalar(field, get)}"]
 
     def compile(self, descriptor: Descriptor, fields: Fields | None) -> Callable[[Any], JSON]:
         """The converter of ``descriptor``'s messages, compiled."""
@@ -284,8 +301,8 @@ class WatchDecoder:
                 obj = self._convert_status(self._status.FromString(unknown.raw))
             else:
                 obj = self._convert(self._message.FromString(unknown.raw))
-        except DecodeError as exc:
-            raise ProtobufError(f"undecodable watch frame: {exc}") from exc
+        except Exception as exc:  # the parser's, or a converter's on a value Python refuses
+            raise ProtobufError(f"undecodable watch frame: {exc!r}") from exc
         obj["apiVersion"] = unknown.typeMeta.apiVersion
         obj["kind"] = kind
         return obj

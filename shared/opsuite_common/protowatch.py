@@ -15,7 +15,13 @@ objects: the stores' transforms take either.
 What the dicts hold: ``apiVersion``, ``kind``, :data:`OBJECT_META` and the declared fields.
 Scalars are kept when the message carries them, except empty strings (JSON's ``omitempty``
 drops them; Go's protobuf encoder writes them); lists and maps when not empty; messages when
-present; a zero timestamp is absent (JSON's null).
+present; a zero timestamp is absent (JSON's null). Strings are text even when not UTF-8
+(proto2 does not check it): what is not is replaced by U+FFFD, as in the JSON encoding.
+
+Any failure to decode a frame (:class:`ProtobufError`: a time out of the range Python formats,
+a map key that is not UTF-8) ends that watch stream, which goes on in JSON from then on
+(:func:`opsuite_common.kopf_settings.track_watch_activity`), as it would for an API server
+that answers JSON: the Accept header asks for protobuf, else JSON, as client-go's does.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ messages), None for the whole value."""
 
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 WATCH_CONTENT_TYPE = f"{CONTENT_TYPE};stream=watch"
+ACCEPT = f"{CONTENT_TYPE}, application/json"
+"""What a protobuf watch asks for: protobuf, else JSON (client-go's Accept for built-in
+types), so that an API server or proxy that cannot encode protobuf answers JSON."""
 MAGIC = b"k8s\x00"
 """Prefix of an encoded object: then a runtime.Unknown with the type and the message."""
 MESSAGES = {"pods": "k8s.io.api.core.v1.Pod"}
@@ -55,7 +64,8 @@ OBJECT_META: Fields = {
 
 
 class ProtobufError(ValueError):
-    """A frame or object that is not what a protobuf watch sends."""
+    """A frame or object that could not be decoded: not what a protobuf watch sends, or
+    holding a value the decoder cannot convert (every failure of the decoder is one)."""
 
 
 class Decoder(Protocol):

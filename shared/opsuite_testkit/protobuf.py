@@ -73,10 +73,16 @@ def watch_frame(event_type: str, obj: Mapping[str, Any], message: str) -> bytes:
     """One frame of a protobuf watch stream (length prefix included): ``obj``, a JSON object
     with apiVersion and kind, encoded as ``message`` and wrapped as the API server does."""
     body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+    return message_frame(event_type, obj["apiVersion"], obj["kind"], encode(message, body))
+
+
+def message_frame(event_type: str, api_version: str, kind: str, raw: bytes) -> bytes:
+    """One frame of a protobuf watch stream (length prefix included) holding ``raw``, the
+    wire bytes of a message (one JSON cannot express, say)."""
     unknown = message_class("k8s.io.apimachinery.pkg.runtime.Unknown")()
-    unknown.typeMeta.apiVersion = obj["apiVersion"]
-    unknown.typeMeta.kind = obj["kind"]
-    unknown.raw = encode(message, body)
+    unknown.typeMeta.apiVersion = api_version
+    unknown.typeMeta.kind = kind
+    unknown.raw = raw
     event = message_class(_META + "WatchEvent")()
     event.type = event_type
     event.object.raw = MAGIC + unknown.SerializeToString()

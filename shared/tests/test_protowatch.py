@@ -4,10 +4,11 @@ descriptors (opsuite_testkit.protobuf), and the watch stream against a local HTT
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,14 +23,16 @@ from kopf._cogs.clients import api, auth, errors, fetching, watching
 from kopf._cogs.structs import credentials, references
 
 from opsuite_common import protowatch
-from opsuite_common.kopf_settings import WatchActivity, track_watch_activity
-from opsuite_common.protodecode import WatchDecoder
+from opsuite_common.kopf_settings import WatchActivity, configure_kopf, track_watch_activity
+from opsuite_common.options import parse_options
+from opsuite_common.protodecode import WatchDecoder, message_class
 from opsuite_common.protowatch import Fields, core_plural, with_metadata
-from opsuite_testkit.protobuf import project, watch_frame
+from opsuite_testkit.protobuf import message_frame, project, watch_frame
 from poddebugger_operator import actions as debugger
 from podset_operator import pod_state as podset
 
 POD = "k8s.io.api.core.v1.Pod"
+BOOKMARK_META = {"resourceVersion": "100", "annotations": {"k8s.io/initial-events-end": "true"}}
 STATUS = "k8s.io.apimachinery.pkg.apis.meta.v1.Status"
 WANTED = {"podset": podset.WATCHED_FIELDS, "poddebugger": debugger.WATCHED_FIELDS}
 SLIM = {"podset": podset.slim_pod, "poddebugger": debugger.slim_pod}
@@ -206,6 +209,58 @@ def test_an_undecodable_frame_raises_a_protobuf_error() -> None:
         decoder.decode(b"\x0a\x05ADDED\x12\x03\x0a\x01x")
 
 
+def _invalid_utf8(frame: bytes) -> bytes:
+    """``frame`` with every "AtA" made Latin-1 "été": invalid UTF-8, of the same length."""
+    return frame.replace(b"AtA", b"\xe9t\xe9")
+
+
+def test_invalid_utf8_is_text_with_replacement_characters() -> None:
+    """A proto2 string is not checked for UTF-8 on the wire (a pods/status write in protobuf
+    stores any bytes): upb gave an invalid one as bytes (a status message then read
+    "b'\\xe9t\\xe9 KO'"). Each is text, invalid bytes replaced by U+FFFD, as in the JSON
+    the API server encodes of it. upb fails on a map key that is not UTF-8 (the API server
+    validates label and annotation keys): a ProtobufError, and the stream goes on in JSON."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "annotations": {"a": "AtA KO"}},
+        "spec": {"containers": [{"name": "c", "command": ["AtA KO"]}]},
+        "status": {"phase": "AtA KO"},
+    }
+    fields: Fields = {"spec": {"containers": {"command": None}}, "status": {"phase": None}}
+    decoder = WatchDecoder("pods", fields)
+    decoded = decoder.decode(_invalid_utf8(watch_frame("ADDED", pod, POD))[4:])["object"]
+    text = "\ufffdt\ufffd KO"
+    assert decoded["metadata"]["annotations"] == {"a": text}
+    assert decoded["spec"] == {"containers": [{"command": [text]}]}
+    assert decoded["status"] == {"phase": text}
+    labelled = {**pod, "metadata": {"name": "p", "labels": {"AtA": "x"}}}
+    with pytest.raises(protowatch.ProtobufError, match="undecodable"):
+        decoder.decode(_invalid_utf8(watch_frame("ADDED", labelled, POD))[4:])
+
+
+def _pod_created_at(seconds: int) -> bytes:
+    """A frame of a pod whose creationTimestamp is ``seconds`` (metav1.Time holds any int64;
+    JSON cannot say a year past 9999 to the test kit's encoder)."""
+    pod = message_class(POD)()
+    pod.metadata.name = "late"
+    pod.metadata.namespace = "ns"
+    pod.metadata.resourceVersion = "101"
+    pod.metadata.creationTimestamp.seconds = seconds
+    return message_frame("MODIFIED", "v1", "Pod", pod.SerializeToString())
+
+
+def test_a_time_out_of_range_is_a_protobuf_error() -> None:
+    """Past what the C library's gmtime takes (year 2**31), converting a metav1.Time raised
+    OSError, which no caller expected: it ended the pod watch for good. Every failure to
+    decode is a ProtobufError."""
+    decoder = WatchDecoder("pods", {})
+    meta = decoder.decode(_pod_created_at(253402300800)[4:])["object"]["metadata"]
+    assert meta["creationTimestamp"] == "10000-01-01T00:00:00Z"  # as Go formats it
+    with pytest.raises(protowatch.ProtobufError, match="undecodable"):
+        decoder.decode(_pod_created_at(10**17)[4:])
+
+
 @pytest.mark.parametrize(
     ("url", "plural"),
     [
@@ -231,13 +286,44 @@ def _pod(name: str, rv: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "status": {"phase": "Running"}}
 
 
+PODS = references.Resource(group="", version="v1", plural="pods", namespaced=True)
+
+
+async def _serve(
+    pods: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> tuple[web.AppRunner, credentials.Vault]:
+    """Serve ``pods`` at the pods of "ns" on a free local port, kopf's credentials pointed at
+    it; returns the runner and the credentials' vault, to close."""
+    app = web.Application()
+    app.router.add_get(PATH, pods)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    vault = credentials.Vault()
+    host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    await vault.populate({"test": credentials.ConnectionInfo(server=host)})
+    auth.vault_var.set(vault)
+    return runner, vault
+
+
 @pytest.fixture
-async def served() -> AsyncIterator[Any]:
+def watching_in_protobuf() -> Iterator[None]:
+    """opsuite's patches of kopf, pods watched in protobuf (their phase); kopf restored after."""
+    originals = (watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream)
+    decoder = WatchDecoder("pods", {"status": {"phase": None}})
+    track_watch_activity(
+        WatchActivity(), lambda url: decoder if core_plural(url) == "pods" else None
+    )
+    yield
+    watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream = originals
+
+
+@pytest.fixture
+async def served(watching_in_protobuf: None) -> AsyncIterator[Any]:
     """``run(body, content_type, split)``: the events opsuite's ``api.stream`` yields for a
     watch of pods in "ns" answered with ``body`` (sent in pieces of ``split`` bytes), and the
     Accept header it sent."""
     runners: list[web.AppRunner] = []
-    originals = (watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream)
 
     async def run(
         body: bytes, content_type: str, split: int, status: int = 200
@@ -253,22 +339,9 @@ async def served() -> AsyncIterator[Any]:
                 await asyncio.sleep(0)
             return response
 
-        app = web.Application()
-        app.router.add_get(PATH, pods)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        runner, vault = await _serve(pods)
         runners.append(runner)
-        vault = credentials.Vault()
-        host = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        await vault.populate({"test": credentials.ConnectionInfo(server=host)})
-        auth.vault_var.set(vault)
-        decoder = WatchDecoder("pods", {"status": {"phase": None}})
-        track_watch_activity(
-            WatchActivity(), lambda url: decoder if core_plural(url) == "pods" else None
-        )
-        resource = references.Resource(group="", version="v1", plural="pods", namespaced=True)
-        url = resource.get_url(namespace=references.NamespaceName("ns"), params={"watch": "true"})
+        url = PODS.get_url(namespace=references.NamespaceName("ns"), params={"watch": "true"})
         try:
             async with asyncio.timeout(10):
                 settings = kopf.OperatorSettings()
@@ -279,7 +352,6 @@ async def served() -> AsyncIterator[Any]:
             await vault.close()
 
     yield run
-    watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream = originals
     for runner in runners:
         await runner.cleanup()
 
@@ -290,7 +362,7 @@ async def test_a_protobuf_stream_yields_each_frame_as_a_json_event(served: Any, 
     pods = [_pod("a", "5"), _pod("b", "6"), _pod("c", "7")]
     body = b"".join(watch_frame("ADDED", p, POD) for p in pods)
     events, accept = await served(body, protowatch.WATCH_CONTENT_TYPE, split)
-    assert accept == protowatch.WATCH_CONTENT_TYPE
+    assert accept == "application/vnd.kubernetes.protobuf, application/json"  # as client-go
     assert [e["object"] for e in events] == pods
     assert [e["type"] for e in events] == ["ADDED"] * 3
 
@@ -303,7 +375,7 @@ async def test_a_stream_cut_inside_a_frame_is_an_error(served: Any) -> None:
 
 
 async def test_an_undecodable_frame_ends_the_stream_as_a_cut_does(served: Any) -> None:
-    """kopf reconnects (a streaming list not yet over is listed again, in pages, as JSON)."""
+    """kopf reconnects, in JSON (a streaming list not yet over is listed again, in pages)."""
     frame = watch_frame("ADDED", _pod("a", "5"), POD)
     broken = (len(frame) - 4).to_bytes(4, "big") + b"\x12" + frame[5:]
     with pytest.raises(aiohttp.ClientPayloadError, match=r"undecodable|prefix"):
@@ -330,6 +402,66 @@ async def test_an_error_answered_in_protobuf_raises_what_json_would(served: Any)
         await served(body, protowatch.CONTENT_TYPE, 1 << 16, status=403)
     assert raised.value.status == 403
     assert raised.value.message == status["message"]
+
+
+async def test_a_frame_that_fails_to_decode_turns_its_stream_to_json(
+    watching_in_protobuf: None,
+) -> None:
+    """A pod whose protobuf the decoder fails on (a time out of range) ends the stream, and
+    the watch goes on in JSON from the last resourceVersion: it had killed the pod watch,
+    on every restart, until that pod changed. Invalid UTF-8 before it is text."""
+    protobuf: list[bytes] = [
+        watch_frame("ADDED", _pod("a", "5"), POD),
+        _invalid_utf8(watch_frame("ADDED", {**_pod("b", "6"), "status": {"phase": "AtA"}}, POD)),
+        watch_frame("BOOKMARK", {**_pod("", "100"), "metadata": BOOKMARK_META}, POD),
+        _pod_created_at(10**17),
+    ]
+    late = _pod("late", "101")  # the JSON the API server then sends (its time left out)
+    requests: list[tuple[str, dict[str, str]]] = []
+    closing = asyncio.Event()
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        accept = request.headers.get("Accept", "")
+        requests.append((accept, dict(request.query)))
+        wanted = (
+            "application/vnd.kubernetes.protobuf;stream=watch"
+            if "protobuf" in accept
+            else "application/json"
+        )
+        response = web.StreamResponse(headers={"Content-Type": wanted})
+        await response.prepare(request)
+        if "protobuf" in accept:
+            await response.write(b"".join(protobuf))
+        else:
+            await response.write(orjson.dumps({"type": "MODIFIED", "object": late}) + b"\n")
+        await closing.wait()
+        return response
+
+    runner, vault = await _serve(pods)
+    settings = kopf.OperatorSettings()
+    configure_kopf(settings, parse_options("op", "", [], environ={}))
+    stream: Any = watching.infinite_watch(
+        settings=settings, resource=PODS, namespace=references.NamespaceName("ns")
+    )
+    seen: list[Any] = []
+    try:
+        async with contextlib.aclosing(stream), asyncio.timeout(10):
+            async for item in stream:
+                seen.append(item)
+                if isinstance(item, dict) and item["type"] == "MODIFIED":
+                    break
+    finally:
+        closing.set()
+        await vault.close()
+        await runner.cleanup()
+    names = [i["object"]["metadata"].get("name") if isinstance(i, dict) else i for i in seen]
+    assert names == ["a", "b", watching.Bookmark.LISTED, None, "late"]
+    assert seen[1]["object"]["status"] == {"phase": "\ufffdt\ufffd"}
+    assert seen[-1]["object"] == late
+    (first, _), (second, query) = requests
+    assert "protobuf" in first
+    assert "protobuf" not in second
+    assert query["resourceVersion"] == "100"
 
 
 async def test_an_api_server_answering_json_is_read_as_json(served: Any) -> None:
