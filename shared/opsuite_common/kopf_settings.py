@@ -388,10 +388,10 @@ def track_watch_activity(
     frames unless the API server answers JSON; a frame that fails to decode ends the stream,
     and kopf resumes it (or lists again) in JSON, which that stream keeps to from then on;
     ``errors.check_response`` is wrapped to read an error answered in protobuf. kopf looks
-    these functions up by module attribute at call time. Private API: kopf is pinned to 1.45.x, the e2e suite checks that readiness
-    holds through a quiet period and follows the watch (API server paused and resumed), and
-    shared/tests/test_initial_lists.py runs the listings and failed attempts against a local
-    server.
+    these functions up by module attribute at call time. Private API: kopf is pinned to
+    1.45.x, the e2e suite checks that readiness holds through a quiet period and follows the
+    watch (API server paused and resumed), and shared/tests/test_initial_lists.py runs the
+    listings and failed attempts against a local server.
     """
 
     original_watch = getattr(watching.infinite_watch, "__wrapped__", watching.infinite_watch)
