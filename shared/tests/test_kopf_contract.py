@@ -454,15 +454,15 @@ async def test_no_ultimate_exiting_timeout_starts_no_kill_timer() -> None:
 
 
 async def test_run_tasks_leaves_ignored_tasks_alone_and_waits_for_later_ones() -> None:
-    release, stop_worker = asyncio.Event(), asyncio.Event()
+    stop_worker = asyncio.Event()
     worker = asyncio.create_task(stop_worker.wait(), name="worker started before kopf")
     existing = asyncio.all_tasks()
 
     async def root() -> None:
         """A root task ending, as kopf's stop-flag checker does once the flag is set."""
-        asyncio.get_running_loop().call_soon(release.set)
 
-    later = asyncio.create_task(release.wait(), name="task started after kopf")
+    # Work that outlasts the root tasks' stop, well within kopf's wait for such tasks.
+    later = asyncio.create_task(asyncio.sleep(0.2), name="task started after kopf")
     async with asyncio.timeout(5):
         await running.run_tasks([asyncio.create_task(root())], ignored=existing)
     assert later.done()
