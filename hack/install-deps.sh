@@ -28,7 +28,9 @@ if ! "$poetry_venv/bin/python" -c "import sys; from importlib.metadata import ve
   echo ">> poetry $poetry_version into its own virtualenv ($poetry_venv)"
   rm -rf "$poetry_venv"
   python3 -m venv "$poetry_venv"
-  "$poetry_venv/bin/python" -m pip install -q "poetry==$poetry_version"
+  # Every package by its hash (hack/poetry_requirements.py writes them for these versions).
+  "$poetry_venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+    --require-hashes -r hack/image/poetry-requirements.txt
 fi
 
 stamp=".venv/.installed-$(cat poetry.lock pyproject.toml poetry.toml | sha256sum | cut -c1-16)"

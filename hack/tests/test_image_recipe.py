@@ -169,14 +169,17 @@ def test_only_runtime_code_and_every_module_imports(venv: Path) -> None:
     assert "opsuite_common.manager" in found["imported"]
 
 
-def test_the_image_installs_poetry_by_hash_at_the_versions_build_wheel_names() -> None:
-    """#31, item 9: every package of the build's poetry is pinned and hashed, poetry and its
-    export plugin at the versions build-wheel.sh checks for."""
+def test_the_image_and_the_development_environment_install_poetry_by_hash() -> None:
+    """#31, item 9: every package of poetry is pinned and hashed, poetry and its export plugin
+    at the versions build-wheel.sh checks for (and install-deps.sh installs); a pin only some
+    Pythons need names them."""
     text = (ROOT / "hack/image/poetry-requirements.txt").read_text()
     entries = re.split(r"\n(?=\S)", text.split("\n", 1)[1].strip())
     pins = {}
     for entry in entries:
         requirement, *hashes = entry.split(" \\\n    ")
+        requirement, _, marker = requirement.partition(" ; ")
+        assert not marker or re.fullmatch(r'python_version == "3\.1\d"( or .*)?', marker), entry
         name, version = requirement.split("==")
         assert hashes, entry
         assert all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), entry
@@ -188,3 +191,28 @@ def test_the_image_installs_poetry_by_hash_at_the_versions_build_wheel_names() -
     script = (ROOT / "hack/image/build-wheel.sh").read_text()
     assert "--require-hashes -r hack/image/poetry-requirements.txt" in script
     assert "hack/image/poetry-requirements.txt" in (ROOT / "Dockerfile").read_text()
+    install_deps = (ROOT / "hack/install-deps.sh").read_text()
+    assert "--require-hashes -r hack/image/poetry-requirements.txt" in install_deps
+    assert f'poetry_version="{pins["poetry"]}"' in install_deps
+
+
+def test_a_pin_only_some_pythons_need_is_marked_with_them() -> None:
+    """pip's reports by Python version become one pin per package and version, with every
+    wheel's hash; one that not every Python needs carries a marker that holds exactly there."""
+
+    def item(name: str, version: str, digest: str) -> dict[str, object]:
+        info = {"archive_info": {"hashes": {"sha256": digest}}}
+        return {"metadata": {"name": name, "version": version}, "download_info": info}
+
+    common = item("Poetry", "2.5.1", "a" * 64)
+    text = poetry_requirements.requirements_text(
+        {
+            "3.11": [[common, item("backports.zstd", "1.8.0", "b" * 64)]],
+            "3.14": [[common, item("zstandard", "0.25.0", "c" * 64)]],
+        }
+    )
+    lines = {line.split(" ")[0]: line for line in text.splitlines() if "==" in line}
+    assert lines["poetry==2.5.1"] == "poetry==2.5.1 \\"
+    marker = lines["backports-zstd==1.8.0"].split(" ; ")[1].removesuffix(" \\")
+    assert Marker(marker).evaluate({"python_version": "3.11"})
+    assert not Marker(marker).evaluate({"python_version": "3.14"})
