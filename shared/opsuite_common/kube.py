@@ -77,9 +77,9 @@ UNACKNOWLEDGED_TIMEOUT = 2.0
 kernel drops the connection and them (TCP_USER_TIMEOUT, #20). Without it a request sent just
 before a partition stays in the send queue and is retransmitted, and executed, whenever the
 partition heals, long after the write fence closed and a standby took over. It must stay below
-lease duration - retry period - renew deadline (3 s with client-go's defaults): the fence closes
-at the renew deadline at the latest, and what was in flight then must arrive, or never, before
-the lease can expire for anyone else."""
+lease duration - renew deadline (5 s with client-go's defaults): the fence closes at the renew
+deadline after the last successful renewal was sent at the latest, and what was in flight then
+must arrive, or never, before the lease can expire for anyone else."""
 
 
 class ApiException(Exception):
