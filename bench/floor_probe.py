@@ -59,7 +59,7 @@ async def listing(url: str, accept: str) -> dict[str, float]:
     conf = load_configuration()
     context = ssl_context(conf)
     headers = {"Accept": accept}
-    authorization = conf.authorization()
+    authorization = await conf.authorization()
     if authorization:
         headers["Authorization"] = authorization
     began, cpu = time.perf_counter(), time.process_time()

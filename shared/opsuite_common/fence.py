@@ -11,6 +11,12 @@ dropped, and after
 those already in flight, which :meth:`WriteFence.drain` waits for before the Lease is released.
 Those reach the API server within ``kube.UNACKNOWLEDGED_TIMEOUT`` of being sent or never: a
 connection whose bytes stay unacknowledged that long is dropped with them (#20).
+
+The fence is also a deadline, not only a flag (#32, item 2): the elector sets it at every
+renewal (:meth:`WriteFence.lead_until`), and past it a write is refused even though nothing
+has closed the fence. The elector closes it at that deadline too, but only if it gets to run:
+with the event loop blocked (an exec credential plugin run on it did, for seconds), the write
+that blocked it and those queued behind would otherwise all leave before the elector noticed.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Iterator
 
 log = logging.getLogger(__name__)
@@ -32,6 +39,7 @@ class WriteFence:
 
     def __init__(self) -> None:
         self._open = False
+        self._deadline = math.inf
         self._in_flight = 0
         self._refused = 0
         self._drained = asyncio.Event()
@@ -39,8 +47,8 @@ class WriteFence:
 
     @property
     def is_open(self) -> bool:
-        """Whether writes may leave."""
-        return self._open
+        """Whether writes may leave: open, and its deadline not passed."""
+        return self._open and asyncio.get_running_loop().time() < self._deadline
 
     @property
     def in_flight(self) -> int:
@@ -57,6 +65,11 @@ class WriteFence:
         self._open = True
         self._refused = 0
 
+    def lead_until(self, deadline: float) -> None:
+        """Refuse writes from ``deadline`` (event-loop time) on, open or not: the renew deadline
+        of the last successful renewal, past which the lease may be lost."""
+        self._deadline = deadline
+
     def close(self) -> None:
         """Refuse every write not sent yet: from now on this process does not lead."""
         if not self._open:
@@ -66,8 +79,9 @@ class WriteFence:
 
     @contextlib.contextmanager
     def write(self, what: str) -> Iterator[None]:
-        """Around sending one write: raise WriteFenced when closed, else count it in flight."""
-        if not self._open:
+        """Around sending one write: raise WriteFenced when closed or past the deadline, else
+        count it in flight."""
+        if not self.is_open:
             self._refused += 1
             raise WriteFenced(f"{what}: refused, this process does not lead")
         self._in_flight += 1

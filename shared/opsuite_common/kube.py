@@ -5,14 +5,15 @@ docs/http-stack.md has the measurements that chose it).
 Operators read from their watch caches and write through :class:`KubeApi`; leader election's
 Lease requests and the metrics endpoint's TokenReviews and SubjectAccessReviews go through it
 too, on the same connections (kopf's watches and lists use kopf's own aiohttp session).
-Everything runs on the event loop: no thread. Responses are parsed JSON dicts, as the reconcile
-functions take them, not a generated client's model objects. The configuration (in-cluster
-service account, else KUBECONFIG) comes from :mod:`opsuite_common.kubeconfig`, and the
-``Authorization`` header is asked of it for every request, so a rotated service account token
-is read again when it is due. Every request carries the operator's User-Agent, so the audit log
-tells which process did what, and is counted in ``rest_client_requests_total{code,method,host}``
-as client-go counts it. Every write passes the leader's :class:`~opsuite_common.fence.WriteFence`
-right before it leaves, once it has its turn among the requests in flight. HTTP/1.1 takes a
+Everything runs on the event loop: no thread (but an exec credential plugin's). Responses are
+parsed JSON dicts, as the reconcile functions take them, not a generated client's model
+objects. The configuration (in-cluster service account, else KUBECONFIG) comes from
+:mod:`opsuite_common.kubeconfig`, and the ``Authorization`` header is asked of it for every
+request, so a rotated service account token is read again when it is due. Every request
+carries the operator's User-Agent, so the audit log tells which process did what, and is
+counted in ``rest_client_requests_total{code,method,host}`` as client-go counts it. Every write
+passes the leader's :class:`~opsuite_common.fence.WriteFence` right before it leaves, once it
+has its turn among the requests in flight and its credentials. HTTP/1.1 takes a
 connection per request in flight, each with its own TLS handshake: new connections resume the
 TLS session of an earlier one (:class:`ResumingContext`), and the first request of the process
 goes alone so that a burst's connections find its session there.
@@ -103,9 +104,9 @@ UNACKNOWLEDGED_TIMEOUT = 2.0
 kernel drops the connection and them (TCP_USER_TIMEOUT, #20). Without it a request sent just
 before a partition stays in the send queue and is retransmitted, and executed, whenever the
 partition heals, long after the write fence closed and a standby took over. It must stay below
-lease duration - retry period - renew deadline (3 s with client-go's defaults): the fence closes
-at the renew deadline at the latest, and what was in flight then must arrive, or never, before
-the lease can expire for anyone else."""
+lease duration - renew deadline (5 s with client-go's defaults): the fence closes at the renew
+deadline after the last successful renewal was sent at the latest, and what was in flight then
+must arrive, or never, before the lease can expire for anyone else."""
 
 
 class ApiException(Exception):
@@ -445,16 +446,7 @@ class KubeApi:
     ) -> JSON:
         data = _encode(body)
         async with self._slots, self._session.turn():
-            # Its turn has come: pass the fence now, as late as possible.
-            fence: AbstractContextManager[None] = (
-                self._fence.write(f"{method} {path}")
-                if self._fence is not None and method != "GET"
-                else nullcontext()
-            )
-            with fence:
-                response = await self._exchange(
-                    method, path, query, data, content_type, self._timeout
-                )
+            response = await self._exchange(method, path, query, data, content_type, self._timeout)
         if not 200 <= response.status <= 299:
             raise ApiException.of(response)
         parsed: JSON = orjson.loads(response.body) if response.body else {}
@@ -473,25 +465,34 @@ class KubeApi:
     ) -> Response:
         """One request on the session's connections, ``limit`` seconds at most, counted in
         rest_client_requests_total: the status code, or ``<error>`` when no response came, as
-        client-go does."""
+        client-go does. A write passes the fence last, once its credentials are there (an exec
+        plugin can take seconds to give them, during which the fence may close)."""
         session = self._session
         pool = session.pool()
         target = pool.target(path + ("?" + urlencode(query, quote_via=quote) if query else ""))
         head = f"{method} {target} HTTP/1.1\r\n".encode() + session.headers
         # Asked for every request: a rotated token is read again when it is due.
-        authorization = session.configuration.authorization()
+        authorization = await session.configuration.authorization()
         if authorization:
             head += f"Authorization: {authorization}\r\n".encode("latin-1")
         if data is not None:
             head += f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n".encode()
-        code = "<error>"
-        try:
-            async with asyncio.timeout(limit):
-                response = await pool.request(method, head + b"\r\n", data, first_line=first_line)
-            code = str(response.status)
-            return response
-        finally:
-            REST_CLIENT_REQUESTS.labels(code, method, session.host).inc()
+        fence: AbstractContextManager[None] = (
+            self._fence.write(f"{method} {path}")
+            if self._fence is not None and method != "GET"
+            else nullcontext()
+        )
+        with fence:
+            code = "<error>"
+            try:
+                async with asyncio.timeout(limit):
+                    response = await pool.request(
+                        method, head + b"\r\n", data, first_line=first_line
+                    )
+                code = str(response.status)
+                return response
+            finally:
+                REST_CLIENT_REQUESTS.labels(code, method, session.host).inc()
 
     async def _retrying(
         self, what: str, attempt: Callable[[], Awaitable[T]], caller: asyncio.Future[Any] | None

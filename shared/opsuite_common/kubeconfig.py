@@ -8,8 +8,10 @@ the first file that sets a name or the current context wins), else ``~/.kube/con
 current context: the server, its CA (file or data), ``insecure-skip-tls-verify``,
 ``tls-server-name`` and ``proxy-url``; the user's bearer token (inline or ``tokenFile``), client
 certificate and key (files or data), basic credentials, or an exec credential plugin
-(``client.authentication.k8s.io`` ExecCredential, run again when its token expires; a client
-certificate it gives is taken at start). Relative paths are relative to the file that names
+(``client.authentication.k8s.io`` ExecCredential; a client certificate it gives is taken at
+start). An exec plugin runs at start, then again ahead of its token's expiry, in a thread: a
+cloud provider's can take seconds, which on the event loop would stall everything, the Lease's
+renewal included (#32, item 2). Relative paths are relative to the file that names
 them. Certificate or key *data* is written to a private temporary directory, removed at exit:
 Python's ``ssl`` loads certificates and keys from files only. The legacy ``auth-provider``
 plugins (gcp, oidc, azure) are refused with a clear error, as client-go no longer has them.
@@ -21,13 +23,18 @@ costs an operator about 16 MiB and a tenth of a second at every start (#19).
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import base64
+import concurrent.futures
 import json
+import logging
+import math
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,7 +57,11 @@ SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_AFTER = 60.0
 """Seconds after which a token file is read again (client-go's cachingTokenSource: 1 min)."""
 EXEC_TIMEOUT = 60.0
-"""Seconds an exec credential plugin may run."""
+"""Seconds an exec credential plugin may run. It runs again that long before its token expires
+(or half the token's lifetime before, if shorter), so that the run ends, or gives up, while
+the token is still valid."""
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(Exception):
@@ -60,7 +71,7 @@ class ConfigError(Exception):
 class Credentials(Protocol):
     """What a request's ``Authorization`` header carries, asked for before every request."""
 
-    def authorization(self) -> str | None:
+    async def authorization(self) -> str | None:
         """The header's value (``Bearer <token>``, ``Basic <…>``), or None."""
         ...
 
@@ -84,13 +95,13 @@ class Configuration:
     """An ``http://`` proxy to go through."""
     credentials: Credentials | None = None
 
-    def authorization(self) -> str | None:
+    async def authorization(self) -> str | None:
         """The ``Authorization`` header for the next request, or None."""
-        return self.credentials.authorization() if self.credentials is not None else None
+        return await self.credentials.authorization() if self.credentials is not None else None
 
-    def bearer_token(self) -> str | None:
+    async def bearer_token(self) -> str | None:
         """The bearer token the credentials carry now, or None."""
-        header = self.authorization() or ""
+        header = await self.authorization() or ""
         scheme, _, token = header.partition(" ")
         return token if scheme.lower() == "bearer" and token else None
 
@@ -101,7 +112,7 @@ class StaticToken:
 
     token: str
 
-    def authorization(self) -> str | None:
+    async def authorization(self) -> str | None:
         """``Bearer <token>``."""
         return f"Bearer {self.token}"
 
@@ -116,7 +127,7 @@ class TokenFile:
     _token: str = ""
     _read_at: float | None = None
 
-    def authorization(self) -> str | None:
+    async def authorization(self) -> str | None:
         """``Bearer <token>`` from the file as last read (again if due)."""
         now = self.clock()
         if self._read_at is None or now - self._read_at >= self.reread_after:
@@ -136,16 +147,27 @@ class BasicAuth:
     username: str
     password: str
 
-    def authorization(self) -> str | None:
+    async def authorization(self) -> str | None:
         """``Basic <base64 of username:password>``."""
         pair = f"{self.username}:{self.password}".encode()
         return f"Basic {base64.b64encode(pair).decode()}"
 
 
+@dataclass(frozen=True)
+class _ExecCredential:
+    """What one run of an exec plugin gave, and when (``ExecPlugin.clock`` time) it is due to
+    run again and when its token expires (``math.inf``: never)."""
+
+    status: Mapping[str, Any]
+    refresh_at: float
+    expires: float
+
+
 @dataclass
 class ExecPlugin:
-    """A client-go exec credential plugin: runs ``command`` for an ExecCredential, again when
-    the token it gave has expired."""
+    """A client-go exec credential plugin: runs ``command`` for an ExecCredential, and again
+    ahead of its token's expiry. Runs after the first take place in a thread of their own, off
+    the event loop; every caller, on any event loop, shares the one under way."""
 
     command: str
     args: Sequence[str] = ()
@@ -153,27 +175,71 @@ class ExecPlugin:
     api_version: str = "client.authentication.k8s.io/v1"
     cluster: Mapping[str, Any] | None = None
     """The cluster, when the plugin asks for it (``provideClusterInfo``)."""
-    run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run
     clock: Callable[[], float] = time.time
-    _token: str | None = None
-    _expires: float | None = None
-    status: dict[str, Any] = field(default_factory=dict)
-    """The last ExecCredential's status."""
+    _credential: _ExecCredential | None = field(default=None, init=False, repr=False)
+    _run: concurrent.futures.Future[_ExecCredential] | None = field(
+        default=None, init=False, repr=False
+    )
+    """The last run started in a thread."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def authorization(self) -> str | None:
-        """``Bearer <token>`` from the plugin (run again once the token has expired)."""
-        if not self.status or (self._expires is not None and self.clock() >= self._expires):
-            self._refresh()
-        return f"Bearer {self._token}" if self._token else None
+    @property
+    def status(self) -> Mapping[str, Any]:
+        """The last ExecCredential's status (empty before the first run)."""
+        return self._credential.status if self._credential is not None else {}
 
-    def _refresh(self) -> None:
+    def run_now(self) -> None:
+        """Run the plugin now, blocking: at start, so that a broken plugin fails the start and
+        not a request."""
+        self._credential = self._execute()
+
+    async def authorization(self) -> str | None:
+        """``Bearer <token>``. Once the token is due, the plugin runs again while it is still
+        used; once it has expired, callers wait for that run."""
+        credential = self._credential
+        now = self.clock()
+        if credential is None or now >= credential.expires:
+            credential = await asyncio.wrap_future(self._running(after_failure=True))
+        elif now >= credential.refresh_at:
+            self._running(after_failure=False)
+        token = credential.status.get("token")
+        return f"Bearer {token}" if token else None
+
+    def _running(self, *, after_failure: bool) -> concurrent.futures.Future[_ExecCredential]:
+        """The run under way, else a new one; after a failed run, a new one only if
+        ``after_failure`` (the token has expired): a plugin that fails ahead of the expiry is
+        not run again on every request until then."""
+        with self._lock:
+            last = self._run
+            if last is not None and not (
+                last.done() and (after_failure or last.exception() is None)
+            ):
+                return last
+            run: concurrent.futures.Future[_ExecCredential] = concurrent.futures.Future()
+            run.set_running_or_notify_cancel()  # a caller that stops waiting cannot cancel it
+            self._run = run
+        threading.Thread(target=self._run_in_thread, args=(run,), daemon=True).start()
+        return run
+
+    def _run_in_thread(self, run: concurrent.futures.Future[_ExecCredential]) -> None:
+        try:
+            credential = self._execute()
+        except Exception as exc:  # handed to the callers waiting for it
+            run.set_exception(exc)
+            log.warning("exec credential plugin %r failed: %s", self.command, exc)
+        else:
+            self._credential = credential
+            run.set_result(credential)
+
+    def _execute(self) -> _ExecCredential:
+        """Run the plugin (blocking) and read its ExecCredential."""
         spec: dict[str, Any] = {"interactive": False}
         if self.cluster is not None:
             spec["cluster"] = dict(self.cluster)
         info = {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": spec}
         env = {**os.environ, **self.env, "KUBERNETES_EXEC_INFO": json.dumps(info)}
         try:
-            done = self.run(
+            done = subprocess.run(
                 [self.command, *self.args],
                 env=env,
                 capture_output=True,
@@ -192,12 +258,14 @@ class ExecPlugin:
             status = json.loads(done.stdout)["status"]
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"exec credential plugin {self.command!r}: no status") from exc
-        self.status = status
-        self._token = status.get("token")
         expiry = status.get("expirationTimestamp")
-        self._expires = (
-            datetime.fromisoformat(expiry.replace("Z", "+00:00")).timestamp() if expiry else None
+        expires = (
+            datetime.fromisoformat(expiry.replace("Z", "+00:00")).timestamp()
+            if expiry
+            else math.inf
         )
+        refresh_at = expires - min(EXEC_TIMEOUT, (expires - self.clock()) / 2)
+        return _ExecCredential(status, refresh_at, expires)
 
 
 def load_configuration(
@@ -311,7 +379,7 @@ def _credentials(
         api_version=spec.get("apiVersion", "client.authentication.k8s.io/v1"),
         cluster=exec_cluster,
     )
-    plugin.authorization()  # run it now: a broken plugin fails the start, not a request
+    plugin.run_now()
     cert, key = plugin.status.get("clientCertificateData"), plugin.status.get("clientKeyData")
     if cert and key:
         return plugin, (

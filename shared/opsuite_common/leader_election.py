@@ -8,18 +8,25 @@ are never compared with the local clock. Every write is optimistic: create
 when absent, otherwise replace with the resourceVersion that was read, and a
 409 only means "not this round".
 
-The leader renews every ``retry_period``; a renewal round that cannot succeed
-within ``renew_deadline`` ends leadership (``LeadershipLost``), and so does
-observing another holder. On cancellation the leading task is stopped first,
-then the lease is released (controller-runtime's LeaderElectionReleaseOnCancel).
+The leader renews every ``retry_period``; failing to renew within
+``renew_deadline`` of when the last successful renewal was *sent* ends
+leadership (``LeadershipLost``), and so does observing another holder.
+(client-go counts a round's renew deadline from its start, a retry period after
+the last renewal was answered; but a standby counts the lease's expiry from
+when the API server stored that renewal, which a late answer may follow by
+seconds.) On cancellation the leading task is stopped first, then the lease is
+released (controller-runtime's LeaderElectionReleaseOnCancel).
 
 Fencing (beyond client-go, which relies on the process exiting): the moment
 leadership ends, whatever the cause, the elector closes its ``Fence`` before
 anything else, so no write leaves from then on; the renew deadline (shorter
 than the lease duration) makes sure it knows before the lease can expire for
-anyone else. Before releasing the lease it waits, up to ``renew_deadline``, for
-the writes already in flight to be answered, and releases it only if they
-were: otherwise the lease is left to expire, later than that wait.
+anyone else. Each successful renewal also gives the fence that deadline
+(``Fence.lead_until``), which it keeps on its own: should the elector not run
+in time (the event loop blocked), no write leaves past it either. Before
+releasing the lease it waits, up to ``renew_deadline``, for the writes already
+in flight to be answered, and releases it only if they were: otherwise the
+lease is left to expire, later than that wait.
 
 Beyond client-go: a standby does not poll. Between attempts it watches the Lease
 (``LeaseApi.wait_for_change``) until the record changes or the observed lease
@@ -68,6 +75,10 @@ class LeadershipLost(Exception):
 
 class Fence(Protocol):
     """What the elector needs of a write fence (see opsuite_common.fence.WriteFence)."""
+
+    def lead_until(self, deadline: float) -> None:
+        """Let no write leave from ``deadline`` (event-loop time) on."""
+        ...
 
     def close(self) -> None:
         """Let no write leave from now on."""
@@ -172,6 +183,7 @@ class LeaderElector:
         self._lease: Lease | None = None  # last Lease read or written: our resourceVersion
         self._observed: dict[str, Any] = {}  # last observed spec
         self._observed_at = float("-inf")  # loop time when it was observed
+        self._renew_by = float("-inf")  # loop time: renew_deadline after our last write was sent
         self._leading = False
         if on_leading_change is not None:
             on_leading_change(False)
@@ -267,14 +279,15 @@ class LeaderElector:
         while True:
             await asyncio.sleep(config.retry_period)
             try:
-                async with asyncio.timeout(config.renew_deadline):
+                async with asyncio.timeout_at(self._renew_by):
                     while not await self._try_acquire_or_renew():
                         if self.leader != self.identity:
                             raise LeadershipLost(f"lease {self._desc} taken by {self.leader!r}")
                         await asyncio.sleep(config.retry_period)
             except TimeoutError:
                 raise LeadershipLost(
-                    f"failed to renew lease {self._desc} within {config.renew_deadline}s"
+                    f"failed to renew lease {self._desc} within {config.renew_deadline}s "
+                    "of sending the last renewal"
                 ) from None
 
     async def _try_acquire_or_renew(self) -> bool:
@@ -298,7 +311,7 @@ class LeaderElector:
         # Fast path: the leader writes over its own last write, no read needed.
         if self.leader == self.identity and self._lease_valid() and self._lease is not None:
             try:
-                await self._write(spec | _tenure(self._observed))
+                self._renewed(await self._write(spec | _tenure(self._observed)))
             except Exception as exc:
                 log.info("fast-path renewal of %s failed (%s), reading it", self._desc, exc)
             else:
@@ -312,6 +325,7 @@ class LeaderElector:
                 "metadata": {"name": self._config.name, "namespace": self._config.namespace},
                 "spec": spec,
             }
+            sent = asyncio.get_running_loop().time()
             try:
                 self._lease = await self._api.create(self._config.namespace, body)
             except LeaseConflictError:
@@ -321,6 +335,7 @@ class LeaderElector:
                     return False
             else:
                 self._observe(spec)
+                self._renewed(sent)
                 return True
 
         self._lease = lease
@@ -334,8 +349,15 @@ class LeaderElector:
             spec |= _tenure(current)
         else:
             spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1
-        await self._write(spec)
+        self._renewed(await self._write(spec))
         return True
+
+    def _renewed(self, sent: float) -> None:
+        """A write sent at ``sent`` (loop time) made or kept us the holder: the renew deadline
+        counts from then, for the elector and the fence alike."""
+        self._renew_by = sent + self._config.renew_deadline
+        if self._fence is not None:
+            self._fence.lead_until(self._renew_by)
 
     async def _release_if_held(self) -> None:
         """Release the Lease if the server says we hold it (after an interrupted acquire)."""
@@ -378,12 +400,15 @@ class LeaderElector:
         else:
             log.info("released lease %s", self._desc)
 
-    async def _write(self, spec: dict[str, Any]) -> None:
-        """Replace the lease with ``spec`` under the resourceVersion last seen."""
+    async def _write(self, spec: dict[str, Any]) -> float:
+        """Replace the lease with ``spec`` under the resourceVersion last seen; the loop time
+        it was sent."""
         assert self._lease is not None
         body = self._lease | {"spec": spec}
+        sent = asyncio.get_running_loop().time()
         self._lease = await self._api.replace(self._config.namespace, self._config.name, body)
         self._observe(spec)
+        return sent
 
     def _observe(self, spec: dict[str, Any]) -> None:
         previous = self.leader

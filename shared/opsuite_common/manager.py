@@ -128,10 +128,10 @@ class Manager:
         self.activity.on_listed(self._listed)
         kopf.on.login(registry=self.registry)(self._login)
 
-    def _login(self, **_kwargs: Any) -> kopf.ConnectionInfo:
+    async def _login(self, **_kwargs: Any) -> kopf.ConnectionInfo:
         """kopf's credentials: the same configuration as our own client (one source)."""
         conf = self.kube.configuration
-        token = conf.bearer_token()
+        token = await conf.bearer_token()
         basic = conf.credentials if isinstance(conf.credentials, BasicAuth) else None
         return kopf.ConnectionInfo(
             server=conf.host,

@@ -452,9 +452,10 @@ async def test_bytes_sent_to_a_vanished_api_server_are_dropped_before_a_standby_
     retransmitted, and executed, when the partition heals, however long after. TCP_USER_TIMEOUT
     on every connection to the API server drops the connection, and the bytes, once they stay
     unacknowledged for UNACKNOWLEDGED_TIMEOUT: less than the time between the fence closing at
-    the renew deadline and the lease expiring for a standby."""
+    the renew deadline and the lease expiring for a standby, both counted from when the last
+    renewal was sent (at the latest)."""
     config = LeaderElectionConfig(name="x", namespace="ns", identity="a")
-    margin = config.lease_duration - config.retry_period - config.renew_deadline
+    margin = config.lease_duration - config.renew_deadline
     assert 0 < UNACKNOWLEDGED_TIMEOUT < margin
     host, seen = api_server
     kube = kube_of(host)

@@ -4,10 +4,14 @@ real exec plugin; no mocked loader)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import stat
 import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +19,10 @@ import pytest
 import yaml
 
 from opsuite_common.kubeconfig import (
+    EXEC_TIMEOUT,
     BasicAuth,
     ConfigError,
+    Configuration,
     ExecPlugin,
     StaticToken,
     TokenFile,
@@ -49,7 +55,7 @@ def kubeconfig(
     return path
 
 
-def test_in_a_cluster_the_service_account_is_used(tmp_path: Path) -> None:
+async def test_in_a_cluster_the_service_account_is_used(tmp_path: Path) -> None:
     (tmp_path / "token").write_text("sa-token\n")
     (tmp_path / "ca.crt").write_text("CA")
     env = {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}
@@ -57,8 +63,8 @@ def test_in_a_cluster_the_service_account_is_used(tmp_path: Path) -> None:
     assert conf.host == "https://[fd00::1]:443"
     assert conf.ca_file == str(tmp_path / "ca.crt")
     assert isinstance(conf.credentials, TokenFile)
-    assert conf.authorization() == "Bearer sa-token"
-    assert conf.bearer_token() == "sa-token"
+    assert await conf.authorization() == "Bearer sa-token"
+    assert await conf.bearer_token() == "sa-token"
 
 
 def test_without_a_service_account_token_the_kubeconfig_is_used(tmp_path: Path) -> None:
@@ -130,7 +136,7 @@ def test_inline_data_goes_to_private_files_and_the_cluster_options_are_kept(
     )
 
 
-def test_token_file_and_basic_credentials(tmp_path: Path) -> None:
+async def test_token_file_and_basic_credentials(tmp_path: Path) -> None:
     (tmp_path / "tok").write_text("from-file")
     path = kubeconfig(
         tmp_path / "config",
@@ -139,29 +145,29 @@ def test_token_file_and_basic_credentials(tmp_path: Path) -> None:
         contexts={"ctx": ("c", "f"), "basic": ("c", "b")},
     )
     conf = load_configuration({"KUBECONFIG": str(path)})
-    assert conf.authorization() == "Bearer from-file"
+    assert await conf.authorization() == "Bearer from-file"
     document = yaml.safe_load(path.read_text())
     document["current-context"] = "basic"
     path.write_text(yaml.safe_dump(document))
     basic = load_configuration({"KUBECONFIG": str(path)})
     assert basic.credentials == BasicAuth("admin", "pw")
-    assert basic.authorization() == "Basic " + base64.b64encode(b"admin:pw").decode()
-    assert basic.bearer_token() is None
+    assert await basic.authorization() == "Basic " + base64.b64encode(b"admin:pw").decode()
+    assert await basic.bearer_token() is None
 
 
-def test_a_token_file_is_read_again_a_minute_after(tmp_path: Path) -> None:
+async def test_a_token_file_is_read_again_a_minute_after(tmp_path: Path) -> None:
     (tmp_path / "token").write_text("one")
     now = [0.0]
     source = TokenFile(tmp_path / "token", clock=lambda: now[0])
-    assert source.authorization() == "Bearer one"
+    assert await source.authorization() == "Bearer one"
     (tmp_path / "token").write_text("two")
     now[0] = 59.9
-    assert source.authorization() == "Bearer one"
+    assert await source.authorization() == "Bearer one"
     now[0] = 60.0
-    assert source.authorization() == "Bearer two"
+    assert await source.authorization() == "Bearer two"
     (tmp_path / "token").unlink()  # gone for a moment: the last token is kept
     now[0] = 125.0
-    assert source.authorization() == "Bearer two"
+    assert await source.authorization() == "Bearer two"
 
 
 def _plugin(tmp_path: Path, status: dict[str, Any]) -> Path:
@@ -184,7 +190,9 @@ def _calls(tmp_path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_an_exec_plugin_gives_the_token_and_runs_again_once_it_expired(tmp_path: Path) -> None:
+async def test_an_exec_plugin_gives_the_token_and_runs_again_once_it_expired(
+    tmp_path: Path,
+) -> None:
     script = _plugin(tmp_path, {"token": "exec-t", "expirationTimestamp": "2030-01-01T00:00:00Z"})
     path = kubeconfig(
         tmp_path / "config",
@@ -204,7 +212,7 @@ def test_an_exec_plugin_gives_the_token_and_runs_again_once_it_expired(tmp_path:
         contexts={"ctx": ("c", "u")},
     )
     conf = load_configuration({"KUBECONFIG": str(path)})
-    assert conf.authorization() == "Bearer exec-t"
+    assert await conf.authorization() == "Bearer exec-t"
     [call] = _calls(tmp_path)  # run once, at load; the token is still valid
     assert call["argv"] == ["--region", "x"]
     assert call["who"] == "me"
@@ -213,7 +221,7 @@ def test_an_exec_plugin_gives_the_token_and_runs_again_once_it_expired(tmp_path:
     plugin = conf.credentials
     assert isinstance(plugin, ExecPlugin)
     plugin.clock = lambda: 1_900_000_000.0  # 2030-03-17: expired
-    assert conf.authorization() == "Bearer exec-t"
+    assert await conf.authorization() == "Bearer exec-t"
     assert len(_calls(tmp_path)) == 2
 
 
@@ -229,7 +237,7 @@ def test_an_exec_plugin_client_certificate_is_used(tmp_path: Path) -> None:
     assert conf.cert_file is not None
     assert conf.key_file is not None
     assert (Path(conf.cert_file).read_text(), Path(conf.key_file).read_text()) == ("CERT", "KEY")
-    assert conf.authorization() is None
+    assert asyncio.run(conf.authorization()) is None
 
 
 @pytest.mark.parametrize(
@@ -259,3 +267,111 @@ def test_no_kubeconfig_or_no_current_context_is_a_clear_error(tmp_path: Path) ->
     path = kubeconfig(tmp_path / "config", current="nope", clusters={"c": {"server": "x"}})
     with pytest.raises(ConfigError, match="current context 'nope' not found"):
         load_configuration({"KUBECONFIG": str(path)})
+
+
+GATED_PLUGIN = """\
+import json, pathlib, sys, time
+here = pathlib.Path(sys.argv[1])
+runs = here / "runs"
+run = len(runs.read_text().splitlines()) if runs.exists() else 0
+with runs.open("a") as log:
+    log.write(f"{run}\\n")
+if run:  # a refresh: it ends once the test lets it
+    for _ in range(500):
+        if (here / "go").exists():
+            break
+        time.sleep(0.01)
+    if (here / "fail").exists():
+        sys.exit("refused")
+status = {"token": f"t{run}", "expirationTimestamp": f"2030-01-01T0{run}:00:00Z"}
+print(json.dumps(
+    {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": status}
+))
+"""
+T0_EXPIRES = datetime(2030, 1, 1, tzinfo=UTC).timestamp()
+"""When the token of the gated plugin's first run expires (run n's an hour later each)."""
+
+
+def _gated(tmp_path: Path) -> tuple[Configuration, ExecPlugin]:
+    """A configuration whose exec plugin ran once, at load; its later runs wait for the file
+    ``go`` and fail if there is a file ``fail``."""
+    script = tmp_path / "plugin.py"
+    script.write_text(GATED_PLUGIN)
+    path = kubeconfig(
+        tmp_path / "config",
+        clusters={"c": {"server": "https://api"}},
+        users={"u": {"exec": {"command": sys.executable, "args": [str(script), str(tmp_path)]}}},
+        contexts={"ctx": ("c", "u")},
+    )
+    conf = load_configuration({"KUBECONFIG": str(path)})
+    assert isinstance(conf.credentials, ExecPlugin)
+    return conf, conf.credentials
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Wait until ``condition()``, 5 s at most, polling it in a thread: the event loop runs on
+    (a file or a log record gives no event to wait for)."""
+
+    def poll() -> bool:
+        deadline = time.monotonic() + 5
+        while not condition():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    assert await asyncio.to_thread(poll)
+
+
+async def _runs(tmp_path: Path, count: int) -> list[str]:
+    """The plugin's runs, once it has started ``count``."""
+    runs = tmp_path / "runs"
+    await _until(lambda: len(runs.read_text().splitlines()) >= count)
+    return runs.read_text().splitlines()
+
+
+async def test_an_exec_plugin_runs_off_the_event_loop_and_its_callers_share_one_run(
+    tmp_path: Path,
+) -> None:
+    """A cloud provider's plugin can take seconds; on the event loop it would stop everything,
+    the Lease's renewal included (#32, item 2)."""
+    conf, plugin = _gated(tmp_path)
+    plugin.clock = lambda: T0_EXPIRES + 1  # expired
+    callers = [asyncio.create_task(conf.authorization()) for _ in range(3)]
+    assert await _runs(tmp_path, 2) == ["0", "1"]
+    assert not any(caller.done() for caller in callers)
+    (tmp_path / "go").touch()
+    assert await asyncio.gather(*callers) == ["Bearer t1"] * 3
+    assert await _runs(tmp_path, 2) == ["0", "1"]
+
+
+async def test_an_exec_plugin_runs_again_ahead_of_its_tokens_expiry(tmp_path: Path) -> None:
+    """Within EXEC_TIMEOUT of the expiry the plugin runs again in the background while the
+    token, still valid, is used; once it has expired, callers wait for that run."""
+    conf, plugin = _gated(tmp_path)
+    plugin.clock = lambda: T0_EXPIRES - EXEC_TIMEOUT + 1
+    assert await conf.authorization() == "Bearer t0"  # at once, while the plugin runs
+    assert await _runs(tmp_path, 2) == ["0", "1"]
+    plugin.clock = lambda: T0_EXPIRES
+    waiting = asyncio.create_task(conf.authorization())
+    (tmp_path / "go").touch()
+    assert await waiting == "Bearer t1"
+    assert await _runs(tmp_path, 2) == ["0", "1"]
+
+
+async def test_a_failed_run_ahead_of_expiry_is_not_repeated_until_the_token_expires(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Else a broken plugin would run on every request until then."""
+    conf, plugin = _gated(tmp_path)
+    (tmp_path / "go").touch()
+    (tmp_path / "fail").touch()
+    plugin.clock = lambda: T0_EXPIRES - 1
+    assert await conf.authorization() == "Bearer t0"
+    await _until(lambda: "refused" in caplog.text)  # logged once the run has failed
+    assert [await conf.authorization() for _ in range(3)] == ["Bearer t0"] * 3
+    assert await _runs(tmp_path, 2) == ["0", "1"]
+    plugin.clock = lambda: T0_EXPIRES
+    with pytest.raises(ConfigError, match="exited 1: refused"):
+        await conf.authorization()
+    assert await _runs(tmp_path, 3) == ["0", "1", "2"]

@@ -16,6 +16,7 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from opsuite_common.fence import WriteFence
 from opsuite_common.kube import ApiException, KubeApi
 from opsuite_common.kubeconfig import Configuration
 from opsuite_common.leader_election import (
@@ -308,9 +309,10 @@ def test_renewal_failing_past_the_deadline_cancels_leading_then_raises() -> None
         api.down = True
         with pytest.raises(LeadershipLost, match=r"within 10\.0s"):
             await task
-        # The round starting at 6 gives up at 16, inside the 15 s others wait from 4.
-        assert stopped_at == [16.0]
-        assert now() == 16.0
+        # It gives up 10 s after the last renewal was sent (at 4), at 14: before the lease
+        # expires for others, 15 s after they saw that renewal.
+        assert stopped_at == [14.0]
+        assert now() == 14.0
         assert not candidate.is_leader
 
     run_virtual(scenario())
@@ -319,12 +321,17 @@ def test_renewal_failing_past_the_deadline_cancels_leading_then_raises() -> None
 
 
 class FakeFence:
-    """Records when it was closed and drained; draining takes ``drain_time`` (virtual) s."""
+    """Records when it was closed and drained, and the last deadline it was given; draining
+    takes ``drain_time`` (virtual) s."""
 
     def __init__(self, server: LeaseServer, drain_time: float = 0.0) -> None:
         self.server = server
         self.drain_time = drain_time
         self.events: list[tuple[str, float, str]] = []  # (what, when, holder then)
+        self.deadline = float("-inf")
+
+    def lead_until(self, deadline: float) -> None:
+        self.deadline = deadline
 
     def close(self) -> None:
         self.events.append(("closed", now(), self.server.spec["holderIdentity"]))
@@ -342,9 +349,10 @@ def fenced_elector(api: FakeLeaseApi, identity: str, fence: FakeFence) -> Leader
 
 
 def test_the_fence_closes_the_moment_renewal_fails_before_leading_has_stopped() -> None:
-    """The leader knows at the renew deadline (16 s, before the lease expires for others at
-    19 s): the fence closes then, before the leading task's 1 s cleanup; nothing is drained
-    or released, since the lease is lost."""
+    """The leader knows at the renew deadline (14 s, 10 s after its last renewal was sent,
+    before the lease expires for others at 19 s), the fence's own deadline: the fence closes
+    then, before the leading task's 1 s cleanup; nothing is drained or released, since the
+    lease is lost."""
     server = LeaseServer()
     api = FakeLeaseApi(server)
     fence = FakeFence(server)
@@ -365,8 +373,9 @@ def test_the_fence_closes_the_moment_renewal_fails_before_leading_has_stopped() 
             await task
 
     run_virtual(scenario())
-    assert fence.events == [("closed", 16.0, "a")]
-    assert stopped_at == [17.0]
+    assert fence.deadline == 14.0
+    assert fence.events == [("closed", 14.0, "a")]
+    assert stopped_at == [15.0]
 
 
 def test_the_fence_closes_when_another_holder_is_seen() -> None:
@@ -768,3 +777,60 @@ async def test_kubernetes_lease_api_waits_for_the_first_watch_event_or_max_wait(
     finally:
         await kube.close()
         await runner.cleanup()
+
+
+async def test_the_renew_deadline_counts_from_when_the_last_renewal_was_sent() -> None:
+    """A standby counts the lease's expiry from when it saw the last renewal, at the latest as
+    soon as the API server stored it: before it was answered. Lease 1 s, renew deadline 0.6 s,
+    retry 0.2 s; the server answers the first renewal 0.4 s late and fails any after.
+    Counted from the answer, the leader gave up 0.4 + 0.2 + 0.6 s after the renewal arrived, 0.2
+    s after a standby could have taken the lease; counted from when it was sent, it gives up,
+    and its fence refuses writes, 0.6 s after, before the lease can expire."""
+    loop = asyncio.get_running_loop()
+    stored: dict[str, Any] = {}
+    renewals: list[float] = []  # when each renewal arrived
+
+    async def handle(request: web.Request) -> web.Response:
+        body: Any = await request.json() if request.can_read_body else None
+        if request.method == "GET":
+            if not stored:
+                return web.json_response({"kind": "Status", "code": 404}, status=404)
+            return web.json_response(stored)
+        if request.method == "PUT":
+            renewals.append(loop.time())
+            if len(renewals) > 1:
+                return web.json_response({"kind": "Status", "code": 500}, status=500)
+            await asyncio.sleep(0.4)  # the late answer
+        stored.update(body, metadata={**body["metadata"], "resourceVersion": str(len(renewals))})
+        return web.json_response(stored, status=201 if request.method == "POST" else 200)
+
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
+    app = web.Application()
+    app.router.add_route("*", path, handle)
+    app.router.add_route("*", path + "/{name}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    fence = WriteFence()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    kube = KubeApi(Configuration(host=url), user_agent="t", fence=fence)
+    candidate = LeaderElector(
+        KubernetesLeaseApi(kube),
+        config("a", lease_duration=1, renew_deadline=0.6, retry_period=0.2),
+        fence=fence,
+    )
+
+    async def lead() -> None:
+        fence.open()
+        await forever()
+
+    try:
+        async with asyncio.timeout(5):
+            with pytest.raises(LeadershipLost, match=r"within 0\.6s"):
+                await candidate.run(lead)
+        lost_at = loop.time()
+    finally:
+        await kube.close()
+        await runner.cleanup()
+    assert lost_at < renewals[0] + 1, f"lost {lost_at - renewals[0]:.2f} s after the renewal"
+    assert not fence.is_open

@@ -364,13 +364,13 @@ def test_without_leader_election_it_is_not_ready_before_it_leads(
         (None, {}),
     ],
 )
-def test_kopf_logs_in_with_the_managers_own_credentials(
+async def test_kopf_logs_in_with_the_managers_own_credentials(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, credentials: Any, expected: dict[str, str]
 ) -> None:
     manager = offline_manager("test-operator", ("a",), tmp_path, monkeypatch)
     conf = dataclasses.replace(manager.kube.configuration, credentials=credentials)
     monkeypatch.setattr(type(manager.kube), "configuration", property(lambda _self: conf))
-    info = manager._login()
+    info = await manager._login()
     login = {"scheme": None, "token": None, "username": None, "password": None} | expected
     assert {key: getattr(info, key) for key in login} == login
     assert info.server == conf.host
