@@ -5,12 +5,16 @@
   ``opsuite_testkit``; the packaging specs ``<operator>_manifests``), nor the dev-only libraries.
 - Layers: the runtime packages import no build-time package; the shared runtime imports no
   operator; an operator imports no other operator; none imports e2e, bench or hack code.
+- No import cycles among the modules of a runtime package, counting imports inside functions
+  and ``TYPE_CHECKING`` blocks: a cycle means code sits in the wrong module, and it makes what a
+  module finds at import time depend on which module of the cycle was imported first.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -121,3 +125,58 @@ def test_layers(package: str) -> None:
     for module in _modules(package):
         tops = {m.split(".")[0] for m in _imports(module)}
         assert not tops & forbidden, f"{module} imports {sorted(tops & forbidden)}"
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """Each module of ``package`` and the modules of ``package`` it imports, wherever the import
+    stands (module level, a function, a ``TYPE_CHECKING`` block)."""
+    modules = set(_modules(package))
+    return {module: set(_imports(module)) & modules for module in modules}
+
+
+def _reached(graph: Mapping[str, set[str]], start: str) -> dict[str, str]:
+    """The modules ``start`` imports transitively, each with the module it is first reached from
+    (breadth first: following these back gives a shortest path)."""
+    parents: dict[str, str] = {}
+    todo = deque([start])
+    while todo:
+        module = todo.popleft()
+        for imported in sorted(graph[module]):
+            if imported not in parents:
+                parents[imported] = module
+                todo.append(imported)
+    return parents
+
+
+def import_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """One shortest cycle, ``[a, b, ..., a]``, per group of modules that import each other."""
+    reached = {module: _reached(graph, module) for module in graph}
+    cycles: list[list[str]] = []
+    grouped: set[str] = set()
+    for start in sorted(graph):
+        if start in grouped or start not in reached[start]:
+            continue
+        grouped |= {m for m in reached[start] if start in reached[m]}
+        cycle = [start]
+        while len(cycle) == 1 or cycle[-1] != start:
+            cycle.append(reached[start][cycle[-1]])
+        cycles.append(cycle[::-1])
+    return cycles
+
+
+@pytest.mark.parametrize("package", list(RUNTIME))
+def test_no_import_cycles(package: str) -> None:
+    cycles = import_cycles(import_graph(package))
+    assert not cycles, "; ".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_the_cycle_check_finds_each_cycle_once() -> None:
+    """The check can fail: a cycle is found from any of its modules, reported once, and a
+    module that only imports into it is not part of it."""
+    graph = {"a": {"b"}, "b": {"c", "d"}, "c": {"a"}, "d": {"d2"}, "d2": {"d"}, "e": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c", "a"], ["d", "d2", "d"]]
+
+
+def test_the_walk_sees_an_import_inside_a_function() -> None:
+    """protowatch imports protodecode (and the protobuf runtime) only when a decoder is made."""
+    assert "opsuite_common.protodecode" in set(_imports("opsuite_common.protowatch"))
