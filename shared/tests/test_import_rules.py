@@ -5,6 +5,8 @@
   ``opsuite_testkit``; the packaging specs ``<operator>_manifests``), nor the dev-only libraries.
 - Layers: the runtime packages import no build-time package; the shared runtime imports no
   operator; an operator imports no other operator; none imports e2e, bench or hack code.
+- Every module of a runtime package runs in an operator (is reached from a console script's
+  module): the wheel ships them all, so code only the tests use belongs in the test kit.
 - No import cycles among the modules of a runtime package, counting imports inside functions
   and ``TYPE_CHECKING`` blocks: a cycle means code sits in the wrong module, and it makes what a
   module finds at import time depend on which module of the cycle was imported first.
@@ -13,6 +15,7 @@
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections import deque
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -44,6 +47,13 @@ DEV_ONLY = {
     "grpc_tools",
 }
 OUTSIDE = {"e2e", "bench", "hack"}
+ENTRY_POINTS = sorted(
+    script.partition(":")[0]
+    for script in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "scripts"
+    ].values()
+)
+"""The modules of the console scripts, which the images run."""
 
 
 def _path(module: str) -> Path | None:
@@ -105,6 +115,16 @@ def test_the_runtime_holds_no_generator_packaging_spec_or_test_kit(operator: str
     assert not build_time, sorted(build_time)
     dev = {m for m in closure if m.split(".")[0] in DEV_ONLY}
     assert not dev, sorted(dev)
+
+
+@pytest.mark.parametrize("package", list(RUNTIME))
+def test_every_runtime_module_runs_in_an_operator(package: str) -> None:
+    """The wheel ships every module of the runtime packages: one that no console script reaches
+    is dead code or a test helper, which the images would carry for nothing."""
+    assert len(ENTRY_POINTS) == len(OPERATORS), ENTRY_POINTS
+    reached = set().union(*(runtime_closure(entry) for entry in ENTRY_POINTS))
+    unreached = set(_modules(package)) - reached
+    assert not unreached, sorted(unreached)
 
 
 def test_the_walk_sees_a_generator_imported_by_a_packaging_spec() -> None:
