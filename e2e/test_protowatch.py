@@ -10,7 +10,8 @@ from kubernetes import client
 
 from e2e.cluster import wait_until
 from opsuite_common.protodecode import WatchDecoder
-from opsuite_common.protowatch import WATCH_CONTENT_TYPE, with_metadata
+from opsuite_common.protofields import with_metadata
+from opsuite_common.protowatch import MESSAGES, WATCH_CONTENT_TYPE
 from opsuite_testkit.protobuf import project
 from poddebugger_operator import actions as debugger
 from podset_operator import pod_state as podset
@@ -99,7 +100,7 @@ def test_pods_decoded_from_protobuf_read_as_their_json(
     assert sorted(pods) == ["p0", "p1", "p2"]
     assert pods["p0"]["spec"]["ephemeralContainers"]
     for operator, fields in WANTED.items():
-        decoder = WatchDecoder("pods", fields)
+        decoder = WatchDecoder(MESSAGES["pods"], fields)
         events = [decoder.decode(frame) for frame in frames]
         assert [e["type"] for e in events] == ["ADDED"] * 3 + ["BOOKMARK"]
         bookmark = events[-1]["object"]["metadata"]
@@ -121,7 +122,7 @@ def _initial(events: list[Any], kind: Any) -> list[Any]:
 def _same_versions(api: client.ApiClient, namespace: str) -> tuple[dict[str, Any], list[bytes]]:
     """The pods by name from a JSON streaming list and the frames of a protobuf one that saw
     the same versions (the node may still be updating a status between the two)."""
-    decoder = WatchDecoder("pods", {})
+    decoder = WatchDecoder(MESSAGES["pods"], {})
     for _ in range(10):
         body = _watch(api, namespace, "application/json")
         listed = _initial([orjson.loads(line) for line in body.splitlines()], lambda e: e["type"])

@@ -57,7 +57,8 @@ from kopf._cogs.structs import references
 from kopf._core.reactor import queueing
 
 from opsuite_common.options import ManagerOptions
-from opsuite_common.protowatch import ACCEPT, CONTENT_TYPE, Decoder, ProtobufError
+from opsuite_common.protofields import ProtobufError
+from opsuite_common.protowatch import ACCEPT, CONTENT_TYPE, Decoder
 from opsuite_common.store import JSON
 
 KOPF_SERIES = "1.45"

@@ -56,8 +56,9 @@ from opsuite_common.leader_election import (
 )
 from opsuite_common.logs import configure_logging
 from opsuite_common.metrics_auth import KubeReviewApi, MetricsAuth, server_context
+from opsuite_common.metrics_server import start_metrics_server
 from opsuite_common.options import ManagerOptions, parse_options
-from opsuite_common.protowatch import Fields
+from opsuite_common.protofields import Fields
 from opsuite_common.store import JSON, Store, object_key
 
 log = logging.getLogger(__name__)
@@ -434,7 +435,7 @@ async def _start_metrics(manager: Manager) -> HttpServer:
     through the API server as the operator's own identity."""
     options = manager.options
     if not options.metrics_secure:
-        return await metrics.start_metrics_server(options.metrics_bind_address)
+        return await start_metrics_server(options.metrics_bind_address)
     context = server_context(
         options.metrics_cert_path, options.metrics_cert_name, options.metrics_cert_key
     )
@@ -444,7 +445,7 @@ async def _start_metrics(manager: Manager) -> HttpServer:
         if options.metrics_cert_path
         else "a self-signed certificate",
     )
-    return await metrics.start_metrics_server(
+    return await start_metrics_server(
         options.metrics_bind_address,
         ssl_context=context,
         auth=MetricsAuth(KubeReviewApi(manager.kube)),

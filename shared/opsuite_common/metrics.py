@@ -1,21 +1,19 @@
 """Prometheus metrics under controller-runtime's names, so its dashboards and alerts apply.
 
-Everything lives on ``REGISTRY`` (with the process, platform and GC
-collectors), served at /metrics by ``start_metrics_server``: plain HTTP, or
-HTTPS with each request authenticated and authorized (``metrics_auth``). ``_created``
-series are disabled process-wide: controller-runtime exposes none.
+Everything lives on ``REGISTRY`` (with the process, platform and GC collectors), served at
+/metrics by :mod:`opsuite_common.metrics_server`. This module holds the registry and the metrics
+only, so that what records them (the API client among others) imports nothing of the server.
+``_created`` series are disabled process-wide: controller-runtime exposes none.
 """
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from time import monotonic, perf_counter
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from aiohttp import web
 from prometheus_client import (
     GC_COLLECTOR,
     PLATFORM_COLLECTOR,
@@ -26,13 +24,7 @@ from prometheus_client import (
     Histogram,
     disable_created_metrics,
 )
-from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
-
-from opsuite_common.health import HttpServer
-
-if TYPE_CHECKING:  # metrics_auth reviews through kube, which counts its requests here
-    from opsuite_common.metrics_auth import MetricsAuth
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated upstream
 
@@ -315,32 +307,3 @@ class WorkQueueMetrics:
     def _longest_running(self) -> float:
         now = self._clock()
         return max((now - started for started in self._started.values()), default=0.0)
-
-
-async def start_metrics_server(
-    bind: str = ":8080",
-    registry: CollectorRegistry = REGISTRY,
-    *,
-    ssl_context: ssl.SSLContext | None = None,
-    auth: MetricsAuth | None = None,
-) -> HttpServer:
-    """Serve ``registry`` at /metrics on ``bind`` ("0" disables); ``.port`` is the bound port.
-
-    Like controller-runtime's --metrics-bind-address; with ``ssl_context`` over HTTPS, and with
-    ``auth`` each request authenticated and authorized (--metrics-secure). Call ``.stop()`` to
-    shut down.
-    """
-
-    async def handle(request: web.Request) -> web.Response:
-        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-        return web.Response(body=encoder(registry), headers={"Content-Type": content_type})
-
-    server = HttpServer(
-        bind,
-        [web.get("/metrics", handle)],
-        name="metrics",
-        ssl_context=ssl_context,
-        middlewares=() if auth is None else (auth.middleware(),),
-    )
-    await server.start()
-    return server

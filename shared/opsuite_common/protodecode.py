@@ -1,4 +1,5 @@
-"""The decoding half of :mod:`opsuite_common.protowatch`: each object parsed into a view of
+"""The decoding half of :mod:`opsuite_common.protowatch`, which imports it when a watch needs
+it (this module imports no other part of the watch): each object parsed into a view of
 the declared fields and turned into its JSON dict (the protobuf runtime, upb)."""
 
 from __future__ import annotations
@@ -16,14 +17,11 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from opsuite_common.kube_protos import FILE_DESCRIPTOR_SET
-from opsuite_common.protowatch import (
-    MAGIC,
-    MESSAGES,
-    Fields,
-    ProtobufError,
-    with_metadata,
-)
+from opsuite_common.protofields import Fields, ProtobufError, with_metadata
 from opsuite_common.store import JSON
+
+MAGIC = b"k8s\x00"
+"""Prefix of an encoded object: then a runtime.Unknown with the type and the message."""
 
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 _TIME = _META + "Time"
@@ -264,11 +262,11 @@ _VIEW_IDS = itertools.count()
 class WatchDecoder:
     """Decodes the frames of one resource's protobuf watch into JSON watch events
     (``{"type": ..., "object": ...}``), the objects cut to ``fields`` plus
-    :data:`~opsuite_common.protowatch.OBJECT_META`; an ERROR event's Status is decoded whole."""
+    :data:`~opsuite_common.protofields.OBJECT_META`; an ERROR event's Status is decoded whole."""
 
-    def __init__(self, plural: str, fields: Fields) -> None:
-        """``plural``: a key of :data:`MESSAGES`."""
-        self._message, self._convert = _viewer(MESSAGES[plural], with_metadata(fields))
+    def __init__(self, message: str, fields: Fields) -> None:
+        """``message``: the full name of the resource's message (``k8s.io.api.core.v1.Pod``)."""
+        self._message, self._convert = _viewer(message, with_metadata(fields))
         self._status, self._convert_status = _viewer(_META + "Status", None)
         self._event = message_class(_META + "WatchEvent")
         self._unknown = message_class("k8s.io.apimachinery.pkg.runtime.Unknown")

@@ -12,60 +12,38 @@ base64 bytes) by a function written for those fields. A watch's paged listings (
 streaming lists are not to be had) and an API server that answers JSON still give whole JSON
 objects: the stores' transforms take either.
 
-What the dicts hold: ``apiVersion``, ``kind``, :data:`OBJECT_META` and the declared fields.
-Scalars are kept when the message carries them, except empty strings (JSON's ``omitempty``
-drops them; Go's protobuf encoder writes them); lists and maps when not empty; messages when
-present; a zero timestamp is absent (JSON's null). Strings are text even when not UTF-8
-(proto2 does not check it): what is not is replaced by U+FFFD, as in the JSON encoding.
+What the dicts hold: ``apiVersion``, ``kind``, the metadata of
+:data:`~opsuite_common.protofields.OBJECT_META` and the declared fields. Scalars are kept when
+the message carries them, except empty strings (JSON's ``omitempty`` drops them; Go's protobuf
+encoder writes them); lists and maps when not empty; messages when present; a zero timestamp is
+absent (JSON's null). Strings are text even when not UTF-8 (proto2 does not check it): what is
+not is replaced by U+FFFD, as in the JSON encoding.
 
-Any failure to decode a frame (:class:`ProtobufError`: a time out of the range Python formats,
-a map key that is not UTF-8) ends that watch stream, which goes on in JSON from then on
-(:func:`opsuite_common.kopf_settings.track_watch_activity`), as it would for an API server
-that answers JSON: the Accept header asks for protobuf, else JSON, as client-go's does.
+Any failure to decode a frame (:class:`~opsuite_common.protofields.ProtobufError`: a time out
+of the range Python formats, a map key that is not UTF-8) ends that watch stream, which goes on
+in JSON from then on (:func:`opsuite_common.kopf_settings.track_watch_activity`), as it would
+for an API server that answers JSON: the Accept header asks for protobuf, else JSON, as
+client-go's does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from opsuite_common.protofields import Fields
 from opsuite_common.store import JSON
-
-Fields = Mapping[str, "Fields | None"]
-"""Fields to decode, by JSON name: a nested mapping for a message (each item of a list of
-messages), None for the whole value."""
 
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 WATCH_CONTENT_TYPE = f"{CONTENT_TYPE};stream=watch"
 ACCEPT = f"{CONTENT_TYPE}, application/json"
 """What a protobuf watch asks for: protobuf, else JSON (client-go's Accept for built-in
 types), so that an API server or proxy that cannot encode protobuf answers JSON."""
-MAGIC = b"k8s\x00"
-"""Prefix of an encoded object: then a runtime.Unknown with the type and the message."""
 MESSAGES = {"pods": "k8s.io.api.core.v1.Pod"}
 """Core (``/api/v1``) resources watched in protobuf, by plural. Pods only: a pod's JSON is
 mostly its spec, which no operator reads; for small objects (ConfigMaps: 20,000 copies of a
 few hundred bytes) orjson builds the dicts faster than the decoder, and ConfigMapSync started
 no faster in protobuf with 20,000 copies present (1.45 s against 1.42 in JSON)."""
-OBJECT_META: Fields = {
-    "name": None,
-    "namespace": None,
-    "uid": None,
-    "resourceVersion": None,
-    "generation": None,
-    "creationTimestamp": None,
-    "deletionTimestamp": None,
-    "labels": None,
-    "annotations": None,
-    "ownerReferences": None,
-}
-"""The metadata every decoded object keeps (kopf resumes a watch from resourceVersion)."""
-
-
-class ProtobufError(ValueError):
-    """A frame or object that could not be decoded: not what a protobuf watch sends, or
-    holding a value the decoder cannot convert (every failure of the decoder is one)."""
 
 
 class Decoder(Protocol):
@@ -87,13 +65,7 @@ def decoder(plural: str, fields: Fields) -> Decoder:
     operators that watch in protobuf only (some 40 ms and 6 MiB at start)."""
     from opsuite_common.protodecode import WatchDecoder  # here: see above
 
-    return WatchDecoder(plural, fields)
-
-
-def with_metadata(fields: Fields) -> Fields:
-    """``fields`` with :data:`OBJECT_META` added to its ``metadata``."""
-    meta = fields.get("metadata") or {}
-    return {**fields, "metadata": {**OBJECT_META, **meta}}
+    return WatchDecoder(MESSAGES[plural], fields)
 
 
 def core_plural(url: str) -> str | None:

@@ -12,8 +12,8 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from opsuite_common.protodecode import message_class
-from opsuite_common.protowatch import MAGIC, Fields
+from opsuite_common.protodecode import MAGIC, message_class
+from opsuite_common.protofields import Fields
 
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 _EMBEDDED = {"k8s.io.api.core.v1.EphemeralContainer": "ephemeralContainerCommon"}

@@ -5,12 +5,19 @@
   ``opsuite_testkit``; the packaging specs ``<operator>_manifests``), nor the dev-only libraries.
 - Layers: the runtime packages import no build-time package; the shared runtime imports no
   operator; an operator imports no other operator; none imports e2e, bench or hack code.
+- Every module of a runtime package runs in an operator (is reached from a console script's
+  module): the wheel ships them all, so code only the tests use belongs in the test kit.
+- No import cycles among the modules of a runtime package, counting imports inside functions
+  and ``TYPE_CHECKING`` blocks: a cycle means code sits in the wrong module, and it makes what a
+  module finds at import time depend on which module of the cycle was imported first.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import tomllib
+from collections import deque
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -40,6 +47,13 @@ DEV_ONLY = {
     "grpc_tools",
 }
 OUTSIDE = {"e2e", "bench", "hack"}
+ENTRY_POINTS = sorted(
+    script.partition(":")[0]
+    for script in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "scripts"
+    ].values()
+)
+"""The modules of the console scripts, which the images run."""
 
 
 def _path(module: str) -> Path | None:
@@ -103,6 +117,16 @@ def test_the_runtime_holds_no_generator_packaging_spec_or_test_kit(operator: str
     assert not dev, sorted(dev)
 
 
+@pytest.mark.parametrize("package", list(RUNTIME))
+def test_every_runtime_module_runs_in_an_operator(package: str) -> None:
+    """The wheel ships every module of the runtime packages: one that no console script reaches
+    is dead code or a test helper, which the images would carry for nothing."""
+    assert len(ENTRY_POINTS) == len(OPERATORS), ENTRY_POINTS
+    reached = set().union(*(runtime_closure(entry) for entry in ENTRY_POINTS))
+    unreached = set(_modules(package)) - reached
+    assert not unreached, sorted(unreached)
+
+
 def test_the_walk_sees_a_generator_imported_by_a_packaging_spec() -> None:
     """The rule can fail: the generators are reachable from a manifests module."""
     assert "opsuite_packaging.crd" in runtime_closure("podset_manifests")
@@ -121,3 +145,58 @@ def test_layers(package: str) -> None:
     for module in _modules(package):
         tops = {m.split(".")[0] for m in _imports(module)}
         assert not tops & forbidden, f"{module} imports {sorted(tops & forbidden)}"
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """Each module of ``package`` and the modules of ``package`` it imports, wherever the import
+    stands (module level, a function, a ``TYPE_CHECKING`` block)."""
+    modules = set(_modules(package))
+    return {module: set(_imports(module)) & modules for module in modules}
+
+
+def _reached(graph: Mapping[str, set[str]], start: str) -> dict[str, str]:
+    """The modules ``start`` imports transitively, each with the module it is first reached from
+    (breadth first: following these back gives a shortest path)."""
+    parents: dict[str, str] = {}
+    todo = deque([start])
+    while todo:
+        module = todo.popleft()
+        for imported in sorted(graph[module]):
+            if imported not in parents:
+                parents[imported] = module
+                todo.append(imported)
+    return parents
+
+
+def import_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """One shortest cycle, ``[a, b, ..., a]``, per group of modules that import each other."""
+    reached = {module: _reached(graph, module) for module in graph}
+    cycles: list[list[str]] = []
+    grouped: set[str] = set()
+    for start in sorted(graph):
+        if start in grouped or start not in reached[start]:
+            continue
+        grouped |= {m for m in reached[start] if start in reached[m]}
+        cycle = [start]
+        while len(cycle) == 1 or cycle[-1] != start:
+            cycle.append(reached[start][cycle[-1]])
+        cycles.append(cycle[::-1])
+    return cycles
+
+
+@pytest.mark.parametrize("package", list(RUNTIME))
+def test_no_import_cycles(package: str) -> None:
+    cycles = import_cycles(import_graph(package))
+    assert not cycles, "; ".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_the_cycle_check_finds_each_cycle_once() -> None:
+    """The check can fail: a cycle is found from any of its modules, reported once, and a
+    module that only imports into it is not part of it."""
+    graph = {"a": {"b"}, "b": {"c", "d"}, "c": {"a"}, "d": {"d2"}, "d2": {"d"}, "e": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c", "a"], ["d", "d2", "d"]]
+
+
+def test_the_walk_sees_an_import_inside_a_function() -> None:
+    """protowatch imports protodecode (and the protobuf runtime) only when a decoder is made."""
+    assert "opsuite_common.protodecode" in set(_imports("opsuite_common.protowatch"))

@@ -18,8 +18,8 @@ from opsuite_common.metrics import (
     WorkQueueMetrics,
     leader_status_hook,
     register,
-    start_metrics_server,
 )
+from opsuite_common.metrics_server import start_metrics_server
 from opsuite_common.workqueue import WorkQueue
 
 DASHBOARD = Path(__file__).parent.parent / "dashboards" / "opsuite-operators.json"

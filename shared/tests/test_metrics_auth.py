@@ -17,7 +17,6 @@ from prometheus_client import CollectorRegistry, Counter
 from opsuite_common.fence import WriteFence
 from opsuite_common.kube import KubeApi
 from opsuite_common.kubeconfig import Configuration
-from opsuite_common.metrics import start_metrics_server
 from opsuite_common.metrics_auth import (
     ALLOW_TTL,
     DENY_TTL,
@@ -32,6 +31,7 @@ from opsuite_common.metrics_auth import (
     self_signed_certificate,
     server_context,
 )
+from opsuite_common.metrics_server import start_metrics_server
 from opsuite_common.options import parse_options
 
 READER = UserInfo("system:serviceaccount:monitoring:prometheus", "uid-1", ("system:authenticated",))

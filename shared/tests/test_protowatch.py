@@ -26,7 +26,8 @@ from opsuite_common import protowatch
 from opsuite_common.kopf_settings import WatchActivity, configure_kopf, track_watch_activity
 from opsuite_common.options import parse_options
 from opsuite_common.protodecode import WatchDecoder, message_class
-from opsuite_common.protowatch import Fields, core_plural, with_metadata
+from opsuite_common.protofields import Fields, ProtobufError, with_metadata
+from opsuite_common.protowatch import core_plural
 from opsuite_testkit.protobuf import message_frame, project, watch_frame
 from poddebugger_operator import actions as debugger
 from podset_operator import pod_state as podset
@@ -39,7 +40,7 @@ SLIM = {"podset": podset.slim_pod, "poddebugger": debugger.slim_pod}
 
 
 def _decode(obj: Mapping[str, Any], fields: Fields, event: str = "ADDED") -> dict[str, Any]:
-    return WatchDecoder("pods", fields).decode(watch_frame(event, obj, POD)[4:])
+    return WatchDecoder(POD, fields).decode(watch_frame(event, obj, POD)[4:])
 
 
 # --------------------------------------------------------------- pods as the API gives them
@@ -160,7 +161,7 @@ def test_go_defaults_read_as_json_omits_them() -> None:
     JSON drops the strings (omitempty) and writes the time as null: both are absent."""
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "generateName": ""}}
     frame = watch_frame("MODIFIED", pod, POD)
-    decoded = WatchDecoder("pods", {}).decode(frame[4:])["object"]
+    decoded = WatchDecoder(POD, {}).decode(frame[4:])["object"]
     assert decoded["metadata"] == {"name": "p"}
     zero = {**pod, "metadata": {"name": "p", "creationTimestamp": "1970-01-01T00:00:00Z"}}
     assert _decode(zero, {})["object"]["metadata"] == {"name": "p"}
@@ -192,20 +193,20 @@ def test_an_error_event_carries_the_status_whole() -> None:
         "metadata": {},
     }
     frame = watch_frame("ERROR", status, STATUS)
-    event = WatchDecoder("pods", podset.WATCHED_FIELDS).decode(frame[4:])
+    event = WatchDecoder(POD, podset.WATCHED_FIELDS).decode(frame[4:])
     assert event == {"type": "ERROR", "object": status}
 
 
 def test_a_field_the_message_lacks_is_refused_at_once() -> None:
     with pytest.raises(ValueError, match="PodStatus has no field 'phaze'"):
-        WatchDecoder("pods", {"status": {"phaze": None}})
+        WatchDecoder(POD, {"status": {"phaze": None}})
 
 
 def test_an_undecodable_frame_raises_a_protobuf_error() -> None:
-    decoder = WatchDecoder("pods", {})
-    with pytest.raises(protowatch.ProtobufError, match="undecodable"):
+    decoder = WatchDecoder(POD, {})
+    with pytest.raises(ProtobufError, match="undecodable"):
         decoder.decode(b"\x12\x09\x0a")  # cut short
-    with pytest.raises(protowatch.ProtobufError, match="prefix"):
+    with pytest.raises(ProtobufError, match="prefix"):
         decoder.decode(b"\x0a\x05ADDED\x12\x03\x0a\x01x")
 
 
@@ -228,14 +229,14 @@ def test_invalid_utf8_is_text_with_replacement_characters() -> None:
         "status": {"phase": "AtA KO"},
     }
     fields: Fields = {"spec": {"containers": {"command": None}}, "status": {"phase": None}}
-    decoder = WatchDecoder("pods", fields)
+    decoder = WatchDecoder(POD, fields)
     decoded = decoder.decode(_invalid_utf8(watch_frame("ADDED", pod, POD))[4:])["object"]
     text = "\ufffdt\ufffd KO"
     assert decoded["metadata"]["annotations"] == {"a": text}
     assert decoded["spec"] == {"containers": [{"command": [text]}]}
     assert decoded["status"] == {"phase": text}
     labelled = {**pod, "metadata": {"name": "p", "labels": {"AtA": "x"}}}
-    with pytest.raises(protowatch.ProtobufError, match="undecodable"):
+    with pytest.raises(ProtobufError, match="undecodable"):
         decoder.decode(_invalid_utf8(watch_frame("ADDED", labelled, POD))[4:])
 
 
@@ -254,10 +255,10 @@ def test_a_time_out_of_range_is_a_protobuf_error() -> None:
     """Past what the C library's gmtime takes (year 2**31), converting a metav1.Time raised
     OSError, which no caller expected: it ended the pod watch for good. Every failure to
     decode is a ProtobufError."""
-    decoder = WatchDecoder("pods", {})
+    decoder = WatchDecoder(POD, {})
     meta = decoder.decode(_pod_created_at(253402300800)[4:])["object"]["metadata"]
     assert meta["creationTimestamp"] == "10000-01-01T00:00:00Z"  # as Go formats it
-    with pytest.raises(protowatch.ProtobufError, match="undecodable"):
+    with pytest.raises(ProtobufError, match="undecodable"):
         decoder.decode(_pod_created_at(10**17)[4:])
 
 
@@ -310,7 +311,7 @@ async def _serve(
 def watching_in_protobuf() -> Iterator[None]:
     """opsuite's patches of kopf, pods watched in protobuf (their phase); kopf restored after."""
     originals = (watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream)
-    decoder = WatchDecoder("pods", {"status": {"phase": None}})
+    decoder = WatchDecoder(POD, {"status": {"phase": None}})
     track_watch_activity(
         WatchActivity(), lambda url: decoder if core_plural(url) == "pods" else None
     )
@@ -397,7 +398,7 @@ async def test_an_error_answered_in_protobuf_raises_what_json_would(served: Any)
         "code": 403,
     }
     unknown = watch_frame("ERROR", status, STATUS)  # its object: MAGIC + the Status
-    body = WatchDecoder("pods", {})._event.FromString(unknown[4:]).object.raw
+    body = WatchDecoder(POD, {})._event.FromString(unknown[4:]).object.raw
     with pytest.raises(errors.APIForbiddenError) as raised:
         await served(body, protowatch.CONTENT_TYPE, 1 << 16, status=403)
     assert raised.value.status == 403

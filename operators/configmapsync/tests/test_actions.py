@@ -14,7 +14,10 @@ from configmapsync_operator.actions import Execution, execute, release
 from configmapsync_operator.copies import owner_uid, slim
 from configmapsync_operator.models import FINALIZER
 from configmapsync_operator.reconcile import Outcome, Plan, plan
-from configmapsync_operator.simulation import (
+from configmapsync_operator.sources import SourceCache
+from opsuite_common.kube import ApiException
+from opsuite_common.store import Store
+from opsuite_testkit.configmapsync import (
     NAME,
     World,
     configmap,
@@ -22,9 +25,6 @@ from configmapsync_operator.simulation import (
     strategic_merge,
     sync_object,
 )
-from configmapsync_operator.sources import SourceCache
-from opsuite_common.kube import ApiException
-from opsuite_common.store import Store
 
 JSON = dict[str, Any]
 

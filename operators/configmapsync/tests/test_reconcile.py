@@ -32,7 +32,9 @@ from configmapsync_operator.reconcile import (
     wants,
 )
 from configmapsync_operator.requester import WRITE_VERBS, needs
-from configmapsync_operator.simulation import (
+from configmapsync_operator.spec import InvalidSpecError, parse_spec
+from opsuite_common.requester import REQUESTER_NOT_ALLOWED
+from opsuite_testkit.configmapsync import (
     GONE_UID,
     NAME,
     OTHER_UID,
@@ -43,8 +45,6 @@ from configmapsync_operator.simulation import (
     namespace,
     sync_object,
 )
-from configmapsync_operator.spec import InvalidSpecError, parse_spec
-from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 
 
 def make_world(spec: dict[str, Any], *names: str, **kwargs: Any) -> World:
@@ -675,14 +675,15 @@ def test_planning_many_current_copies_digests_the_wanted_content_and_marks_once(
 ) -> None:
     """Every copy of a sync wants the same content and marks: checking 50 current copies must
     not digest them 50 times (that was a fifth of the operator's CPU in a 5,000-copy update)."""
-    from configmapsync_operator import copies, simulation
+    from configmapsync_operator import copies
+    from opsuite_testkit import configmapsync
 
     names = [f"d{i:02d}" for i in range(50)]
     world = make_world({"destinationNamespaces": names, "copyLabels": ["l"]}, *names)
     world.add(configmap("src", allowed="*", data={"k": "v" * 64}, labels={"l": "1"}))
     converge(world)
     records = {id(o): slim(o) for o in world.configmaps.values()}
-    monkeypatch.setattr(simulation, "slim", lambda o: records[id(o)])
+    monkeypatch.setattr(configmapsync, "slim", lambda o: records[id(o)])
     real, calls = copies._digest, []
 
     def counting(value: object) -> str:

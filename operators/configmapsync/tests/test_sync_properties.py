@@ -20,16 +20,6 @@ from configmapsync_operator.models import (
     ConfigMapSyncStatus,
 )
 from configmapsync_operator.reconcile import Plan
-from configmapsync_operator.simulation import (
-    GONE_UID,
-    NAME,
-    OTHER_UID,
-    UID,
-    World,
-    configmap,
-    namespace,
-    sync_object,
-)
 from configmapsync_operator.spec import parse_spec
 from opsuite_packaging.crd import structural_schema
 from opsuite_testkit import (
@@ -40,6 +30,16 @@ from opsuite_testkit import (
     is_qualified_name,
     label_errors,
     schema_errors,
+)
+from opsuite_testkit.configmapsync import (
+    GONE_UID,
+    NAME,
+    OTHER_UID,
+    UID,
+    World,
+    configmap,
+    namespace,
+    sync_object,
 )
 
 NAMESPACES = ("src", "a", "b", "c", "d")

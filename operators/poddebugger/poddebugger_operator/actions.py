@@ -29,7 +29,7 @@ from typing import Any
 
 from opsuite_common.fence import WriteFenced
 from opsuite_common.kube import ApiException, KubeApi, resource_path
-from opsuite_common.protowatch import Fields
+from opsuite_common.protofields import Fields
 from opsuite_common.status_pacer import StatusPacer
 from opsuite_common.store import ObjectKey, Store
 from poddebugger_operator.injected import Injected
@@ -88,7 +88,7 @@ WATCHED_FIELDS: Fields = {
         },
     },
 }
-"""What the pod watch decodes besides the common metadata (opsuite_common.protowatch): all
+"""What the pod watch decodes besides the common metadata (protofields.OBJECT_META): all
 that :func:`slim_pod` and the pod handler read."""
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeAlias, TypeGuard
 
 from opsuite_common.conditions import parse_timestamp
-from opsuite_common.protowatch import Fields
+from opsuite_common.protofields import Fields
 
 Pod: TypeAlias = Mapping[str, Any]
 
@@ -31,7 +31,7 @@ WATCHED_FIELDS: Fields = {
         "initContainerStatuses": {"name": None, "restartCount": None},
     },
 }
-"""What the pod watch decodes besides the common metadata (opsuite_common.protowatch): all
+"""What the pod watch decodes besides the common metadata (protofields.OBJECT_META): all
 that :func:`slim_pod` and the pod handler read."""
 
 

@@ -1,4 +1,4 @@
-"""An in-memory cluster for exercising the pure planner (unit and property tests).
+"""An in-memory cluster for exercising ConfigMapSync's pure planner (unit and property tests).
 
 Namespaces and full ConfigMaps as the API server returns them, one ConfigMapSync, and
 :meth:`World.apply`, which does what the API server would do with a plan whose writes all
