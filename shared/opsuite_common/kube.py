@@ -50,6 +50,7 @@ from opsuite_common.fence import WriteFence
 from opsuite_common.http1 import ConnectionPool, Response, Server
 from opsuite_common.kubeconfig import Configuration
 from opsuite_common.metrics import REST_CLIENT_REQUESTS
+from opsuite_common.store import JSON
 
 __all__ = [
     "MAX_RETRIES",
@@ -65,7 +66,6 @@ __all__ = [
     "ssl_context",
 ]
 
-JSON = dict[str, Any]
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)

@@ -24,9 +24,7 @@ from configmapsync_operator.simulation import (
 )
 from configmapsync_operator.sources import SourceCache
 from opsuite_common.kube import ApiException
-from opsuite_common.store import Store
-
-JSON = dict[str, Any]
+from opsuite_common.store import JSON, Store
 
 
 class FakeKube:
