@@ -121,3 +121,15 @@ def test_layers(package: str) -> None:
     for module in _modules(package):
         tops = {m.split(".")[0] for m in _imports(module)}
         assert not tops & forbidden, f"{module} imports {sorted(tops & forbidden)}"
+
+
+@pytest.mark.parametrize("package", list(PACKAGES))
+def test_no_module_imports_a_private_name_of_another(package: str) -> None:
+    """A module uses what another module makes public: a private name is free to change."""
+    for module in _modules(package):
+        path = _path(module)
+        assert path is not None, module
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and _path(node.module):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{module} imports {private} from {node.module}"
