@@ -38,7 +38,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 from kubernetes import client, config
@@ -52,11 +51,11 @@ from opsuite_common.kube import (
     resource_path,
 )
 from opsuite_common.kubeconfig import load_configuration
+from opsuite_common.store import JSON
 
 STACKS = ("threads", "aiohttp", "kubeapi")
 OUTPUT = plane.LOCAL / "measurements" / "bench-http-stack.json"
 USER_AGENT = "opsuite-bench-http-stack"
-JSON = dict[str, Any]
 
 
 def _pod(name: str) -> JSON:

@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-JSON = dict[str, Any]
+from opsuite_common.store import JSON
 
 
 def grant(

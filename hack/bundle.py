@@ -32,9 +32,9 @@ from types import ModuleType
 
 import yaml
 
+from opsuite_common.store import JSON
 from opsuite_packaging.bundle import (
     BUNDLE_IMAGE_TEMPLATE,
-    JSON,
     SUGGESTED_NAMESPACE,
     BundleInputs,
     ChannelHistory,

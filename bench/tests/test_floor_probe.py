@@ -46,7 +46,7 @@ def test_the_probe_times_an_import_in_its_own_interpreter() -> None:
     )
     result = json.loads(done.stdout)
     assert 0 < result["wall_s"] < 10
-    assert result["cpu_s"] >= 0
+    assert 0 < result["cpu_s"] < 10
 
 
 def test_the_probe_refuses_unknown_arguments() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,11 +24,21 @@ def environment(kubernetes: str, load_before: tuple[float, ...]) -> dict[str, An
     return {"kubernetes": kubernetes, "load_average_before": load_before}
 
 
-def test_measure_returns_the_result_and_the_environment(offline: None) -> None:
-    result, env = runner.measure(lambda api: f"ran on {api}", environment, "failed")
+def test_measure_returns_the_result_and_the_environment(
+    offline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``duration_s`` is the time ``run`` took, to a tenth of a second."""
+    now = [100.0]
+    monkeypatch.setattr(runner, "time", SimpleNamespace(monotonic=lambda: now[0]))
+
+    def run(api: Any) -> str:
+        now[0] += 12.34
+        return f"ran on {api}"
+
+    result, env = runner.measure(run, environment, "failed")
     assert result == "ran on api"
     assert env["kubernetes"] == "v1.99"
-    assert env["duration_s"] >= 0
+    assert env["duration_s"] == 12.3
 
 
 def _raise(error: BaseException) -> Any:

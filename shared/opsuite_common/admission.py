@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import yaml
 
-JSON = dict[str, Any]
+from opsuite_common.store import JSON
 
 
 def match_constraints(group: str, plural: str, operations: Sequence[str]) -> JSON:

@@ -34,12 +34,12 @@ from typing import Any, Literal, Protocol
 
 from opsuite_common.fence import WriteFenced
 from opsuite_common.kube import ApiException, resource_path
+from opsuite_common.store import JSON
 
 __all__ = ["EventRecorder", "EventSink", "EventType", "object_reference"]
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 EventType = Literal["Normal", "Warning"]
 
 COMBINED_PREFIX = "(combined from similar events): "

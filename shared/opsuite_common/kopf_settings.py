@@ -383,8 +383,8 @@ def track_watch_activity(
     cache lags), the same request after a 5xx or 429.
 
     ``api.stream`` itself is kopf's rewritten to parse each line with orjson from its bytes,
-    where kopf decodes the line to text for the standard library's parser: with 20,000 pods
-    present, the parsing was a quarter of an operator's CPU until Ready. A watch with a decoder
+    where kopf decodes the line to text for the standard library's parser, which was a large
+    part of an operator's CPU until Ready with many pods present. A watch with a decoder
     asks for protobuf, else JSON (:mod:`opsuite_common.protowatch`), and reads length-prefixed
     frames unless the API server answers JSON; a frame that fails to decode ends the stream,
     and kopf resumes it (or lists again) in JSON, which that stream keeps to from then on;

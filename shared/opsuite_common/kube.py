@@ -51,6 +51,7 @@ from opsuite_common.fence import WriteFence
 from opsuite_common.http1 import ConnectionPool, Response, Server
 from opsuite_common.kubeconfig import Configuration
 from opsuite_common.metrics import REST_CLIENT_REQUESTS
+from opsuite_common.store import JSON
 
 __all__ = [
     "MAX_RETRIES",
@@ -66,7 +67,6 @@ __all__ = [
     "ssl_context",
 ]
 
-JSON = dict[str, Any]
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
@@ -165,10 +165,9 @@ class ResumingContext(ssl.SSLContext):
     """A client TLS context that offers each new connection the session of an earlier one, so
     that the server may resume it (RFC 8446 2.2) instead of a full handshake: no certificate
     exchange and, with a client certificate, no signature with its key. Every connection
-    needs its own handshake over HTTP/1.1: on the bench machine, 64 new connections (the
-    requests a KubeApi has in flight) and their first requests cost about 145 ms of CPU with
-    full handshakes (an RSA client key) and 105 ms resumed. A server that declines makes a
-    full handshake, whose session is offered from then on."""
+    needs its own handshake over HTTP/1.1 (a KubeApi opens one per request it has in flight),
+    and a resumed one costs less CPU than a full one (bench/README.md). A server that declines
+    makes a full handshake, whose session is offered from then on."""
 
     def __init__(self, protocol: int) -> None:
         """``protocol``: SSLContext's own (its ``__new__`` takes it)."""

@@ -18,7 +18,7 @@ plugins (gcp, oidc, azure) are refused with a clear error, as client-go no longe
 
 This is what the operators need of the ``kubernetes`` package's loaders, without importing it:
 that package (its generated client, which kopf imports whenever the package is installed)
-costs an operator about 16 MiB and a tenth of a second at every start (#19).
+costs an operator memory and start-up time at every start (#19, bench/README.md).
 """
 
 from __future__ import annotations

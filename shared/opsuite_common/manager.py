@@ -324,8 +324,8 @@ class Manager:
         collector_back = None
         if not self._synced.is_set():
             # The initial listings fill the caches in one burst of long-lived records, during
-            # which the collector's passes find nothing to free: with 20,000 pods, three full
-            # passes over them, a tenth of the CPU until Ready (#19). It is on again once the
+            # which the collector's passes find nothing to free, yet walk them all: a large
+            # part of the CPU until Ready with many pods (#19). It is on again once the
             # caches are synced (those records frozen out of it), when lead() ends, or after
             # GC_PAUSE_LIMIT: a listing that keeps failing (RBAC, a CRD missing) makes cyclic
             # garbage (exceptions and their tracebacks) for as long as it does.

@@ -2,14 +2,15 @@
 
 Every flag can also be set through an environment variable: ``OPSUITE_`` followed by the flag
 name in upper snake case (``--leader-elect`` -> ``OPSUITE_LEADER_ELECT``). A flag given on the
-command line wins over the environment.
+command line wins over the environment. An operator declares its own flags, under the same rule,
+with :func:`parse_operator_flags`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -52,6 +53,12 @@ def _bool(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
+def bool_flag(parser: argparse.ArgumentParser, flag: str, help: str | None = None) -> None:
+    """Declare a switch, off by default: ``--flag`` or ``--flag=true`` turns it on, and
+    ``--flag=false`` turns off what the environment turned on."""
+    parser.add_argument(flag, type=_bool, nargs="?", const=True, default=False, help=help)
+
+
 def _positive_int(value: str) -> int:
     number = int(value)
     if number < 1:
@@ -69,13 +76,10 @@ def _positive_float(value: str) -> float:
 def build_parser(operator: str, description: str) -> argparse.ArgumentParser:
     """The argument parser of an operator's console script."""
     parser = argparse.ArgumentParser(prog=operator, description=description)
-    parser.add_argument(
+    bool_flag(
+        parser,
         "--leader-elect",
-        type=_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help="Elect a leader through a coordination.k8s.io Lease; only the leader reconciles "
+        "Elect a leader through a coordination.k8s.io Lease; only the leader reconciles "
         "(default false; the Helm chart turns it on).",
     )
     parser.add_argument(
@@ -94,13 +98,10 @@ def build_parser(operator: str, description: str) -> argparse.ArgumentParser:
         default=":8080",
         help='Address of the Prometheus /metrics endpoint; "0" disables it.',
     )
-    parser.add_argument(
+    bool_flag(
+        parser,
         "--metrics-secure",
-        type=_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help="Serve /metrics over HTTPS, each request authenticated (TokenReview) and authorized "
+        "Serve /metrics over HTTPS, each request authenticated (TokenReview) and authorized "
         "(SubjectAccessReview: get on the non-resource URL /metrics) by the API server "
         "(default false; the Helm chart and the OLM bundle turn it on).",
     )
@@ -163,25 +164,7 @@ def parse_options(
 ) -> ManagerOptions:
     """Parse flags, with ``OPSUITE_*`` environment variables as defaults."""
     parser = build_parser(operator, description)
-    env = os.environ if environ is None else environ
-    defaults: dict[str, object] = {}
-    for action in parser._actions:
-        if not action.option_strings or action.dest == "help":
-            continue
-        value = env.get(_env_name(action.option_strings[0]))
-        if value is None:
-            continue
-        if action.dest == "namespaces":
-            defaults["namespaces"] = [n for n in value.replace(",", " ").split() if n]
-        else:
-            convert = action.type if callable(action.type) else str
-            try:
-                defaults[action.dest] = convert(value)
-            except (argparse.ArgumentTypeError, ValueError) as exc:
-                parser.error(f"{_env_name(action.option_strings[0])}: {exc}")
-            if action.choices is not None and defaults[action.dest] not in action.choices:
-                parser.error(f"{_env_name(action.option_strings[0])}: not one of {action.choices}")
-    parser.set_defaults(**defaults)
+    _env_defaults(parser, os.environ if environ is None else environ)
     args = parser.parse_args(argv)
     return ManagerOptions(
         leader_elect=args.leader_elect,
@@ -199,3 +182,43 @@ def parse_options(
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         watch_timeout=args.watch_timeout,
     )
+
+
+def parse_operator_flags(
+    declare: Callable[[argparse.ArgumentParser], None],
+    argv: Sequence[str],
+    environ: Mapping[str, str] | None = None,
+) -> tuple[argparse.Namespace, list[str]]:
+    """(an operator's own flags, the rest of ``argv`` for :func:`parse_options`).
+
+    ``declare`` adds the flags to a parser; each defaults to its ``OPSUITE_*`` variable as the
+    common flags do, so an operator needs neither its own naming rule nor its own converters.
+    """
+    parser = argparse.ArgumentParser(add_help=False)
+    declare(parser)
+    _env_defaults(parser, os.environ if environ is None else environ)
+    return parser.parse_known_args(list(argv))
+
+
+def _env_defaults(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    """Default each flag of ``parser`` to its variable in ``env``, converted and checked as the
+    flag's value would be (``--namespace``'s: a comma- or space-separated list). Another
+    repeatable flag reads no variable: its operator names and splits its own list variable."""
+    defaults: dict[str, object] = {}
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        value = env.get(_env_name(action.option_strings[0]))
+        if value is None:
+            continue
+        if action.dest == "namespaces":
+            defaults["namespaces"] = [n for n in value.replace(",", " ").split() if n]
+        elif not isinstance(action, argparse._AppendAction):
+            convert = action.type if callable(action.type) else str
+            try:
+                defaults[action.dest] = convert(value)
+            except (argparse.ArgumentTypeError, ValueError) as exc:
+                parser.error(f"{_env_name(action.option_strings[0])}: {exc}")
+            if action.choices is not None and defaults[action.dest] not in action.choices:
+                parser.error(f"{_env_name(action.option_strings[0])}: not one of {action.choices}")
+    parser.set_defaults(**defaults)

@@ -1,16 +1,15 @@
 """Pod watch streams in protobuf, decoded into the dicts a JSON watch gives.
 
 controller-runtime asks the API server for protobuf for every built-in type; opsuite does for
-pods. With 20,000 pods present, the API server streams them in 49 MB of protobuf in about
-0.7 s on the local plane, against 82 MB of JSON in over 2 s: encoding JSON is most of an
-initial listing's time, on the API server's side. A watch declared with ``fields``
-(:meth:`opsuite_common.manager.Manager.watch`) of a resource in :data:`MESSAGES` is streamed
-in protobuf. Each object is parsed (upb, in C) into a *view*, a message type holding only the
-declared fields, so that the containers, volumes and probes of a pod are skipped, not built;
-the view is turned into a dict shaped as the JSON object is (same keys, RFC 3339 timestamps,
-base64 bytes) by a function written for those fields. A watch's paged listings (where
-streaming lists are not to be had) and an API server that answers JSON still give whole JSON
-objects: the stores' transforms take either.
+pods. The API server streams pods much faster in protobuf than in JSON (bench/README.md):
+encoding JSON is most of an initial listing's time, on the API server's side. A watch declared
+with ``fields`` (:meth:`opsuite_common.manager.Manager.watch`) of a resource in
+:data:`MESSAGES` is streamed in protobuf. Each object is parsed (upb, in C) into a *view*, a
+message type holding only the declared fields, so that the containers, volumes and probes of a
+pod are skipped, not built; the view is turned into a dict shaped as the JSON object is (same
+keys, RFC 3339 timestamps, base64 bytes) by a function written for those fields. A watch's
+paged listings (where streaming lists are not to be had) and an API server that answers JSON
+still give whole JSON objects: the stores' transforms take either.
 
 What the dicts hold: ``apiVersion``, ``kind``, the metadata of
 :data:`~opsuite_common.protofields.OBJECT_META` and the declared fields. Scalars are kept when
@@ -41,9 +40,9 @@ ACCEPT = f"{CONTENT_TYPE}, application/json"
 types), so that an API server or proxy that cannot encode protobuf answers JSON."""
 MESSAGES = {"pods": "k8s.io.api.core.v1.Pod"}
 """Core (``/api/v1``) resources watched in protobuf, by plural. Pods only: a pod's JSON is
-mostly its spec, which no operator reads; for small objects (ConfigMaps: 20,000 copies of a
-few hundred bytes) orjson builds the dicts faster than the decoder, and ConfigMapSync started
-no faster in protobuf with 20,000 copies present (1.45 s against 1.42 in JSON)."""
+mostly its spec, which no operator reads; for small objects (ConfigMaps of a few hundred
+bytes) orjson builds the dicts faster than the decoder, and ConfigMapSync started no faster in
+protobuf (bench/README.md)."""
 
 
 class Decoder(Protocol):
@@ -62,7 +61,7 @@ class Decoder(Protocol):
 def decoder(plural: str, fields: Fields) -> Decoder:
     """The decoder of ``plural``'s watch (a key of :data:`MESSAGES`) keeping ``fields``.
     :mod:`opsuite_common.protodecode` and the protobuf runtime are imported here, by the
-    operators that watch in protobuf only (some 40 ms and 6 MiB at start)."""
+    operators that watch in protobuf only: both cost start-up time and memory."""
     from opsuite_common.protodecode import WatchDecoder  # here: see above
 
     return WatchDecoder(MESSAGES[plural], fields)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 JSON = dict[str, Any]
+"""A Kubernetes object or any other JSON object, as parsed; the one alias every package uses
+(this module imports only the standard library, so each layer may import it)."""
 ObjectKey = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
 

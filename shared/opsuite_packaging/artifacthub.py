@@ -18,10 +18,10 @@ from typing import Any, Literal, TypedDict
 
 import yaml
 
+from opsuite_common.store import JSON
 from opsuite_packaging.bundle import CAPABILITY
 from opsuite_packaging.chart import MAINTAINERS, ChartSpec
 
-JSON = dict[str, Any]
 PREFIX = "artifacthub.io/"
 LICENSE = "Apache-2.0"
 PLATFORMS = ("linux/amd64", "linux/arm64")

@@ -24,10 +24,10 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import yaml
 
+from opsuite_common.store import JSON
 from opsuite_packaging.chart import (
     LEADER_ELECTION_RULES,
     LEASE_PLACEHOLDER,
@@ -37,7 +37,6 @@ from opsuite_packaging.chart import (
     metrics_auth_rules,
 )
 
-JSON = dict[str, Any]
 CHANNEL = "candidate"
 """The one channel of every package. OLM's channel-naming convention (candidate, fast, stable),
 which the operator-framework's good-practices validator checks, calls pre-release "candidate";

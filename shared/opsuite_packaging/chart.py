@@ -22,9 +22,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from opsuite_common.store import JSON
 from opsuite_packaging.chart_values import CHART_REPOSITORY, ChartValues
 
-JSON = dict[str, Any]
 TEMPLATE_PREFIX = "opsuite."
 """Prefix of named templates in shared/helm/templates, replaced by ``<chart name>.``."""
 LEASE_PLACEHOLDER = "LEADER-ELECTION-LEASE"

@@ -17,9 +17,10 @@ import copy
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import yaml
+
+from opsuite_common.store import JSON
 
 ROOT = Path(__file__).resolve().parents[2]
 PREVIOUS_VERSION = "0.0.1"
@@ -30,8 +31,6 @@ ADDED_FIELDS = {
     "pod-debugger-operator": ("poddebuggers.debug.opsuite.dev", "maxPods"),
 }
 """Per chart: its CRD and the optional spec field this release added to it."""
-
-JSON = dict[str, Any]
 
 
 def without_spec_field(crd: JSON, field: str) -> JSON:

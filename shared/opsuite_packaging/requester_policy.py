@@ -5,13 +5,11 @@ server serves them, else a ValidatingAdmissionPolicy admitting only a truthful r
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from opsuite_common.admission import custom_resource_policy, match_constraints, policy_binding
 from opsuite_common.requester import requested_by, requested_by_groups
+from opsuite_common.store import JSON
 from opsuite_packaging.chart import policy_template
-
-JSON = dict[str, Any]
 
 MUTATING_POLICY_API = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
 RECORDS_REQUESTER = (

@@ -11,7 +11,6 @@ import copy
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from configmapsync_operator.copies import MARK_ANNOTATIONS, MARK_LABELS, key_of, owner_uid, slim
 from configmapsync_operator.models import (
@@ -23,6 +22,7 @@ from configmapsync_operator.models import (
     SOURCE_ANNOTATION,
 )
 from configmapsync_operator.reconcile import Plan, plan
+from opsuite_common.store import JSON
 
 T0 = datetime(2025, 1, 1, 12, tzinfo=UTC)
 UID = "uid-mine"
@@ -31,7 +31,6 @@ GONE_UID = "uid-gone"
 """The uid of a ConfigMapSync deleted while the operator was away: no ConfigMapSync has it."""
 NAME = "cfg"
 
-JSON = dict[str, Any]
 _versions = itertools.count(100)
 
 

@@ -12,8 +12,7 @@ import pytest
 from opsuite_common.events import COMBINED_PREFIX, MAX_MESSAGE_LENGTH, EventRecorder
 from opsuite_common.fence import WriteFenced
 from opsuite_common.kube import ApiException
-
-JSON = dict[str, Any]
+from opsuite_common.store import JSON
 
 PODSET: JSON = {
     "apiVersion": "apps.opsuite.dev/v1alpha1",

@@ -200,3 +200,15 @@ def test_the_cycle_check_finds_each_cycle_once() -> None:
 def test_the_walk_sees_an_import_inside_a_function() -> None:
     """protowatch imports protodecode (and the protobuf runtime) only when a decoder is made."""
     assert "opsuite_common.protodecode" in set(_imports("opsuite_common.protowatch"))
+
+
+@pytest.mark.parametrize("package", list(PACKAGES))
+def test_no_module_imports_a_private_name_of_another(package: str) -> None:
+    """A module uses what another module makes public: a private name is free to change."""
+    for module in _modules(package):
+        path = _path(module)
+        assert path is not None, module
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and _path(node.module):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{module} imports {private} from {node.module}"

@@ -41,11 +41,10 @@ from configmapsync_operator.reconcile import (
     status_patch,
 )
 from opsuite_common.kube import ApiException, KubeApi, gather_results, resource_path
-from opsuite_common.store import Store
+from opsuite_common.store import JSON, Store
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 _DONE = {"create": "created", "update": "updated", "replace": "replaced"}
 RETRY_AFTER_CONFLICT = 1.0
 """Seconds before a pass whose write met a newer object (409) or a vanished one (404) runs

@@ -32,8 +32,8 @@ from configmapsync_operator.models import (
     OWNER_LABEL,
     SOURCE_ANNOTATION,
 )
+from opsuite_common.store import JSON
 
-JSON = dict[str, Any]
 ObjectKey = tuple[str, str]
 
 

@@ -68,9 +68,7 @@ from configmapsync_operator.spec import InvalidSpecError, ObjectKey, parse_spec,
 from opsuite_common.conditions import AS_EXPECTED, DEGRADED, READY, set_condition, timestamp
 from opsuite_common.kube_model import ConditionStatus
 from opsuite_common.requester import REQUESTER_NOT_ALLOWED
-
-JSON = dict[str, Any]
-
+from opsuite_common.store import JSON
 
 SYNCED = "Synced"
 SYNCING = "Syncing"

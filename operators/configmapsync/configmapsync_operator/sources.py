@@ -19,7 +19,8 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from configmapsync_operator.copies import JSON, ObjectKey, key_of
+from configmapsync_operator.copies import ObjectKey, key_of
+from opsuite_common.store import JSON
 
 _CONTENT = ("data", "binaryData", "immutable")
 MAX_SOURCE_BYTES = 64 * 2**20

@@ -16,7 +16,7 @@ from configmapsync_operator.models import FINALIZER
 from configmapsync_operator.reconcile import Outcome, Plan, plan
 from configmapsync_operator.sources import SourceCache
 from opsuite_common.kube import ApiException
-from opsuite_common.store import Store
+from opsuite_common.store import JSON, Store
 from opsuite_testkit.configmapsync import (
     NAME,
     World,
@@ -25,8 +25,6 @@ from opsuite_testkit.configmapsync import (
     strategic_merge,
     sync_object,
 )
-
-JSON = dict[str, Any]
 
 
 class FakeKube:

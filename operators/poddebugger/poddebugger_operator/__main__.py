@@ -25,17 +25,23 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from opsuite_common.manager import run_operator
-from opsuite_common.options import _bool as parse_bool
-from opsuite_common.options import _env_name as env_name
+from opsuite_common.options import bool_flag, parse_operator_flags
 from poddebugger_operator.handlers import Settings, setup
 from poddebugger_operator.policy import POLICY_NAME
 
 ENV_PREFIXES = "OPSUITE_ALLOWED_IMAGE_PREFIXES"
-_SWITCHES = (
-    "--allow-without-admission-policy",
-    "--allow-sysadmin-profile",
-    "--require-requester",
-)
+
+
+def _declare(parser: argparse.ArgumentParser) -> None:
+    """The flags of the module docstring; the prefixes' variable is a comma-separated list."""
+    parser.add_argument("--allowed-image-prefix", action="append", default=[])
+    for switch in (
+        "--allow-without-admission-policy",
+        "--allow-sysadmin-profile",
+        "--require-requester",
+    ):
+        bool_flag(parser, switch)
+    parser.add_argument("--admission-policy-name", default=POLICY_NAME)
 
 
 def split_args(
@@ -43,14 +49,7 @@ def split_args(
 ) -> tuple[Settings, list[str]]:
     """(this operator's settings, the remaining arguments for the common flags)."""
     env = os.environ if environ is None else environ
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--allowed-image-prefix", action="append", default=[])
-    for switch in _SWITCHES:
-        default = parse_bool(env.get(env_name(switch), "false"))
-        parser.add_argument(switch, type=parse_bool, nargs="?", const=True, default=default)
-    policy_env = env_name("--admission-policy-name")
-    parser.add_argument("--admission-policy-name", default=env.get(policy_env, POLICY_NAME))
-    known, rest = parser.parse_known_args(list(argv))
+    known, rest = parse_operator_flags(_declare, argv, env)
     prefixes = [p for p in known.allowed_image_prefix if p]
     if not prefixes:
         prefixes = [p.strip() for p in env.get(ENV_PREFIXES, "").split(",") if p.strip()]

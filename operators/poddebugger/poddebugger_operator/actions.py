@@ -31,14 +31,13 @@ from opsuite_common.fence import WriteFenced
 from opsuite_common.kube import ApiException, KubeApi, resource_path
 from opsuite_common.protofields import Fields
 from opsuite_common.status_pacer import StatusPacer
-from opsuite_common.store import ObjectKey, Store
+from opsuite_common.store import JSON, ObjectKey, Store
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import API_VERSION, PLURAL
 from poddebugger_operator.reconcile import Failure, Injection
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 RETRYABLE = frozenset({404, 409, 429})
 """Statuses after which a pod is tried again after a backoff (pod replaced, conflict,
 throttled); 5xx and connection errors too."""

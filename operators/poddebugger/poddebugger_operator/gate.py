@@ -28,7 +28,6 @@ from typing import Any
 
 from poddebugger_operator.models import VERSION
 
-JSON = dict[str, Any]
 NAME_LABEL = "kubernetes.io/metadata.name"
 LOAD_GRACE = timedelta(seconds=10)
 """How long after a policy or binding is created the API server may take to enforce it."""

@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-JSON = dict[str, Any]
+from opsuite_common.store import JSON
+
 TTL = 300.0
 """Seconds an entry is trusted without the watch confirming it (a pod deleted and recreated
 with the same uid cannot happen, so this only bounds memory for events that never come)."""

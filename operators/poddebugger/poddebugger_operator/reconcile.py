@@ -57,6 +57,7 @@ from opsuite_common.conditions import (
 )
 from opsuite_common.kube_model import ConditionStatus
 from opsuite_common.requester import REQUESTER_NOT_ALLOWED
+from opsuite_common.store import JSON
 from poddebugger_operator import images
 from poddebugger_operator.models import (
     CONTAINER_PREFIX,
@@ -71,8 +72,6 @@ from poddebugger_operator.models import (
     PodDebuggerStatus,
     Profile,
 )
-
-JSON = dict[str, Any]
 
 DEBUGGED = "Debugged"
 STARTING = "Starting"

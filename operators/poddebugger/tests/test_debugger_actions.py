@@ -10,13 +10,12 @@ from typing import Any
 from opsuite_common.fence import WriteFenced
 from opsuite_common.kube import ApiException
 from opsuite_common.status_pacer import StatusPacer
-from opsuite_common.store import ObjectKey, Store
+from opsuite_common.store import JSON, ObjectKey, Store
 from opsuite_testkit import FakeClock
 from poddebugger_operator.actions import InjectionResult, Injector, slim_pod, write_status
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.reconcile import plan
 
-JSON = dict[str, Any]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KEY: ObjectKey = ("ns", "dbg")
 REFUSAL = 'pods "b" is forbidden: violates PodSecurity "restricted:latest": privileged'

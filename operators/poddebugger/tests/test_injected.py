@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from opsuite_common.store import JSON
 from opsuite_testkit import FakeClock
 from poddebugger_operator.injected import Injected
-
-JSON = dict[str, Any]
 
 
 def _record(uid: str, *names: str) -> JSON:

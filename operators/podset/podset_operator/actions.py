@@ -23,6 +23,7 @@ from typing import Any
 
 from opsuite_common.events import EventRecorder
 from opsuite_common.kube import ApiException, KubeApi, resource_path
+from opsuite_common.store import JSON
 from podset_operator.expectations import Expectations
 from podset_operator.models import GROUP, PLURAL, VERSION
 from podset_operator.reconcile import Plan
@@ -31,8 +32,6 @@ from podset_operator.status import FAILED_CREATE, FAILED_DELETE, Failure, status
 from podset_operator.template import owner_reference
 
 log = logging.getLogger(__name__)
-
-JSON = dict[str, Any]
 
 
 SUCCESSFUL_CREATE = "SuccessfulCreate"

@@ -7,9 +7,9 @@ acted on at once, and the last event of a burst waits at most one window (half o
 not a whole window after every event.
 
 A PodSet's window widens with what its reconciles cost: at least ``cost_factor`` times the last
-one's CPU time. A reconcile reads every pod of the namespace, so with 20,000 pods it costs tens
-of milliseconds, and a fixed 0.1 s window under a steady flood of pod events (every pod
-annotated) kept a core busy reconciling; widened, reconciles take at most about a
+one's CPU time. A reconcile reads every pod of the namespace, so with many pods it is costly,
+and a fixed window under a steady flood of pod events (every pod annotated) kept a core busy
+reconciling (bench/README.md); widened, reconciles take at most about a
 ``cost_factor``-th of the time.
 """
 

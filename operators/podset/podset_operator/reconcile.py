@@ -1,11 +1,12 @@
-"""Pure PodSet planning: desired spec + observed pods -> actions for the handler to execute.
+"""Pure PodSet planning: the PodSet + the cached pods of its namespace -> one :class:`Plan`.
 
-Executing a Plan (the handler's job): adopt and release first, record
-``Expectations.expect(key, creates=plan.pods_to_create, deletes=plan.pods_to_delete, now=...)``,
-create ``pod_manifest`` copies through a ``scaling.SlowStart`` window (un-expect skipped
-creates), delete
-``pods_to_delete``, then merge-patch the status subresource with ``status_patch`` (when an
-action failed, with ``status.status_patch(current, plan.status, Failure(...), now)`` instead).
+:func:`plan` parses the spec (an invalid one only reports InvalidSpec), claims pods as the
+ReplicaSet controller does (:mod:`podset_operator.ownership`: adopt orphans the selector
+matches, release owned pods it no longer matches), counts the status, follows the progress
+deadline (:func:`rollout_progress`), and picks the creates and deletes of this pass: a rolling
+update step (:mod:`podset_operator.rollout`) or a scale step (:mod:`podset_operator.scaling`).
+Nothing is created or deleted while expectations are unsatisfied, the PodSet is being deleted
+or its requester is not allowed. The Plan is carried out by :mod:`podset_operator.actions`.
 """
 
 from __future__ import annotations

@@ -13,14 +13,13 @@ import pytest
 from opsuite_common.events import EventRecorder
 from opsuite_common.kube import ApiException, KubeApi
 from opsuite_common.metrics import REGISTRY
-from opsuite_common.store import ObjectKey
+from opsuite_common.store import JSON, ObjectKey
 from podset_operator import metrics
 from podset_operator.actions import api_error, apply_plan
 from podset_operator.expectations import Expectations
 from podset_operator.reconcile import plan
 from podset_operator.status import FAILED_CREATE, FAILED_DELETE
 
-JSON = dict[str, Any]
 KEY = "ns/web"
 TEMPLATE: JSON = {
     "metadata": {"labels": {"app": "web"}},
