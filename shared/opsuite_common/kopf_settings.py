@@ -173,9 +173,8 @@ def configure_kopf(settings: kopf.OperatorSettings, options: ManagerOptions) -> 
     settings.watching.client_timeout = int(options.watch_timeout) + 30
     settings.watching.inactivity_timeout = options.watch_timeout + INACTIVITY_GRACE
     settings.watching.connect_timeout = CONNECT_TIMEOUT
-    # Initial lists streamed from the watch cache (see the module docstring): with 20,000 pods
-    # present, a pod-debugger-operator's CPU until Ready fell from about 5.3 to 3 s, its start
-    # to Ready from about 12 to 7 s (Go's reference, which streams too: 1.5-2.3 s, 2.4-4.7 s).
+    # Initial lists streamed from the watch cache (see the module docstring): less CPU and an
+    # earlier Ready with many objects present, as Go's reference (bench/README.md).
     settings.watching.initial_streaming = True
     settings.watching.chunk_size = LIST_CHUNK_SIZE
     # A list or watch answered 429 is sent again after its Retry-After, as client-go's rest
