@@ -100,26 +100,34 @@ def chunked(*chunks: bytes) -> bytes:
     return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body + b"0\r\n\r\n"
 
 
+async def answered(raw_server: Any, answers: list[bytes]) -> tuple[list[Response], Any]:
+    """The responses to one GET per answer, sent in turn on a pool to a server that gives
+    each its answer, and the server."""
+    replies = iter(answers)
+
+    async def reply(_head: bytes) -> bytes:
+        return next(replies)
+
+    server = await raw_server(reply)
+    pool = pool_for(server.port)
+    got = [await pool.request("GET", head("GET", f"/{i}"), None) for i in range(len(answers))]
+    pool.close()
+    return got, server
+
+
 async def test_length_chunked_and_empty_bodies_come_whole_on_one_kept_connection(
     raw_server: Any,
 ) -> None:
-    answers = iter(
+    got, server = await answered(
+        raw_server,
         [
             ok(b'{"a":1}'),
             chunked(b'{"items":', b"[1,2,", b"3]}"),
             b"HTTP/1.1 204 No Content\r\n\r\n",
             b"HTTP/1.1 100 Continue\r\n\r\n" + ok(b"after interim"),
             b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}",
-        ]
+        ],
     )
-
-    async def reply(_head: bytes) -> bytes:
-        return next(answers)
-
-    server = await raw_server(reply)
-    pool = pool_for(server.port)
-    got = [await pool.request("GET", head("GET", f"/{i}"), None) for i in range(5)]
-    pool.close()
     assert got == [
         Response(200, "OK", b'{"a":1}'),
         Response(200, "OK", b'{"items":[1,2,3]}'),
@@ -133,22 +141,15 @@ async def test_length_chunked_and_empty_bodies_come_whole_on_one_kept_connection
 async def test_a_retry_after_in_seconds_comes_with_its_response(raw_server: Any) -> None:
     """Each response carries its own Retry-After, when given in seconds (what KubeApi's retries
     wait for); an HTTP date is not read, as client-go does not read one."""
-    answers = iter(
+    got, _server = await answered(
+        raw_server,
         [
             b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\nContent-Length: 2\r\n\r\n{}",
             ok(b"{}"),
             b"HTTP/1.1 503 Service Unavailable\r\nretry-after: Fri, 31 Dec 1999 23:59:59 GMT\r\n"
             b"Content-Length: 2\r\n\r\n{}",
-        ]
+        ],
     )
-
-    async def reply(_head: bytes) -> bytes:
-        return next(answers)
-
-    server = await raw_server(reply)
-    pool = pool_for(server.port)
-    got = [await pool.request("GET", head("GET", f"/{i}"), None) for i in range(3)]
-    pool.close()
     assert [(r.status, r.retry_after) for r in got] == [(429, 2), (200, None), (503, None)]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 import pytest
 from aiohttp import web
-from kopf._cogs.clients import api, auth, errors, fetching, watching
+from kopf._cogs.clients import api, watching
 from kopf._cogs.structs import credentials, references
 from kopf._core.reactor import queueing
 
@@ -32,6 +32,7 @@ from opsuite_common.manager import Manager
 from opsuite_common.options import parse_options
 from opsuite_common.store import JSON, Store, object_key
 from opsuite_testkit import FakeClock, offline_manager
+from opsuite_testkit.local_server import PATCHED, serve_for_kopf
 
 PODS = references.Resource(group="", version="v1", plural="pods", namespaced=True)
 PATH = "/api/v1/namespaces/ns/pods"
@@ -105,29 +106,10 @@ def _line(kind: str, name: str, rv: str, annotations: dict[str, str] | None = No
     return json.dumps({"type": kind, "object": {"metadata": meta}}).encode() + b"\n"
 
 
-async def _serve(app: web.Application) -> tuple[web.AppRunner, credentials.Vault]:
-    """Serve ``app`` on a free local port and point kopf's credentials at it."""
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    vault = credentials.Vault()
-    host = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    await vault.populate({"test": credentials.ConnectionInfo(server=host)})
-    auth.vault_var.set(vault)
-    return runner, vault
-
-
 @pytest.fixture(autouse=True)
 def _kopf_restored(monkeypatch: pytest.MonkeyPatch) -> None:
     """kopf's functions as they were before the test patched them."""
-    for module, name in [
-        (watching, "infinite_watch"),
-        (watching, "watch_objs"),
-        (api, "stream"),
-        (errors, "check_response"),
-        (fetching, "fetch_objs"),
-        (queueing, "watcher"),
-    ]:
+    for module, name in PATCHED:
         monkeypatch.setattr(module, name, getattr(module, name))
 
 
@@ -144,7 +126,7 @@ async def listing() -> AsyncIterator[Any]:
         error_backoffs: tuple[float, ...] | None = None,
         manager: Manager | None = None,
     ) -> tuple[list[Any], list[set[tuple[str, str]]], Any]:
-        runner, vault = await _serve(server.app())
+        runner, vault = await serve_for_kopf(server.app())
         runners.append((runner, server))
         settings = kopf.OperatorSettings()
         configure_kopf(settings, parse_options("op", "", [], environ={}))
@@ -294,7 +276,7 @@ async def watcher() -> AsyncIterator[Any]:
         raise AssertionError("pods are routed to their handler")
 
     async def start(server: ApiServer) -> Watcher:
-        runner, vault = await _serve(server.app())
+        runner, vault = await serve_for_kopf(server.app())
         settings = kopf.OperatorSettings()
         configure_kopf(settings, parse_options("op", "", [], environ={}))
         retries = settings.networking.error_backoffs  # kopf's default: a tuple of waits
@@ -477,7 +459,7 @@ async def raw_watch() -> AsyncIterator[Any]:
 
         app = web.Application()
         app.router.add_get(PATH, pods)
-        runner, vault = await _serve(app)
+        runner, vault = await serve_for_kopf(app)
         runners.append(runner)
         url = PODS.get_url(namespace=references.NamespaceName("ns"), params={"watch": "true"})
         logger = logging.getLogger(__name__)

@@ -19,9 +19,11 @@ import kopf
 import pytest
 from aiohttp import web
 from kopf._cogs.aiokits import aiotoggles
-from kopf._cogs.clients import api, auth, errors, watching
+from kopf._cogs.clients import api, errors, watching
 from kopf._cogs.structs import credentials, references
 from kopf._core.reactor import orchestration, queueing, running
+
+from opsuite_testkit.local_server import PATCHED, address, serve_for_kopf
 
 PODS = references.Resource(group="", version="v1", plural="pods", namespaced=True)
 NS = references.NamespaceName("ns")
@@ -34,13 +36,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 @pytest.fixture(autouse=True)
 def _kopf_unpatched(monkeypatch: pytest.MonkeyPatch) -> None:
     """kopf's own functions, whatever other tests of the session installed over them."""
-    for module, name in [
-        (watching, "infinite_watch"),
-        (watching, "watch_objs"),
-        (api, "stream"),
-        (errors, "check_response"),
-        (queueing, "watcher"),
-    ]:
+    for module, name in PATCHED:
         function = getattr(module, name)
         monkeypatch.setattr(module, name, getattr(function, "__wrapped__", function))
 
@@ -54,15 +50,9 @@ async def serve() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
     async def start(handler: Handler) -> str:
         app = web.Application()
         app.router.add_get(PATH, handler)
-        runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        vault = credentials.Vault()
-        host = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        await vault.populate({"test": credentials.ConnectionInfo(server=host)})
-        auth.vault_var.set(vault)
+        runner, vault = await serve_for_kopf(app, shutdown_timeout=0.1)
         runners.append((runner, vault))
-        return host
+        return f"http://{address(runner)}"
 
     yield start
     for runner, vault in runners:

@@ -34,6 +34,7 @@ from opsuite_common.kubeconfig import Configuration, TokenFile, load_configurati
 from opsuite_common.leader_election import KubernetesLeaseApi, LeaderElectionConfig
 from opsuite_common.metrics import REGISTRY
 from opsuite_common.metrics_auth import self_signed_certificate
+from opsuite_testkit.local_server import serve
 
 PODS = "/api/v1/namespaces/ns/pods"
 SLOW = "/api/v1/namespaces/ns/configmaps"
@@ -97,13 +98,6 @@ def api_app(seen: Seen) -> web.Application:
     app.router.add_get(PODS, pods)
     app.router.add_post(SLOW, slow)
     return app
-
-
-async def serve(app: web.Application, context: ssl.SSLContext | None = None) -> web.AppRunner:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context).start()
-    return runner
 
 
 @pytest.fixture
@@ -187,7 +181,7 @@ async def test_in_cluster_it_verifies_the_server_and_reads_a_rotated_token_again
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tmp_path / "ca.crt", tmp_path / "tls.key")
     seen = Seen()
-    runner = await serve(api_app(seen), context)
+    runner = await serve(api_app(seen), ssl_context=context)
     (tmp_path / "token").write_text("first")
     environ = {
         "KUBERNETES_SERVICE_HOST": "127.0.0.1",
@@ -240,7 +234,7 @@ async def test_tls_connections_read_through_a_small_buffer_and_get_large_bodies_
 
     app = web.Application()
     app.router.add_get("/api/v1/namespaces/ns/configmaps/big", configmap)
-    runner = await serve(app, context)
+    runner = await serve(app, ssl_context=context)
     configuration = Configuration(
         host=f"https://127.0.0.1:{runner.addresses[0][1]}", ca_file=str(tmp_path / "ca.crt")
     )
@@ -278,7 +272,7 @@ async def test_the_connections_of_a_burst_resume_the_tls_session_of_the_first(
 
     app = web.Application()
     app.router.add_get(PODS + "/{name}", handler)
-    runner = await serve(app, context)
+    runner = await serve(app, ssl_context=context)
     configuration = Configuration(
         host=f"https://127.0.0.1:{runner.addresses[0][1]}", ca_file=str(tmp_path / "ca.crt")
     )

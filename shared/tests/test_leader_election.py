@@ -29,6 +29,7 @@ from opsuite_common.leader_election import (
     default_identity,
     micro_time,
 )
+from opsuite_testkit.local_server import address, serve
 
 NS, NAME = "ops", "opsuite-lock"
 EPOCH = datetime(2026, 11, 21, 23, 40, tzinfo=UTC)
@@ -750,11 +751,8 @@ async def test_kubernetes_lease_api_waits_for_the_first_watch_event_or_max_wait(
 
     app = web.Application()
     app.router.add_get(f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases", watch)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    port = runner.addresses[0][1]
-    kube = KubeApi(Configuration(host=f"http://127.0.0.1:{port}"), user_agent="t", fence=None)
+    runner = await serve(app)
+    kube = KubeApi(Configuration(host=f"http://{address(runner)}"), user_agent="t", fence=None)
     api = KubernetesLeaseApi(kube)
     loop = asyncio.get_running_loop()
     try:
@@ -808,11 +806,9 @@ async def test_the_renew_deadline_counts_from_when_the_last_renewal_was_sent() -
     app = web.Application()
     app.router.add_route("*", path, handle)
     app.router.add_route("*", path + "/{name}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    runner = await serve(app)
     fence = WriteFence()
-    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    url = f"http://{address(runner)}"
     kube = KubeApi(Configuration(host=url), user_agent="t", fence=fence)
     candidate = LeaderElector(
         KubernetesLeaseApi(kube),

@@ -33,6 +33,7 @@ from opsuite_common.metrics_auth import (
 )
 from opsuite_common.metrics_server import start_metrics_server
 from opsuite_common.options import parse_options
+from opsuite_testkit.local_server import address, serve
 
 READER = UserInfo("system:serviceaccount:monitoring:prometheus", "uid-1", ("system:authenticated",))
 STRANGER = UserInfo("system:serviceaccount:default:nobody")
@@ -305,10 +306,8 @@ async def test_kube_review_api_sends_the_reviews_and_reads_their_answers() -> No
     app = web.Application()
     app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", token_review)
     app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", access_review)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    runner = await serve(app)
+    host = f"http://{address(runner)}"
     kube = KubeApi(Configuration(host=host), user_agent="t", fence=WriteFence())  # closed
     try:
         reviews = KubeReviewApi(kube)

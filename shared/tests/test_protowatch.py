@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kopf._cogs.clients import api, auth, errors, fetching, watching
+from kopf._cogs.clients import api, errors, fetching, watching
 from kopf._cogs.structs import credentials, references
 
 from opsuite_common import protowatch
@@ -28,6 +28,7 @@ from opsuite_common.options import parse_options
 from opsuite_common.protodecode import WatchDecoder, message_class
 from opsuite_common.protofields import Fields, ProtobufError, with_metadata
 from opsuite_common.protowatch import core_plural
+from opsuite_testkit.local_server import serve_for_kopf
 from opsuite_testkit.protobuf import message_frame, project, watch_frame
 from poddebugger_operator import actions as debugger
 from podset_operator import pod_state as podset
@@ -293,18 +294,10 @@ PODS = references.Resource(group="", version="v1", plural="pods", namespaced=Tru
 async def _serve(
     pods: Callable[[web.Request], Awaitable[web.StreamResponse]],
 ) -> tuple[web.AppRunner, credentials.Vault]:
-    """Serve ``pods`` at the pods of "ns" on a free local port, kopf's credentials pointed at
-    it; returns the runner and the credentials' vault, to close."""
+    """Serve ``pods`` at the pods of "ns", kopf's credentials pointed at it."""
     app = web.Application()
     app.router.add_get(PATH, pods)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    vault = credentials.Vault()
-    host = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    await vault.populate({"test": credentials.ConnectionInfo(server=host)})
-    auth.vault_var.set(vault)
-    return runner, vault
+    return await serve_for_kopf(app)
 
 
 @pytest.fixture

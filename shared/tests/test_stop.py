@@ -25,6 +25,7 @@ from opsuite_common.kopf_settings import configure_kopf
 from opsuite_common.leader_election import KubernetesLeaseApi, LeaderElectionConfig
 from opsuite_common.manager import RECONCILE_GRACE
 from opsuite_common.options import parse_options
+from opsuite_testkit.local_server import address, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -169,11 +170,9 @@ class ApiServer:
 @pytest.fixture
 async def api_server() -> AsyncIterator[tuple[str, ApiServer]]:
     server = ApiServer(write_delay=2.0, release_delay=4.0)
-    runner = web.AppRunner(server.app(), shutdown_timeout=0.1)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    runner = await serve(server.app(), shutdown_timeout=0.1)
     try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}", server
+        yield f"http://{address(runner)}", server
     finally:
         server.closing.set()
         await runner.cleanup()
