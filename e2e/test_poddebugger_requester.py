@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,7 @@ from e2e.poddebugger_support import (
     install_crd,
 )
 from opsuite_common.requester import ALLOW_TTL
+from opsuite_common.store import JSON
 from poddebugger_manifests import requester_check, requester_policy
 from poddebugger_operator.requester import REQUESTED_BY, REQUESTED_BY_GROUPS
 
@@ -71,20 +73,74 @@ def operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Opera
     process.stop()
 
 
+@dataclass(frozen=True)
+class Debugging:
+    """A ServiceAccount of ``namespace`` that may run `kubectl debug` there and write
+    PodDebuggers (:data:`RULES`), and a pod ``web-1`` for its PodDebuggers."""
+
+    api: client.ApiClient
+    namespace: str
+    debuggers: Debuggers
+    tenant: client.CustomObjectsApi
+    """The ServiceAccount's own client."""
+
+    @property
+    def user(self) -> str:
+        """The ServiceAccount as the API server names it."""
+        return f"system:serviceaccount:{self.namespace}:debugger"
+
+    def rewrite_record(self, name: str) -> JSON:
+        """The admin's metadata-only change of PodDebugger ``name``'s record (a name that is
+        not the requester's)."""
+        patched: JSON = client.CustomObjectsApi(self.api).patch_namespaced_custom_object(
+            GROUP,
+            "v1alpha1",
+            self.namespace,
+            PLURAL,
+            name,
+            {"metadata": {"annotations": {REQUESTED_BY: "system:admin"}}},
+        )
+        return patched
+
+    def revoke(self, name: str) -> None:
+        """Take the ServiceAccount's rights away; then a new matching pod (``web-2``) gets no
+        debug container and PodDebugger ``name`` says why, naming the requester."""
+        client.RbacAuthorizationV1Api(self.api).delete_namespaced_role_binding(
+            "debugger", self.namespace
+        )
+        time.sleep(ALLOW_TTL + 1)  # the operator's last allowing answer expires
+        self.debuggers.run_pod(self.namespace, "web-2", WEB)
+        found = wait_until(
+            lambda: self.debuggers.get(self.namespace, name),
+            lambda obj: condition(obj, "Ready").get("reason") == "RequesterNotAllowed",
+            timeout=90,
+            what="the PodDebugger reporting RequesterNotAllowed",
+        )
+        assert self.user in condition(found, "Ready")["message"]
+        assert ephemeral(self.debuggers.pod(self.namespace, "web-2")) == []
+
+
+@pytest.fixture
+def debugging(api: client.ApiClient, namespace: str) -> Debugging:
+    client.CoreV1Api(api).create_namespaced_service_account(
+        namespace, {"metadata": {"name": "debugger"}}
+    )
+    grant(api, namespace, "debugger", RULES, "debugger", namespace)
+    made = Debugging(
+        api,
+        namespace,
+        Debuggers(api),
+        client.CustomObjectsApi(service_account_client(api, namespace, "debugger")),
+    )
+    made.debuggers.run_pod(namespace, "web-1", WEB)
+    return made
+
+
 def test_a_revoked_requester_stops_the_injections(
-    api: client.ApiClient,
-    namespace: str,
-    recorded: None,
-    operator: OperatorProcess,
+    debugging: Debugging, recorded: None, operator: OperatorProcess
 ) -> None:
     """``recorded`` and ``operator``: the policy in force and the operator running."""
-    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": "debugger"}})
-    grant(api, namespace, "debugger", RULES, "debugger", namespace)
-    user = f"system:serviceaccount:{namespace}:debugger"
-    debuggers = Debuggers(api)
-    tenant = client.CustomObjectsApi(service_account_client(api, namespace, "debugger"))
-    debuggers.run_pod(namespace, "web-1", WEB)
+    namespace, tenant = debugging.namespace, debugging.tenant
     body = debugger_manifest("shell", WEB)
     # Dry runs (admission runs on them) until the policy is in force.
     wait_until(
@@ -97,33 +153,16 @@ def test_a_revoked_requester_stops_the_injections(
     )
     made = tenant.create_namespaced_custom_object(GROUP, "v1alpha1", namespace, PLURAL, body)
     annotations = made["metadata"]["annotations"]
-    assert annotations[REQUESTED_BY] == user, annotations
+    assert annotations[REQUESTED_BY] == debugging.user, annotations
     assert "system:serviceaccounts" in annotations[REQUESTED_BY_GROUPS].split("\n"), annotations
-    debuggers.wait_debugged(namespace, "shell", 1)
+    debugging.debuggers.wait_debugged(namespace, "shell", 1)
 
     # Someone else (here the admin) rewrites the record without touching the spec: kept.
-    patched = client.CustomObjectsApi(api).patch_namespaced_custom_object(
-        GROUP,
-        "v1alpha1",
-        namespace,
-        PLURAL,
-        "shell",
-        {"metadata": {"annotations": {REQUESTED_BY: "system:admin"}}},
-    )
-    assert patched["metadata"]["annotations"][REQUESTED_BY] == user
+    patched = debugging.rewrite_record("shell")
+    assert patched["metadata"]["annotations"][REQUESTED_BY] == debugging.user
 
-    rbac.delete_namespaced_role_binding("debugger", namespace)
-    time.sleep(ALLOW_TTL + 1)  # the operator's last allowing answer expires
-    debuggers.run_pod(namespace, "web-2", WEB)
-    found = wait_until(
-        lambda: debuggers.get(namespace, "shell"),
-        lambda obj: condition(obj, "Ready").get("reason") == "RequesterNotAllowed",
-        timeout=90,
-        what="the PodDebugger reporting RequesterNotAllowed",
-    )
-    assert user in condition(found, "Ready")["message"]
-    assert ephemeral(debuggers.pod(namespace, "web-2")) == []
-    assert len(ephemeral(debuggers.pod(namespace, "web-1"))) == 1
+    debugging.revoke("shell")
+    assert len(ephemeral(debugging.debuggers.pod(namespace, "web-1"))) == 1
 
 
 def _refusal(call: Callable[[], object]) -> str:
@@ -144,30 +183,24 @@ def _status(call: Callable[[], object]) -> int:
 
 
 def test_before_mutating_policies_requesters_record_themselves_truthfully(
-    api: client.ApiClient, namespace: str, operator: OperatorProcess
+    debugging: Debugging, operator: OperatorProcess
 ) -> None:
     """The requester check alone (no mutating policy, as before 1.36): a PodDebugger naming
     someone else is refused, one naming nobody is not acted upon (``--require-requester``),
     one naming its requester is, until that requester's right is revoked; nobody changes the
     record without the spec."""
-    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": "debugger"}})
-    grant(api, namespace, "debugger", RULES, "debugger", namespace)
-    user = f"system:serviceaccount:{namespace}:debugger"
-    debuggers = Debuggers(api)
-    tenant = client.CustomObjectsApi(service_account_client(api, namespace, "debugger"))
-    debuggers.run_pod(namespace, "web-1", WEB)
+    namespace, debuggers = debugging.namespace, debugging.debuggers
 
     def create(name: str, recorded: str | None, dry_run: str | None = None) -> object:
         body = debugger_manifest(name, WEB)
         if recorded is not None:
             body["metadata"]["annotations"] = {REQUESTED_BY: recorded}
-        return tenant.create_namespaced_custom_object(
+        return debugging.tenant.create_namespaced_custom_object(
             GROUP, "v1alpha1", namespace, PLURAL, body, dry_run=dry_run
         )
 
     name = f"pdchk-{uuid.uuid4().hex[:6]}"
-    with in_force(api, renamed(requester_check(), name, only_in(namespace))):
+    with in_force(debugging.api, renamed(requester_check(), name, only_in(namespace))):
         # Dry runs (admission runs on them) until the policy is in force.
         wait_until(
             lambda: _status(lambda: create("spoof", "system:admin", "All")),
@@ -178,7 +211,7 @@ def test_before_mutating_policies_requesters_record_themselves_truthfully(
         refused = _refusal(lambda: create("spoof", "system:admin"))
         assert f"{REQUESTED_BY} may only name you" in refused, refused
         create("anonymous", None)
-        create("shell", user)
+        create("shell", debugging.user)
         debuggers.wait_debugged(namespace, "shell", 1)
         anonymous = wait_until(
             lambda: debuggers.get(namespace, "anonymous"),
@@ -188,26 +221,7 @@ def test_before_mutating_policies_requesters_record_themselves_truthfully(
         )
         assert "no requester recorded" in condition(anonymous, "Ready")["message"]
 
-        refused = _refusal(
-            lambda: client.CustomObjectsApi(api).patch_namespaced_custom_object(
-                GROUP,
-                "v1alpha1",
-                namespace,
-                PLURAL,
-                "shell",
-                {"metadata": {"annotations": {REQUESTED_BY: "system:admin"}}},
-            )
-        )
+        refused = _refusal(lambda: debugging.rewrite_record("shell"))
         assert "change only with the spec" in refused, refused
 
-        rbac.delete_namespaced_role_binding("debugger", namespace)
-        time.sleep(ALLOW_TTL + 1)  # the operator's last allowing answer expires
-        debuggers.run_pod(namespace, "web-2", WEB)
-        found = wait_until(
-            lambda: debuggers.get(namespace, "shell"),
-            lambda obj: condition(obj, "Ready").get("reason") == "RequesterNotAllowed",
-            timeout=90,
-            what="the PodDebugger reporting RequesterNotAllowed",
-        )
-        assert user in condition(found, "Ready")["message"]
-        assert ephemeral(debuggers.pod(namespace, "web-2")) == []
+        debugging.revoke("shell")
