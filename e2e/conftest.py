@@ -17,6 +17,7 @@ from e2e import poddebugger_support
 from e2e.charts import install_identities
 from e2e.cluster import Cluster, docker_available, start_local_plane, wait_until
 from e2e.operators import OperatorHandle, operators_mode, stopped_after
+from e2e.ordering import after_suite_last
 from e2e.poddebugger_support import Debuggers
 from e2e.podset_support import PodSets, install_crd, podset_operator
 from e2e.resources import NamespacePool
@@ -25,8 +26,10 @@ pytestmark = pytest.mark.e2e
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Everything under e2e/ is an e2e test; in in-cluster mode (E2E_OPERATORS), tests marked
-    ``local_operators`` are skipped with the marker's reason."""
+    """Everything under e2e/ is an e2e test, those that judge the whole run last
+    (:mod:`e2e.ordering`); in in-cluster mode (E2E_OPERATORS), tests marked ``local_operators``
+    are skipped with the marker's reason."""
+    after_suite_last(items)
     in_cluster = operators_mode() == "in-cluster"
     for item in items:
         item.add_marker(pytest.mark.e2e)

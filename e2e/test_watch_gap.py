@@ -34,7 +34,7 @@ from poddebugger_operator.reconcile import container_name, parse_spec
 
 # Fault injection, run by `make chaos`: while a restarted API server's RBAC authorizer has not
 # synced, the operators' reconnecting watches are refused (403), which the least-privilege
-# audit of `make e2e` (e2e/test_zz_least_privilege.py) would rightly count against them.
+# audit of `make e2e` (e2e/test_least_privilege.py) would rightly count against them.
 pytestmark = [
     pytest.mark.chaos,
     pytest.mark.local_operators(

@@ -1,4 +1,4 @@
-"""Least privilege, proven by the audit log of this very run (it runs after the other tests).
+"""Least privilege, proven by the audit log of this very run (``after_suite``: it runs last).
 
 Every operator the suite started ran as its chart's ServiceAccount (e2e.charts). This test
 reads what those identities asked of the API server during the session: the authorizer may have
@@ -16,9 +16,10 @@ from kubernetes import client
 from e2e.charts import CHARTS, lease_rules, requests_by, service_account_user, unused_grants
 from e2e.cluster import Cluster, flush_audit_log
 
-pytestmark = pytest.mark.local_operators(
-    "reads what the suite's local operator processes asked for"
-)
+pytestmark = [
+    pytest.mark.local_operators("reads what the suite's local operator processes asked for"),
+    pytest.mark.after_suite,
+]
 
 OPERATOR_TEST_MODULES = {
     "test_podset.py",

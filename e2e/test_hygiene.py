@@ -1,4 +1,4 @@
-"""Runs last (file order): nothing the suite's operators touched carries kopf's bookkeeping.
+"""Runs last (``after_suite``): nothing the suite's operators touched carries kopf's bookkeeping.
 
 kopf's high-level handlers write a diff-base annotation, progress annotations and a finalizer
 onto the objects they watch. opsuite watches other people's objects (pods, ConfigMaps,
@@ -10,7 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from e2e.cluster import Cluster
+
+pytestmark = pytest.mark.after_suite
 
 KOPF_MARK = "kopf.zalando.org"
 
