@@ -10,7 +10,7 @@ with the same container (busybox ``sleep 3600``, profile ``restricted``, the def
   plain client (THREADS threads) does the operator's job in the other namespace: each thread
   POSTs a pod and at once PATCHes its ``pods/ephemeralcontainers`` with the very body the
   operator sends (strategic merge; the container from
-  ``poddebugger_operator.reconcile.ephemeral_container``); same clock, same watch. The operator
+  ``poddebugger_operator.names.ephemeral_container``); same clock, same watch. The operator
   injects into any live pod, Running or not, so the reference does not wait for Running either.
   Also reported: when all N were Running, and the N PATCHes alone on N Running pods (a second
   container each).
@@ -51,7 +51,8 @@ from bench.plane import (
     request_json,
 )
 from opsuite_common.kube import resource_path
-from poddebugger_operator.reconcile import ephemeral_container, parse_spec
+from poddebugger_operator.names import ephemeral_container
+from poddebugger_operator.spec import parse_spec
 
 CRD_DIR = ROOT / "charts" / "pod-debugger-operator" / "crds"
 GROUP_VERSION = "debug.opsuite.dev/v1alpha1"

@@ -38,7 +38,8 @@ from e2e.cluster import ROOT, Cluster, condition, wait_until
 from e2e.fanout import SYNC, FanOut
 from e2e.measurements import record
 from e2e.operators import OperatorProcess, operator_env
-from poddebugger_operator.reconcile import container_name, parse_spec
+from poddebugger_operator.names import container_name
+from poddebugger_operator.spec import parse_spec
 
 pytestmark = pytest.mark.chaos
 

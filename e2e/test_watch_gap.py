@@ -30,7 +30,8 @@ from e2e.cluster import ROOT, Cluster, wait_until
 from e2e.configmapsync_support import OWNER_LABEL, Syncs, sync_manifest
 from e2e.operators import OperatorProcess, operator_env
 from e2e.poddebugger_support import Debuggers, debugger_manifest, ephemeral
-from poddebugger_operator.reconcile import container_name, parse_spec
+from poddebugger_operator.names import container_name
+from poddebugger_operator.spec import parse_spec
 
 # Fault injection, run by `make chaos`: while a restarted API server's RBAC authorizer has not
 # synced, the operators' reconnecting watches are refused (403), which the least-privilege

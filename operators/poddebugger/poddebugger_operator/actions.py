@@ -34,7 +34,8 @@ from opsuite_common.status_pacer import StatusPacer
 from opsuite_common.store import JSON, ObjectKey, Store
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import API_VERSION, PLURAL
-from poddebugger_operator.reconcile import Failure, Injection
+from poddebugger_operator.outcome import Injection
+from poddebugger_operator.refusals import Failure
 
 log = logging.getLogger(__name__)
 

@@ -49,15 +49,11 @@ from poddebugger_operator.actions import (
 from poddebugger_operator.gate import admission_problem
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import GROUP, KIND, PLURAL, VERSION
+from poddebugger_operator.pods import injection_may_be_due, pod_labels
 from poddebugger_operator.policy import POLICY_NAME, admission_policy
-from poddebugger_operator.reconcile import (
-    InvalidSpecError,
-    injection_may_be_due,
-    parse_spec,
-    plan,
-    pod_labels,
-)
+from poddebugger_operator.reconcile import plan
 from poddebugger_operator.requester import needs
+from poddebugger_operator.spec import InvalidSpecError, parse_spec
 
 CONTROLLER = "poddebugger"
 MAX_PENDING = 10_000

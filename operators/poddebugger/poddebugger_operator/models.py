@@ -43,7 +43,7 @@ MAX_USER_ID = 2**31 - 1
 """The API server refuses a pod's runAsUser above this (apimachinery IsValidUserID)."""
 CONTAINER_PREFIX = "pdbg-"
 """Every ephemeral container a PodDebugger adds is named ``pdbg-<debugger>-<name hash><spec
-hash>`` (:func:`poddebugger_operator.reconcile.container_name`)."""
+hash>`` (:func:`poddebugger_operator.names.container_name`)."""
 
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"

@@ -15,13 +15,10 @@ from opsuite_packaging.crd import build_crd
 from opsuite_testkit import is_dns_label
 from poddebugger_manifests import CRD
 from poddebugger_operator.models import MAX_PODS_LIMIT, PodDebuggerStatus
-from poddebugger_operator.reconcile import (
-    DEBUGGED,
-    container_name,
-    ephemeral_container,
-    parse_spec,
-    plan,
-)
+from poddebugger_operator.names import container_name, ephemeral_container
+from poddebugger_operator.reconcile import plan
+from poddebugger_operator.spec import parse_spec
+from poddebugger_operator.status import DEBUGGED
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 LONG = "l" * 50

@@ -17,18 +17,14 @@ from opsuite_packaging.crd import structural_schema
 from opsuite_testkit import LABELS, from_schema, is_dns_subdomain, schema_errors
 from poddebugger_operator.actions import slim_pod
 from poddebugger_operator.models import PodDebuggerSpec, PodDebuggerStatus
-from poddebugger_operator.reconcile import (
-    container_name,
-    ephemeral_container,
-    ephemeral_names,
-    is_live,
-    parse_spec,
-)
+from poddebugger_operator.names import container_name, ephemeral_container
+from poddebugger_operator.pods import ephemeral_names, is_live
 from poddebugger_operator.reconcile import plan as plan_with_settings
+from poddebugger_operator.spec import parse_spec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 plan = functools.partial(plan_with_settings, allow_sysadmin=True)
-"""These properties hold for every profile; refusing sysadmin is tested in test_debugger_gate."""
+"""These properties hold for every profile; refusing sysadmin is tested in test_poddebugger_gate."""
 FAST = settings(max_examples=150, deadline=None)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 

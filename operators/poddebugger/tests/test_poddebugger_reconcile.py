@@ -11,22 +11,12 @@ from opsuite_packaging.crd import build_crd
 from poddebugger_manifests import CRD, SAMPLES, image_allowlist_policy
 from poddebugger_operator.__main__ import ENV_PREFIXES, split_args
 from poddebugger_operator.models import MAX_PODS_LIMIT, MAX_STATE_MESSAGE
+from poddebugger_operator.names import container_name, ephemeral_container
+from poddebugger_operator.pods import injection_may_be_due
 from poddebugger_operator.policy import admission_policy
-from poddebugger_operator.reconcile import (
-    CONTAINER_FAILED,
-    DEBUGGED,
-    IMAGE_NOT_ALLOWED,
-    INJECTION_FAILED,
-    INVALID_SPEC,
-    STARTING,
-    InvalidSpecError,
-    container_name,
-    ephemeral_container,
-    injection_may_be_due,
-    parse_spec,
-    plan,
-    security_context,
-)
+from poddebugger_operator.reconcile import IMAGE_NOT_ALLOWED, INVALID_SPEC, plan
+from poddebugger_operator.spec import InvalidSpecError, parse_spec, security_context
+from poddebugger_operator.status import CONTAINER_FAILED, DEBUGGED, INJECTION_FAILED, STARTING
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

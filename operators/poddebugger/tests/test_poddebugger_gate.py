@@ -23,11 +23,7 @@ from poddebugger_operator.gate import (
 )
 from poddebugger_operator.handlers import BINDINGS, POLICIES, setup
 from poddebugger_operator.policy import POLICY_NAME, admission_policy
-from poddebugger_operator.reconcile import (
-    POLICY_MISSING,
-    PROFILE_NOT_ALLOWED,
-    plan,
-)
+from poddebugger_operator.reconcile import POLICY_MISSING, PROFILE_NOT_ALLOWED, plan
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = T0 + timedelta(hours=1)
