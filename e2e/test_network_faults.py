@@ -30,7 +30,7 @@ from e2e.measurements import record
 from e2e.operators import OperatorProcess, operator_env, wait_exit
 from e2e.poddebugger_support import ALLOWED_PREFIX, OPT_OUT, Debuggers, debugger_manifest
 from e2e.podset_support import PodCounter, PodSets, podset
-from opsuite_common.kopf_settings import watch_dead_after
+from opsuite_common.kopfwatch.settings import watch_dead_after
 from opsuite_common.manager import WATCHDOG_PERIOD
 
 pytestmark = [

@@ -30,23 +30,16 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
 
-import kopf
-
-from opsuite_common import metrics, protowatch
+from opsuite_common import kopfwatch, metrics, protowatch
 from opsuite_common.controller import Controller, Reconciler
 from opsuite_common.events import EventRecorder
 from opsuite_common.fence import WriteFence
 from opsuite_common.health import HealthServer, HttpServer
-from opsuite_common.kopf_settings import (
-    WatchActivity,
-    check_kopf_shape,
-    configure_kopf,
-    route_watch_events,
-    track_watch_activity,
-    watch_dead_after,
-)
+from opsuite_common.kopfwatch.activity import WatchActivity
+from opsuite_common.kopfwatch.runner import Deliver, KopfWatches
+from opsuite_common.kopfwatch.settings import watch_dead_after
 from opsuite_common.kube import EVENT_WRITERS, KubeApi, bound_tls_read_buffers
-from opsuite_common.kubeconfig import BasicAuth, load_configuration
+from opsuite_common.kubeconfig import load_configuration
 from opsuite_common.leader_election import (
     KubernetesLeaseApi,
     LeaderElectionConfig,
@@ -104,7 +97,6 @@ class Manager:
         self.name = name
         self.options = options
         self.identity = default_identity()
-        self.registry = kopf.OperatorRegistry()
         self.fence = WriteFence()
         self.kube = KubeApi(
             load_configuration(),
@@ -113,13 +105,14 @@ class Manager:
         )
         self.controllers: list[Controller] = []
         self.activity = WatchActivity(clock)
+        self._watches = KopfWatches(lambda: self.kube.configuration)
         self._ready = asyncio.Event()
         self._stopping = asyncio.Event()
         self._leading = False
         self._dead: str | None = None
         self._watched: list[str] = []
         self._stores: dict[str, tuple[Store | None, EventHandler | None]] = {}
-        self._routes: dict[tuple[str, str], Callable[[Mapping[str, Any]], None]] = {}
+        self._routes: dict[tuple[str, str], Deliver] = {}
         self._decoders: dict[str, protowatch.Decoder] = {}
         # Until the caches are synced: objects each handler has applied, and objects of each
         # initial listing not applied yet (handlers may run before or after the listing ends).
@@ -127,24 +120,6 @@ class Manager:
         self._unapplied: dict[tuple[str, str | None], set[tuple[str, str]]] = {}
         self._synced = asyncio.Event()
         self.activity.on_listed(self._listed)
-        kopf.on.login(registry=self.registry)(self._login)
-
-    async def _login(self, **_kwargs: Any) -> kopf.ConnectionInfo:
-        """kopf's credentials: the same configuration as our own client (one source)."""
-        conf = self.kube.configuration
-        token = await conf.bearer_token()
-        basic = conf.credentials if isinstance(conf.credentials, BasicAuth) else None
-        return kopf.ConnectionInfo(
-            server=conf.host,
-            ca_path=conf.ca_file,
-            insecure=not conf.verify,
-            username=basic.username if basic is not None else None,
-            password=basic.password if basic is not None else None,
-            scheme="Bearer" if token else None,
-            token=token,
-            certificate_path=conf.cert_file,
-            private_key_path=conf.key_file,
-        )
 
     def event_recorder(self) -> EventRecorder:
         """The recorder of this operator's Events, with its own small bound on writes in
@@ -189,18 +164,19 @@ class Manager:
                 on_event(event_type, obj, previous)
             self._applied(plural, obj)
 
-        async def handler(*, event: kopf.RawEvent, **_: Any) -> None:
-            """What kopf would call; events normally reach ``deliver`` by the route."""
-            deliver(event)
-
         self._watched.append(plural)
         self._stores[plural] = (store, on_event)
         self._routes[(group, plural)] = deliver
-        kopf.on.event(group, version, plural, registry=self.registry, id=f"watch-{plural}")(handler)
+        self._watches.add(group, version, plural, deliver)
 
-    def _decoder(self, url: str) -> protowatch.Decoder | None:
+    def decoder(self, url: str) -> protowatch.Decoder | None:
+        """The protobuf decoder of a watch URL (:meth:`watch`'s ``fields``), None: JSON."""
         plural = protowatch.core_plural(url)
         return None if plural is None else self._decoders.get(plural)
+
+    def route(self, group: str, plural: str) -> Deliver | None:
+        """The function that takes the raw watch events of a resource :meth:`watch` watches."""
+        return self._routes.get((group, plural))
 
     def cache(self, plural: str) -> Store | None:
         """The store ``watch`` feeds for ``plural`` (None: not watched, or without a store)."""
@@ -331,10 +307,6 @@ class Manager:
             # garbage (exceptions and their tracebacks) for as long as it does.
             gc.disable()
             collector_back = asyncio.get_running_loop().call_later(GC_PAUSE_LIMIT, gc.enable)
-        settings = kopf.OperatorSettings()
-        configure_kopf(settings, self.options)
-        track_watch_activity(self.activity, self._decoder)
-        route_watch_events(lambda group, plural: self._routes.get((group, plural)))
         ready_flag: asyncio.Event = asyncio.Event()
         stop_kopf = asyncio.Event()
 
@@ -349,7 +321,10 @@ class Manager:
         watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
         stopping = asyncio.create_task(self.stopped(), name="stopping")
         kopf_task = asyncio.create_task(
-            self._run_kopf(settings, ready_flag, stop_kopf), name="kopf"
+            self._watches.run(
+                self.options, self.identity, ready_flag, stop_kopf, self._handle_signals
+            ),
+            name="kopf",
         )
         try:
             await asyncio.wait((kopf_task, watchdog, stopping), return_when=asyncio.FIRST_COMPLETED)
@@ -372,28 +347,6 @@ class Manager:
                 kopf_task, ready, watchdog, stopping, *workers, return_exceptions=True
             )
             self._leading = False
-
-    async def _run_kopf(
-        self, settings: kopf.OperatorSettings, ready_flag: asyncio.Event, stop_flag: asyncio.Event
-    ) -> None:
-        """``kopf.operator()`` until ``stop_flag`` is set, the signals left to the manager: kopf
-        installs its own handlers for SIGTERM and SIGINT as it spawns its tasks, which would stop
-        the watches at once, before the reconciles in hand have finished."""
-        existing = asyncio.all_tasks()
-        tasks = await kopf.spawn_tasks(
-            registry=self.registry,
-            settings=settings,
-            standalone=True,
-            # Without it kopf asks getpass for the user, and the images' uid 65532 has no
-            # passwd entry (KeyError).
-            identity=self.identity,  # type: ignore[arg-type]  # a str NewType kopf does not export
-            clusterwide=self.options.clusterwide,
-            namespaces=self.options.namespaces,
-            ready_flag=ready_flag,
-            stop_flag=stop_flag,
-        )
-        self._handle_signals()
-        await kopf.run_tasks(tasks, ignored=existing)
 
     async def _finish_reconciles(self, workers: Sequence[asyncio.Task[None]]) -> None:
         """Hand out no more keys and wait, up to RECONCILE_GRACE, for the reconciles in hand to
@@ -533,7 +486,6 @@ def run_operator(
     """Parse flags, build the manager, let ``setup`` wire the operator, run, exit the process."""
     options = parse_options(name, description, argv)
     configure_logging(options.log_format, options.log_level)
-    check_kopf_shape()
     bound_tls_read_buffers()
 
     async def main() -> int:
@@ -541,6 +493,7 @@ def run_operator(
         wiring = setup(manager)
         if wiring is not None:
             await wiring
+        kopfwatch.install(manager)
         log.info(
             "starting %s %s as %s (leader election %s, namespaces %s)",
             name,

@@ -1,6 +1,6 @@
 """Local HTTP servers standing in for the API server: an aiohttp application served on a free
 port of 127.0.0.1, and for kopf, its credentials pointed at one; and the kopf functions opsuite
-installs its own over (:mod:`opsuite_common.kopf_settings`), which a test puts back."""
+installs its own over (:mod:`opsuite_common.kopfwatch`), which a test puts back."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@
   operator; an operator imports no other operator; none imports e2e, bench or hack code.
 - Every module of a runtime package runs in an operator (is reached from a console script's
   module): the wheel ships them all, so code only the tests use belongs in the test kit.
+- kopf behind one seam: of the runtime, only ``opsuite_common.kopfwatch`` imports kopf.
 - No import cycles among the modules of a runtime package, counting imports inside functions
   and ``TYPE_CHECKING`` blocks: a cycle means code sits in the wrong module, and it makes what a
   module finds at import time depend on which module of the cycle was imported first.
@@ -102,8 +103,8 @@ def _modules(package: str) -> list[str]:
     if root.suffix == ".py":
         return [package]
     return [
-        package if p.name == "__init__.py" else f"{package}.{p.stem}"
-        for p in sorted(root.glob("*.py"))
+        ".".join((package, *p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+        for p in sorted(root.rglob("*.py"))
     ]
 
 
@@ -212,3 +213,22 @@ def test_no_module_imports_a_private_name_of_another(package: str) -> None:
             if isinstance(node, ast.ImportFrom) and node.module and _path(node.module):
                 private = [a.name for a in node.names if a.name.startswith("_")]
                 assert not private, f"{module} imports {private} from {node.module}"
+
+
+KOPF_SEAM = "opsuite_common.kopfwatch"
+
+
+@pytest.mark.parametrize("package", sorted(RUNTIME))
+def test_only_the_kopf_seam_imports_kopf(package: str) -> None:
+    outside = sorted(
+        module
+        for module in _modules(package)
+        if not (module == KOPF_SEAM or module.startswith(f"{KOPF_SEAM}."))
+        and any(name == "kopf" or name.startswith("kopf.") for name in _imports(module))
+    )
+    assert outside == []
+
+
+def test_the_walk_sees_the_modules_of_a_subpackage() -> None:
+    assert f"{KOPF_SEAM}.streams" in _modules("opsuite_common")
+    assert KOPF_SEAM in _modules("opsuite_common")

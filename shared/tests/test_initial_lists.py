@@ -20,14 +20,10 @@ from kopf._cogs.clients import api, watching
 from kopf._cogs.structs import credentials, references
 from kopf._core.reactor import queueing
 
-from opsuite_common.kopf_settings import (
-    LIST_CHUNK_SIZE,
-    WatchActivity,
-    WatchBackoff,
-    configure_kopf,
-    route_watch_events,
-    track_watch_activity,
-)
+from opsuite_common.kopfwatch.activity import WatchActivity, WatchBackoff
+from opsuite_common.kopfwatch.routing import route_watch_events
+from opsuite_common.kopfwatch.settings import LIST_CHUNK_SIZE, configure_kopf
+from opsuite_common.kopfwatch.streams import track_watch_activity
 from opsuite_common.manager import Manager
 from opsuite_common.options import parse_options
 from opsuite_common.store import JSON, Store, object_key
@@ -314,7 +310,7 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "opsuite_common.kopf_settings" and r.levelno == logging.WARNING
+        if r.name == "opsuite_common.kopfwatch.streams" and r.levelno == logging.WARNING
     ]
 
 

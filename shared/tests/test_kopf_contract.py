@@ -1,4 +1,4 @@
-"""Contract tests: the behaviours of the installed kopf that opsuite_common.kopf_settings and
+"""Contract tests: the behaviours of the installed kopf that opsuite_common.kopfwatch and
 manager.py rely on, each pinned by a named test against kopf's own (unpatched) functions, so a
 kopf upgrade that changes one fails here, not in production. check_kopf_shape() checks the
 names and signatures; these check what the functions do. Inputs come from a real local HTTP

@@ -18,7 +18,8 @@ import pytest
 
 from opsuite_common import manager as manager_module
 from opsuite_common.health import HealthServer
-from opsuite_common.kopf_settings import watch_dead_after
+from opsuite_common.kopfwatch.runner import connection_info
+from opsuite_common.kopfwatch.settings import watch_dead_after
 from opsuite_common.kubeconfig import BasicAuth, StaticToken
 from opsuite_common.manager import WatchDead, _serve
 from opsuite_common.store import JSON, Store, object_key
@@ -370,7 +371,7 @@ async def test_kopf_logs_in_with_the_managers_own_credentials(
     manager = offline_manager("test-operator", ("a",), tmp_path, monkeypatch)
     conf = dataclasses.replace(manager.kube.configuration, credentials=credentials)
     monkeypatch.setattr(type(manager.kube), "configuration", property(lambda _self: conf))
-    info = await manager._login()
+    info = await connection_info(manager.kube.configuration)
     login = {"scheme": None, "token": None, "username": None, "password": None} | expected
     assert {key: getattr(info, key) for key in login} == login
     assert info.server == conf.host

@@ -23,7 +23,9 @@ from kopf._cogs.clients import api, errors, fetching, watching
 from kopf._cogs.structs import credentials, references
 
 from opsuite_common import protowatch
-from opsuite_common.kopf_settings import WatchActivity, configure_kopf, track_watch_activity
+from opsuite_common.kopfwatch.activity import WatchActivity
+from opsuite_common.kopfwatch.settings import configure_kopf
+from opsuite_common.kopfwatch.streams import track_watch_activity
 from opsuite_common.options import parse_options
 from opsuite_common.protodecode import WatchDecoder, message_class
 from opsuite_common.protofields import Fields, ProtobufError, with_metadata

@@ -21,7 +21,7 @@ import kopf
 import pytest
 from aiohttp import web
 
-from opsuite_common.kopf_settings import configure_kopf
+from opsuite_common.kopfwatch.settings import configure_kopf
 from opsuite_common.leader_election import KubernetesLeaseApi, LeaderElectionConfig
 from opsuite_common.manager import RECONCILE_GRACE
 from opsuite_common.options import parse_options

@@ -11,7 +11,7 @@ import pytest
 from kopf._cogs.clients import api, fetching
 from kopf._cogs.structs import references
 
-from opsuite_common.kopf_settings import LIST_CHUNK_SIZE, configure_kopf
+from opsuite_common.kopfwatch.settings import LIST_CHUNK_SIZE, configure_kopf
 from opsuite_common.options import parse_options
 
 PODS = references.Resource(group="", version="v1", plural="pods", namespaced=True)

@@ -1,4 +1,4 @@
-"""The start-up self-check of the kopf internals opsuite_common.kopf_settings patches."""
+"""The start-up self-check of the kopf internals opsuite_common.kopfwatch patches."""
 
 from __future__ import annotations
 
@@ -13,15 +13,10 @@ import pytest
 from kopf._cogs.clients import api, fetching, watching
 from kopf._core.reactor import queueing
 
-from opsuite_common import kopf_settings
-from opsuite_common.kopf_settings import (
-    KopfShapeError,
-    WatchActivity,
-    WatchBackoff,
-    check_kopf_shape,
-    track_watch_activity,
-    watched_stream,
-)
+from opsuite_common.kopfwatch import shape
+from opsuite_common.kopfwatch.activity import WatchActivity, WatchBackoff, watched_stream
+from opsuite_common.kopfwatch.shape import KopfShapeError, check_kopf_shape
+from opsuite_common.kopfwatch.streams import track_watch_activity
 from opsuite_testkit import FakeClock
 
 
@@ -31,7 +26,7 @@ def test_the_installed_kopf_has_the_shape_the_patches_expect() -> None:
 
 def test_the_pinned_series_is_the_one_the_project_locks() -> None:
     """pyproject.toml's range and the self-check name the same series as the installed kopf."""
-    series = kopf_settings.KOPF_SERIES
+    series = shape.KOPF_SERIES
     installed = importlib.metadata.version("kopf")
     assert installed.startswith(series + ".")
     major, minor = series.split(".")
@@ -88,7 +83,7 @@ def test_a_missing_listing_bookmark_fails_loudly(monkeypatch: pytest.MonkeyPatch
 
 
 def test_another_kopf_version_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kopf_settings, "_kopf_version", lambda: "1.46.0")
+    monkeypatch.setattr(shape, "_kopf_version", lambda: "1.46.0")
     with pytest.raises(KopfShapeError, match=r"1\.46\.0"):
         check_kopf_shape()
 
