@@ -107,3 +107,45 @@ class Controller:
             self.queue.add_rate_limited(key)
         else:
             self.queue.forget(key)
+
+
+class Controllers:
+    """The operator's reconcile loops, a :class:`~opsuite_common.runnable.Runnable`: workers
+    wait for ``gate`` (every cache synced); :meth:`finish` lets the reconciles in hand end."""
+
+    def __init__(self, gate: asyncio.Event, grace: float) -> None:
+        """``grace``: how long :meth:`finish` waits for the reconciles in hand (seconds)."""
+        self._gate = gate
+        self._grace = grace
+        self.all: list[Controller] = []
+        self._workers: list[asyncio.Task[None]] = []
+
+    def add(self, controller: Controller) -> None:
+        """Run ``controller`` too."""
+        self.all.append(controller)
+
+    async def start(self) -> None:
+        """Start every controller's workers (see :meth:`Controller.start`)."""
+        self._workers = [task for c in self.all for task in c.start(self._gate)]
+
+    async def finish(self) -> None:
+        """Hand out no more keys and wait, up to the grace, for the reconciles in hand to end
+        (before the gate opens none has started: the workers wait for it)."""
+        for controller in self.all:
+            controller.queue.shut_down()
+        if not self._workers or not self._gate.is_set():
+            return
+        _, running = await asyncio.wait(self._workers, timeout=self._grace)
+        if running:
+            log.warning(
+                "%d reconciles still running after %.0f s; stopping them",
+                len(running),
+                self._grace,
+            )
+
+    async def stop(self) -> None:
+        """Stop the workers still running, at once."""
+        workers, self._workers = self._workers, []
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)

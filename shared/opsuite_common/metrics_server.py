@@ -15,30 +15,28 @@ from opsuite_common.metrics import REGISTRY
 from opsuite_common.metrics_auth import MetricsAuth
 
 
-async def start_metrics_server(
+def metrics_server(
     bind: str = ":8080",
     registry: CollectorRegistry = REGISTRY,
     *,
     ssl_context: ssl.SSLContext | None = None,
     auth: MetricsAuth | None = None,
 ) -> HttpServer:
-    """Serve ``registry`` at /metrics on ``bind`` ("0" disables); ``.port`` is the bound port.
+    """The server of ``registry`` at /metrics on ``bind`` ("0" disables), to ``.start()``
+    (then ``.port`` is the bound port) and ``.stop()``.
 
     Like controller-runtime's --metrics-bind-address; with ``ssl_context`` over HTTPS, and with
-    ``auth`` each request authenticated and authorized (--metrics-secure). Call ``.stop()`` to
-    shut down.
+    ``auth`` each request authenticated and authorized (--metrics-secure).
     """
 
     async def handle(request: web.Request) -> web.Response:
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         return web.Response(body=encoder(registry), headers={"Content-Type": content_type})
 
-    server = HttpServer(
+    return HttpServer(
         bind,
         [web.get("/metrics", handle)],
         name="metrics",
         ssl_context=ssl_context,
         middlewares=() if auth is None else (auth.middleware(),),
     )
-    await server.start()
-    return server

@@ -282,7 +282,9 @@ class WiredOperator:
 
     def event(self, group: str, plural: str, event_type: str | None, obj: JSON) -> None:
         """Deliver ``{"type": event_type, "object": obj}`` (type None: part of a listing)."""
-        self.manager._routes[(group, plural)]({"type": event_type, "object": obj})
+        deliver = self.manager.route(group, plural)
+        assert deliver is not None, f"{plural}.{group}: not watched"
+        deliver({"type": event_type, "object": obj})
 
     def cached(self, plural: str, namespace: str, name: str) -> JSON | None:
         """The record the manager's pruned cache of ``plural`` holds for an object."""

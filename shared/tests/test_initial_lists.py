@@ -129,7 +129,7 @@ async def listing() -> AsyncIterator[Any]:
         if error_backoffs is not None:
             settings.networking.error_backoffs = error_backoffs
         activity = WatchActivity() if manager is None else manager.activity
-        deliver = None if manager is None else manager._routes[("", "pods")]
+        deliver = None if manager is None else manager.route("", "pods")
         listed: list[set[tuple[str, str]]] = []
         activity.on_listed(lambda _r, _ns, keys, _rv: listed.append(keys))
         track_watch_activity(activity)

@@ -18,10 +18,10 @@ import pytest
 
 from opsuite_common import manager as manager_module
 from opsuite_common.health import HealthServer
-from opsuite_common.kopfwatch.runner import connection_info
+from opsuite_common.kopfwatch.runner import Deliver, connection_info
 from opsuite_common.kopfwatch.settings import watch_dead_after
 from opsuite_common.kubeconfig import BasicAuth, StaticToken
-from opsuite_common.manager import WatchDead, _serve
+from opsuite_common.manager import Manager, WatchDead, serve
 from opsuite_common.store import JSON, Store, object_key
 from opsuite_testkit import FakeClock, offline_manager
 
@@ -35,6 +35,13 @@ def kopf_runs(
         return [asyncio.create_task(operator(**kwargs))]
 
     monkeypatch.setattr(kopf, "spawn_tasks", spawn_tasks)
+
+
+def routed(manager: Manager, plural: str) -> Deliver:
+    """The route of a core resource's watch events to ``manager`` (it watches it)."""
+    deliver = manager.route("", plural)
+    assert deliver is not None, plural
+    return deliver
 
 
 async def test_kopf_gets_the_identity_so_no_passwd_entry_is_needed(
@@ -76,7 +83,7 @@ def test_a_relisting_prunes_the_store_and_reports_each_pruned_object_as_deleted(
 
     manager.watch("", "v1", "pods", store=store, on_event=on_event)
     assert manager.cache("pods") is store
-    deliver = manager._routes[("", "pods")]
+    deliver = routed(manager, "pods")
     for namespace, name in (("ns", "kept"), ("ns", "gone"), ("other", "elsewhere")):
         deliver({"type": None, "object": {"metadata": {"namespace": namespace, "name": name}}})
     seen.clear()
@@ -103,7 +110,7 @@ def test_a_listing_older_than_the_operators_own_write_leaves_the_cache_alone(
         return {"metadata": {"namespace": "ns", "name": "cfg", "resourceVersion": rv}}
 
     manager.watch("", "v1", "configmaps", store=store, on_event=on_event)
-    deliver = manager._routes[("", "configmaps")]
+    deliver = routed(manager, "configmaps")
     store.apply("MODIFIED", version("120"))  # the write-through of the operator's own patch
     deliver({"type": None, "object": version("99")})
     deliver({"type": "MODIFIED", "object": version("110")})
@@ -126,12 +133,12 @@ def test_once_the_caches_are_synced_the_objects_so_far_leave_the_full_collection
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
     manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
     manager.watch("", "v1", "pods", store=Store("pods"))
-    manager._routes[("", "pods")](
+    routed(manager, "pods")(
         {"type": None, "object": {"metadata": {"namespace": "ns", "name": "a"}}}
     )
     assert frozen == []
     manager.activity.listed("pods", "ns", {("ns", "a")})
-    assert manager._synced.is_set()
+    assert manager.synced
     assert frozen == [True]
     manager.activity.listed("pods", "ns", {("ns", "a")})  # a relisting later: no second freeze
     assert frozen == [True]
@@ -145,7 +152,7 @@ def test_a_listing_that_ends_before_its_objects_reach_the_cache_syncs_with_the_l
     not before; objects of other namespaces, or not listed, do not count."""
     manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
     manager.watch("", "v1", "pods", store=Store("pods"))
-    deliver = manager._routes[("", "pods")]
+    deliver = routed(manager, "pods")
 
     def pod(namespace: str, name: str) -> JSON:
         return {"type": None, "object": {"metadata": {"namespace": namespace, "name": name}}}
@@ -154,9 +161,9 @@ def test_a_listing_that_ends_before_its_objects_reach_the_cache_syncs_with_the_l
     manager.activity.listed("pods", "ns", {("ns", "a"), ("ns", "b"), ("ns", "c")})
     for event in (pod("other", "b"), pod("ns", "d"), pod("ns", "b")):
         deliver(event)
-        assert not manager._synced.is_set()
+        assert not manager.synced
     deliver(pod("ns", "c"))
-    assert manager._synced.is_set()
+    assert manager.synced
 
 
 async def test_the_collector_rests_while_the_initial_listings_fill_the_caches(
@@ -171,7 +178,7 @@ async def test_the_collector_rests_while_the_initial_listings_fill_the_caches(
     async def listing(**_: Any) -> None:
         seen.append(gc.isenabled())
         pods = {"type": None, "object": {"metadata": {"namespace": "ns", "name": "a"}}}
-        manager._routes[("", "pods")](pods)
+        routed(manager, "pods")(pods)
         seen.append(gc.isenabled())
         manager.activity.listed("pods", "ns", {("ns", "a")})
         seen.append(gc.isenabled())
@@ -251,7 +258,7 @@ async def test_metrics_listen_before_the_probes_answer(
 
     monkeypatch.setattr(HealthServer, "start", start)
     monkeypatch.setattr(manager, "lead", lead)
-    assert await _serve(manager) == 0
+    assert await serve(manager) == 0
     assert listening == [True]
 
 
@@ -311,16 +318,27 @@ async def test_a_watch_that_never_starts_is_dead_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A watcher that fails at once (a 403, say) never shows life: silent since lead()."""
+
+    async def operator(**kwargs: Any) -> None:
+        kwargs["ready_flag"].set()
+        await asyncio.Event().wait()  # its watcher gone, kopf runs on
+
+    kopf_runs(monkeypatch, operator)
+    monkeypatch.setattr(manager_module, "WATCHDOG_PERIOD", 0.01)
     clock = FakeClock(1000)
     manager = offline_manager(
         "test-operator", ("a",), tmp_path, monkeypatch, clock=clock, watch_timeout=5
     )
     manager.watch("", "v1", "pods")
-    manager._leading = True
-    manager.activity.start()
+    leading = asyncio.create_task(manager.lead())
+    await asyncio.sleep(0.05)
     clock.now = 1060
+    await asyncio.sleep(0.05)
     assert manager.liveness() is None
+    assert not leading.done()
     clock.now = 1061
+    with pytest.raises(WatchDead, match="pods in a"):
+        await asyncio.wait_for(leading, 5)
     assert manager.liveness() == "watch dead (silent for over 60 s): pods in a"
 
 

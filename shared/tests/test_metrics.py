@@ -19,7 +19,7 @@ from opsuite_common.metrics import (
     leader_status_hook,
     register,
 )
-from opsuite_common.metrics_server import start_metrics_server
+from opsuite_common.metrics_server import metrics_server
 from opsuite_common.workqueue import WorkQueue
 
 DASHBOARD = Path(__file__).parent.parent / "dashboards" / "opsuite-operators.json"
@@ -232,7 +232,8 @@ def test_register_adds_operator_metrics_to_the_registry() -> None:
 async def test_metrics_endpoint_serves_parseable_text_and_openmetrics() -> None:
     ReconcileMetrics("scraped", 2)
     WorkQueueMetrics("scraped")
-    server = await start_metrics_server("127.0.0.1:0")
+    server = metrics_server("127.0.0.1:0")
+    await server.start()
     assert server.port is not None
     url = f"http://127.0.0.1:{server.port}/metrics"
     try:
@@ -270,7 +271,8 @@ async def test_metrics_endpoint_serves_parseable_text_and_openmetrics() -> None:
 
 
 async def test_metrics_server_disabled_with_zero() -> None:
-    server = await start_metrics_server("0")
+    server = metrics_server("0")
+    await server.start()
     assert server.port is None
     await server.stop()
 

@@ -31,7 +31,7 @@ from opsuite_common.metrics_auth import (
     self_signed_certificate,
     server_context,
 )
-from opsuite_common.metrics_server import start_metrics_server
+from opsuite_common.metrics_server import metrics_server
 from opsuite_common.options import parse_options
 from opsuite_testkit.local_server import address, serve
 
@@ -167,9 +167,10 @@ async def test_secure_server_answers_401_403_500_and_200_like_controller_runtime
     registry = CollectorRegistry()
     Counter("secret_total", "A metric only readers may see", registry=registry).inc()
     reviews = FakeReviews()
-    server = await start_metrics_server(
+    server = metrics_server(
         "127.0.0.1:0", registry, ssl_context=server_context(), auth=MetricsAuth(reviews)
     )
+    await server.start()
     assert server.port is not None
     try:
         assert await _get(server.port, None) == (401, "Unauthorized\n")
@@ -208,7 +209,8 @@ async def test_mounted_certificate_is_the_one_served(tmp_path: Path) -> None:
     (tmp_path / "cert.pem").write_bytes(cert_pem)
     (tmp_path / "key.pem").write_bytes(key_pem)
     context = server_context(str(tmp_path), "cert.pem", "key.pem")
-    server = await start_metrics_server("127.0.0.1:0", CollectorRegistry(), ssl_context=context)
+    server = metrics_server("127.0.0.1:0", CollectorRegistry(), ssl_context=context)
+    await server.start()
     assert server.port is not None
     trust = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
     try:
@@ -262,9 +264,8 @@ async def test_a_renewed_mounted_certificate_is_served_without_a_restart(tmp_pat
 
     old = write("metrics.example")
     reloader = CertificateReloader(tmp_path / "tls.crt", tmp_path / "tls.key", interval=0)
-    server = await start_metrics_server(
-        "127.0.0.1:0", CollectorRegistry(), ssl_context=reloader.context
-    )
+    server = metrics_server("127.0.0.1:0", CollectorRegistry(), ssl_context=reloader.context)
+    await server.start()
     try:
         assert await status("localhost", old) == 200
         new = write("metrics.example")

@@ -36,12 +36,28 @@ async def connection_info(conf: Configuration) -> kopf.ConnectionInfo:
 
 
 class KopfWatches:
-    """The watches of one operator, run by kopf."""
+    """The watches of one operator, run by kopf: a :class:`~opsuite_common.runnable.Runnable`."""
 
-    def __init__(self, configuration: Callable[[], Configuration]) -> None:
-        """``configuration``: the operator's client configuration at login time."""
+    def __init__(
+        self,
+        configuration: Callable[[], Configuration],
+        options: ManagerOptions,
+        identity: str,
+        spawned: Callable[[], None],
+    ) -> None:
+        """``configuration``: the operator's client configuration at login time. ``spawned`` is
+        called once kopf's tasks are spawned: kopf installs its own handlers for SIGTERM and
+        SIGINT then, which would stop the watches at once, before the reconciles in hand have
+        finished, so the caller puts its own back there."""
         self._registry = kopf.OperatorRegistry()
         self._configuration = configuration
+        self._options = options
+        self._identity = identity
+        self._spawned = spawned
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.started = asyncio.Event()
+        """Set once kopf has started."""
 
         async def login(**_: Any) -> kopf.ConnectionInfo:
             return await connection_info(self._configuration())
@@ -60,33 +76,46 @@ class KopfWatches:
             handler
         )
 
-    async def run(
-        self,
-        options: ManagerOptions,
-        identity: str,
-        ready: asyncio.Event,
-        stop: asyncio.Event,
-        spawned: Callable[[], None],
-    ) -> None:
-        """``kopf.operator()`` until ``stop`` is set; ``ready`` is set once kopf has started.
-        ``spawned`` is called once kopf's tasks are spawned: kopf installs its own handlers for
-        SIGTERM and SIGINT then, which would stop the watches at once, before the reconciles in
-        hand have finished, so the caller puts its own back there."""
+    async def start(self) -> None:
+        """Start kopf (``kopf.operator()``, the signals left to the caller)."""
+        self._stop.clear()
+        self.started.clear()
+        self._task = asyncio.create_task(self._run(), name="kopf")
+
+    async def ended(self) -> None:
+        """Return when kopf has ended (stopped, or failed: :meth:`finish` raises then)."""
+        assert self._task is not None, "not started"
+        await asyncio.wait((self._task,))
+
+    async def finish(self) -> None:
+        """Stop kopf through its stop flag and wait until it has; raise what it failed with."""
+        assert self._task is not None, "not started"
+        self._stop.set()
+        await self._task
+
+    async def stop(self) -> None:
+        """Stop kopf at once (cancelled)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _run(self) -> None:
         settings = kopf.OperatorSettings()
-        configure_kopf(settings, options)
+        configure_kopf(settings, self._options)
         existing = asyncio.all_tasks()
-        namespaces: Sequence[str] = options.namespaces
+        namespaces: Sequence[str] = self._options.namespaces
         tasks = await kopf.spawn_tasks(
             registry=self._registry,
             settings=settings,
             standalone=True,
             # Without it kopf asks getpass for the user, and the images' uid 65532 has no
             # passwd entry (KeyError).
-            identity=identity,  # type: ignore[arg-type]  # a str NewType kopf does not export
-            clusterwide=options.clusterwide,
+            identity=self._identity,  # type: ignore[arg-type]  # a str NewType kopf lacks
+            clusterwide=self._options.clusterwide,
             namespaces=namespaces,
-            ready_flag=ready,
-            stop_flag=stop,
+            ready_flag=self.started,
+            stop_flag=self._stop,
         )
-        spawned()
+        self._spawned()
         await kopf.run_tasks(tasks, ignored=existing)
