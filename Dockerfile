@@ -20,9 +20,11 @@ ENV PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
 COPY pyproject.toml poetry.lock README.md ./
 COPY shared/opsuite_common shared/opsuite_common
+# BEGIN from operators/operators.toml (make manifests): operator packages
 COPY operators/podset/podset_operator operators/podset/podset_operator
 COPY operators/configmapsync/configmapsync_operator operators/configmapsync/configmapsync_operator
 COPY operators/poddebugger/poddebugger_operator operators/poddebugger/poddebugger_operator
+# END from operators/operators.toml
 COPY hack/image/build-wheel.sh hack/image/pip.sh hack/image/poetry-requirements.txt hack/image/
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=secret,id=ca,required=false,target=/run/secrets/ca \
@@ -57,6 +59,7 @@ LABEL org.opencontainers.image.source="${SOURCE}" \
 EXPOSE 8080 8081
 USER 65532:65532
 
+# BEGIN from operators/operators.toml (make manifests): operator images
 FROM runtime AS podset-operator
 LABEL org.opencontainers.image.title="podset-operator" \
       org.opencontainers.image.description="Keeps N pods from a template running for each PodSet"
@@ -71,3 +74,4 @@ FROM runtime AS pod-debugger-operator
 LABEL org.opencontainers.image.title="pod-debugger-operator" \
       org.opencontainers.image.description="Adds an ephemeral debug container to every pod matching a selector"
 ENTRYPOINT ["/opt/venv/bin/pod-debugger-operator"]
+# END from operators/operators.toml

@@ -49,6 +49,7 @@ from opsuite_packaging.chart import MIN_KUBE_VERSION, ChartSpec
 from opsuite_packaging.chart_values import CHART_REPOSITORY, IMAGE_REGISTRY
 from opsuite_packaging.crd import build_crd
 from opsuite_packaging.generated import run
+from opsuite_packaging.operators import OPERATORS
 from opsuite_packaging.previous_release import without_spec_field
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,11 +58,7 @@ BIN = ROOT / ".local" / "bin"
 READER = "-metrics-reader"
 """The suffix of the chart's metrics-reader ClusterRole, which the bundle ships too."""
 
-OPERATORS = (
-    "podset_manifests",
-    "configmapsync_manifests",
-    "poddebugger_manifests",
-)
+MANIFESTS = tuple(op.manifests for op in OPERATORS)
 """Each operator's manifests module: CRD, SAMPLES, CHART_SPEC and BUNDLE_TEXT."""
 
 
@@ -167,7 +164,7 @@ def generate(
     now = datetime.now(UTC)
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        for module_name in OPERATORS:
+        for module_name in MANIFESTS:
             module = importlib.import_module(module_name)
             package = module.CHART_SPEC.name
             released = _history(history, package, version)

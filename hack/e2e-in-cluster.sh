@@ -27,9 +27,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 export PATH="$root/.local/bin:$PATH"
 export KUBECONFIG="${KUBECONFIG:-$root/.local/kubeconfig}"
-charts=(podset-operator configmapsync-operator pod-debugger-operator)
-crds=(podsets.apps.opsuite.dev configmapsyncs.sync.opsuite.dev poddebuggers.debug.opsuite.dev
-  debugimagepolicies.debug.opsuite.dev)
+read -ra charts <<<"$(python3 shared/opsuite_packaging/operators.py charts)"
+read -ra crds <<<"$(python3 shared/opsuite_packaging/operators.py crds)"
 built="$root/.local/images/images.json"
 
 # The operator images hack/images.py built, as "<prefix> <tag>" (IMAGE_PREFIX/IMAGE_TAG win).
@@ -44,9 +43,10 @@ import json, sys
 names = [i["name"] for i in json.load(open(sys.argv[1]))]
 # The content tag (hack/images.py also writes :dev): a rebuilt image gets a new one, so the
 # Deployments roll to it.
-(ref,) = [n for n in names if "/podset-operator:" in n and not n.endswith(":dev")]
-prefix, _, tag = ref.rpartition("/podset-operator:")
-print(prefix, tag)' "$built"
+image = f"/{sys.argv[2]}:"
+(ref,) = [n for n in names if image in n and not n.endswith(":dev")]
+prefix, _, tag = ref.rpartition(image)
+print(prefix, tag)' "$built" "${charts[0]}"
 }
 
 # The three releases, gone (none left is fine).

@@ -40,10 +40,9 @@ if [[ -n "$("$kubectl" get nodes -l opsuite.dev/real-node=true -o name)" ]]; the
     --set-string 'tolerations[0].value=true' --set 'tolerations[0].effect=NoSchedule')
 fi
 
-for chart in podset-operator configmapsync-operator pod-debugger-operator; do
-  values=()
+for chart in $(python3 "$root/shared/opsuite_packaging/operators.py" charts); do
+  values=(--set admissionPolicy.enabled=false)
   case "$chart" in
-    podset-operator | configmapsync-operator) values=(--set admissionPolicy.enabled=false) ;;
     pod-debugger-operator)
       # Without the cluster-wide policies (other runs share the cluster) the operator must be
       # told to act anyway (e2e/test_poddebugger_security.py tests it without).

@@ -123,8 +123,8 @@ case "$step" in
     olm_dir="$(hack/module-dir.sh hack/tools/olm "$olm_module")/deploy/upstream/quickstart"
     .venv/bin/python hack/olm_manifest.py "$olm_dir/olm.yaml" |
       kubectl delete --ignore-not-found --wait --timeout=180s -f -
-    kubectl delete crd podsets.apps.opsuite.dev configmapsyncs.sync.opsuite.dev \
-      poddebuggers.debug.opsuite.dev debugimagepolicies.debug.opsuite.dev --ignore-not-found
+    # shellcheck disable=SC2046 # one word per CRD
+    kubectl delete crd $(python3 shared/opsuite_packaging/operators.py crds) --ignore-not-found
     # What OLM leaves of the bundles once their CSVs are gone: the cluster-scoped extras (the
     # metrics-reader ClusterRoles), which would block a later helm install of the same names.
     kubectl delete clusterrole,clusterrolebinding --ignore-not-found \

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from opsuite_packaging.operators import OPERATORS
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL = ROOT / ".local"
 BIN = LOCAL / "bin"
@@ -714,7 +716,7 @@ def _stamp(stamp: Path, inputs: str) -> None:
 
 # --- operator images (BuildKit) ----------------------------------------------------------------
 
-TARGETS = ["podset-operator", "configmapsync-operator", "pod-debugger-operator"]
+TARGETS = [op.image for op in OPERATORS]
 OPERATOR_REGISTRY = "opsuite.local"
 # Bump when the build command below changes (part of the operator images' input hash).
 OPERATOR_RECIPE = "1"

@@ -30,13 +30,10 @@ from opsuite_packaging.chart import chart_files
 from opsuite_packaging.crd import build_crd, crd_yaml
 from opsuite_packaging.generated import run
 from opsuite_packaging.kube_protos import module_text as kube_protos_module
+from opsuite_packaging.operator_blocks import BLOCKS, rewritten
+from opsuite_packaging.operators import OPERATORS
 
 ROOT = Path(__file__).resolve().parent.parent
-OPERATORS = {
-    "podset": "podset_manifests",
-    "configmapsync": "configmapsync_manifests",
-    "poddebugger": "poddebugger_manifests",
-}
 SHARED_TEMPLATES = ROOT / "shared" / "helm" / "templates"
 DASHBOARD = ROOT / "shared" / "dashboards" / "opsuite-operators.json"
 HELM_TEST = ROOT / "shared" / "opsuite_packaging" / "helm_test.py"
@@ -52,8 +49,8 @@ def expected_files() -> dict[Path, str]:
     files: dict[Path, str] = {}
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     templates = {p.name: p.read_text() for p in sorted(SHARED_TEMPLATES.iterdir())}
-    for directory, module_name in OPERATORS.items():
-        module: ModuleType = importlib.import_module(module_name)
+    for operator in OPERATORS:
+        module: ModuleType = importlib.import_module(operator.manifests)
         chart = ROOT / "charts" / module.CHART_SPEC.name
         crds = [build_crd(d) for d in (module.CRD, *getattr(module, "EXTRA_CRDS", ()))]
         for crd in crds:
@@ -71,8 +68,10 @@ def expected_files() -> dict[Path, str]:
             files[chart / relative] = content
         for sample in module.SAMPLES:
             sample_name = sample["metadata"]["name"]
-            path = ROOT / "operators" / directory / "samples" / f"{sample_name}.yaml"
+            path = operator.directory / "samples" / f"{sample_name}.yaml"
             files[path] = _sample_yaml(sample)
+    for block_file in BLOCKS:
+        files[ROOT / block_file] = rewritten(block_file, (ROOT / block_file).read_text(), OPERATORS)
     files[ROOT / "charts" / "artifacthub-repo.yml"] = repository_metadata()
     files[ROOT / "shared" / "opsuite_common" / "kube_protos.py"] = kube_protos_module()
     return files

@@ -35,6 +35,7 @@ from typing import IO
 
 import yaml
 
+from opsuite_packaging import operators as operator_list
 from poddebugger_operator.gate import LOAD_GRACE
 from poddebugger_operator.policy import POLICY_NAME, admission_policy
 
@@ -64,17 +65,21 @@ class Operator:
     flags: tuple[str, ...] = ()
 
 
-OPERATORS = (
-    Operator("podset-operator", "podset", "podset-operator", 18080, 18081),
-    Operator("configmapsync-operator", "configmapsync", "configmapsync-operator", 18082, 18083),
+FLAGS = {"poddebugger": (f"--admission-policy-name={DEMO_POLICY}",)}
+"""Flags of an operator's own for the demo: PodDebugger's policy is the demo's."""
+FIRST_PORT = 18080
+"""The metrics port of the first operator; its probes take the next, and so on down the list."""
+
+OPERATORS = tuple(
     Operator(
-        "pod-debugger-operator",
-        "poddebugger",
-        "pod-debugger-operator",
-        18084,
-        18085,
-        (f"--admission-policy-name={DEMO_POLICY}",),
-    ),
+        op.image,
+        op.name,
+        op.image,
+        FIRST_PORT + 2 * index,
+        FIRST_PORT + 2 * index + 1,
+        FLAGS.get(op.name, ()),
+    )
+    for index, op in enumerate(operator_list.OPERATORS)
 )
 
 PLAN = """\

@@ -21,16 +21,14 @@ from pathlib import Path
 import yaml
 
 from opsuite_common.store import JSON
+from opsuite_packaging.operators import OPERATORS
 
 ROOT = Path(__file__).resolve().parents[2]
 PREVIOUS_VERSION = "0.0.1"
 """The previous release's version (lower than pyproject's)."""
-ADDED_FIELDS = {
-    "podset-operator": ("podsets.apps.opsuite.dev", "updateStrategy"),
-    "configmapsync-operator": ("configmapsyncs.sync.opsuite.dev", "copyAnnotations"),
-    "pod-debugger-operator": ("poddebuggers.debug.opsuite.dev", "maxPods"),
-}
-"""Per chart: its CRD and the optional spec field this release added to it."""
+ADDED_FIELDS = {op.image: (op.crds[0], op.added_field) for op in OPERATORS}
+"""Per chart: its CRD and the optional spec field this release added to it (the list of
+operators says which)."""
 
 
 def without_spec_field(crd: JSON, field: str) -> JSON:

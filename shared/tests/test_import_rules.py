@@ -23,8 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from opsuite_packaging import operators as operator_list
+
 ROOT = Path(__file__).resolve().parents[2]
-OPERATORS = ["podset", "configmapsync", "poddebugger"]
+OPERATORS = [op.name for op in operator_list.OPERATORS]
 RUNTIME = {
     "opsuite_common": ROOT / "shared" / "opsuite_common",
     **{f"{op}_operator": ROOT / "operators" / op / f"{op}_operator" for op in OPERATORS},
