@@ -31,15 +31,8 @@ from configmapsync_operator.models import (
     FINALIZER,
     PLURAL,
 )
-from configmapsync_operator.reconcile import (
-    CONFLICT,
-    WRITE_FAILED,
-    Issue,
-    Outcome,
-    Plan,
-    Write,
-    status_patch,
-)
+from configmapsync_operator.reconcile import Plan, Write
+from configmapsync_operator.status import CONFLICT, WRITE_FAILED, Issue, Outcome, status_patch
 from opsuite_common.kube import ApiException, KubeApi, gather_results, resource_path
 from opsuite_common.store import JSON, Store
 

@@ -28,14 +28,14 @@ ConfigMapSync owns anywhere (``owned``). Rules:
   the finalizer removed.
 
 The writes a Plan lists are made by :mod:`configmapsync_operator.actions`; their outcome, with
-the failures, becomes the status through :func:`status_patch`.
+the failures, becomes the status through :func:`configmapsync_operator.status.status_patch`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from configmapsync_operator.consent import (
@@ -59,54 +59,26 @@ from configmapsync_operator.models import (
     ACCEPT_FROM_ANNOTATION,
     ALLOWED_NAMESPACES_ANNOTATION,
     FINALIZER,
-    MAX_FAILED_TARGETS,
     ConfigMapSyncSpec,
-    ConfigMapSyncStatus,
-    FailedTarget,
 )
 from configmapsync_operator.spec import InvalidSpecError, ObjectKey, parse_spec, source_key
-from opsuite_common.conditions import AS_EXPECTED, DEGRADED, READY, set_condition, timestamp
-from opsuite_common.kube_model import ConditionStatus
+from configmapsync_operator.status import (
+    CONFLICT,
+    INVALID_SPEC,
+    NAMESPACE_MISSING,
+    NAMESPACE_NOT_WATCHED,
+    NOT_ACCEPTED_BY_NAMESPACE,
+    NOT_ALLOWED_BY_SOURCE,
+    SOURCE_NAMESPACE,
+    SOURCE_NOT_WATCHED,
+    TERMINATING,
+    Issue,
+    Outcome,
+    as_utc,
+    status_patch,
+)
 from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 from opsuite_common.store import JSON
-
-SYNCED = "Synced"
-SYNCING = "Syncing"
-INVALID_SPEC = "InvalidSpec"
-SOURCE_NOT_FOUND = "SourceNotFound"
-SOURCE_NOT_WATCHED = "SourceNotWatched"
-CONFLICT = "Conflict"
-WRITE_FAILED = "WriteFailed"
-SOURCE_NAMESPACE = "SourceNamespace"
-NAMESPACE_NOT_WATCHED = "NamespaceNotWatched"
-TERMINATING = "Terminating"
-NAMESPACE_MISSING = "NamespaceMissing"
-NOT_ALLOWED_BY_SOURCE = "NotAllowedBySource"
-NOT_ACCEPTED_BY_NAMESPACE = "NotAcceptedByNamespace"
-
-SEVERITY = (
-    NOT_ALLOWED_BY_SOURCE,
-    NOT_ACCEPTED_BY_NAMESPACE,
-    CONFLICT,
-    WRITE_FAILED,
-    SOURCE_NAMESPACE,
-    NAMESPACE_NOT_WATCHED,
-    TERMINATING,
-    NAMESPACE_MISSING,
-)
-"""Target issue reasons, worst first: the Ready condition names the worst present."""
-DEGRADING = frozenset(SEVERITY) - {TERMINATING, NAMESPACE_MISSING}
-"""Issues that need a person (Degraded=True); the others resolve by themselves."""
-MAX_ISSUE_MESSAGE = 1024
-
-
-@dataclass(frozen=True)
-class Issue:
-    """A destination without a current copy, and why."""
-
-    namespace: str
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -131,29 +103,6 @@ class Write:
         if self.replace:
             return "replace"
         return "create" if self.observed is None else "update"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the status reports: targets, which hold a current copy, which failed and why."""
-
-    source: str = ""
-    """namespace/name of the source; "" when the spec is invalid."""
-    source_found: bool = False
-    blocked: tuple[str, str] | None = None
-    """(reason, message) when nothing can be synced at all (InvalidSpec, SourceNotWatched)."""
-    targets: tuple[str, ...] = ()
-    """Every destination namespace, failing ones included, sorted."""
-    synced: frozenset[str] = frozenset()
-    issues: tuple[Issue, ...] = ()
-
-    def with_failures(self, failures: Iterable[Issue]) -> Outcome:
-        """The outcome once some planned writes failed."""
-        failed = list(failures)
-        if not failed:
-            return self
-        names = {i.namespace for i in failed}
-        return replace(self, synced=self.synced - names, issues=(*self.issues, *failed))
 
 
 @dataclass(frozen=True)
@@ -185,10 +134,6 @@ class Plan:
             or self.remove_finalizer
             or self.status_patch is not None
         )
-
-
-def _as_utc(now: datetime) -> datetime:
-    return now if now.tzinfo else now.replace(tzinfo=UTC)
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
@@ -343,6 +288,101 @@ def _cleanup(
     )
 
 
+def _blocked(
+    source_namespace: str, served: Collection[str], requester: str | None
+) -> tuple[str, str] | None:
+    """(reason, message) when nothing may be synced at all, else None."""
+    if served and source_namespace not in served:
+        return (
+            SOURCE_NOT_WATCHED,
+            f"the operator does not watch namespace {source_namespace}, so it cannot "
+            "follow the source",
+        )
+    if requester is not None:
+        return (REQUESTER_NOT_ALLOWED, requester)
+    return None
+
+
+def _consented(
+    spec: ConfigMapSyncSpec,
+    source: Mapping[str, Any] | None,
+    reference: str,
+    source_namespace: str,
+    by_name: Mapping[str, Mapping[str, Any]],
+    served: Collection[str],
+    own_namespace: str | None,
+) -> tuple[list[str], list[str], list[Issue]]:
+    """The destinations to write (consent given both ways), those whose copies stay as they
+    are (no consent annotation at all: say, before the upgrade that introduced it), and the
+    issues of the others."""
+    writable, issues = _targets(spec, source_namespace, by_name, served)
+    kept: list[str] = []
+    if source is not None:
+        refused, not_allowed = _refused(source, reference, writable)
+        issues.extend(not_allowed)
+        writable = [ns for ns in writable if ns not in refused]
+        if allowed_namespaces(source) is None:
+            kept = refused  # no consent at all (say, before the upgrade): copies stay, frozen
+    refused, not_accepted = _not_accepted(by_name, source_namespace, writable, own_namespace)
+    issues.extend(not_accepted)
+    writable = [ns for ns in writable if ns not in refused]
+    kept += [ns for ns in refused if accepted_sources(by_name[ns]) is None]
+    return writable, kept, issues
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What deciding one destination needs of the whole reconcile."""
+
+    name: str
+    uid: str
+    spec: ConfigMapSyncSpec
+    desired: Desired | None
+    live_owners: Container[str]
+    served: Collection[str]
+    sources_in_use: Collection[ObjectKey]
+
+
+def _decide(ns: str, occupant: Mapping[str, Any] | None, c: _Context) -> Write | Issue | bool:
+    """One consenting destination: the write it needs, the issue that stops it, or whether it
+    holds a current copy already (True) or simply waits for the source (False)."""
+    if occupant is not None and key_of(occupant) != (ns, c.name):
+        occupant = None
+    if occupant is None:
+        return False if c.desired is None else Write(ns, c.desired.manifest(ns))
+    where = f"ConfigMap {ns}/{c.name}"
+    owner = owner_uid(occupant)
+    if is_terminating(occupant):
+        return Issue(ns, TERMINATING, f"{where} is being deleted; a copy follows")
+    if owner == c.uid:
+        if c.desired is None or c.desired.is_current(occupant):
+            return True  # current, or kept while the source is gone
+        return _update(ns, c.desired, occupant)
+    if (
+        owner is not None
+        and owner not in c.live_owners
+        and _owner_is_served(occupant, c.served)
+        and is_exact_copy(occupant)
+        and (ns, c.name) not in c.sources_in_use
+    ):
+        # A copy whose ConfigMapSync is gone (deleted while the operator was away).
+        return False if c.desired is None else _overwrite(ns, c.desired, occupant)
+    if owner is not None:
+        return Issue(
+            ns, CONFLICT, f"{where} belongs to ConfigMapSync {owner_description(occupant)}"
+        )
+    if c.spec.conflict_policy == "Skip":
+        return Issue(
+            ns,
+            CONFLICT,
+            f"{where} exists and is not managed by this ConfigMapSync; "
+            "conflictPolicy Skip leaves it untouched",
+        )
+    if (ns, c.name) in c.sources_in_use:
+        return Issue(ns, CONFLICT, f"{where} is the source of a ConfigMapSync; not overwritten")
+    return False if c.desired is None else _overwrite(ns, c.desired, occupant)
+
+
 def plan(
     sync: Mapping[str, Any],
     source: Mapping[str, Any] | None,
@@ -369,7 +409,7 @@ def plan(
     (:meth:`~opsuite_common.requester.RequesterReviews.problem`): nothing is written or
     deleted, the copies stay as they are, and the status says why (RequesterNotAllowed).
     """
-    now = _as_utc(now)
+    now = as_utc(now)
     meta = sync["metadata"]
     uid = meta["uid"]
     src_key = source_key(sync)
@@ -391,15 +431,7 @@ def plan(
     source_namespace = spec.source_namespace or meta["namespace"]
     name = spec.config_map_name
     reference = f"{source_namespace}/{name}"
-    blocked = None
-    if served and source_namespace not in served:
-        blocked = (
-            SOURCE_NOT_WATCHED,
-            f"the operator does not watch namespace {source_namespace}, so it cannot "
-            "follow the source",
-        )
-    elif requester is not None:
-        blocked = (REQUESTER_NOT_ALLOWED, requester)
+    blocked = _blocked(source_namespace, served, requester)
     if blocked is not None:
         outcome = Outcome(source=reference, blocked=blocked)
         return Plan(
@@ -410,72 +442,22 @@ def plan(
     if source is not None and key_of(source) != (source_namespace, name):
         source = None
     by_name = {str((ns.get("metadata") or {}).get("name")): ns for ns in namespaces}
-    writable, issues = _targets(spec, source_namespace, by_name, served)
-    kept: list[str] = []
-    if source is not None:
-        refused, not_allowed = _refused(source, reference, writable)
-        issues.extend(not_allowed)
-        writable = [ns for ns in writable if ns not in refused]
-        if allowed_namespaces(source) is None:
-            kept = refused  # no consent at all (say, before the upgrade): copies stay, frozen
-    refused, not_accepted = _not_accepted(by_name, source_namespace, writable, own_namespace)
-    issues.extend(not_accepted)
-    writable = [ns for ns in writable if ns not in refused]
-    kept += [ns for ns in refused if accepted_sources(by_name[ns]) is None]
+    writable, kept, issues = _consented(
+        spec, source, reference, source_namespace, by_name, served, own_namespace
+    )
     allow = Allowlist(tuple(spec.copy_labels or ()), tuple(spec.copy_annotations or ()))
     desired = Desired(sync, source, allow) if source is not None else None
+    context = _Context(name, uid, spec, desired, live_owners, served, sources_in_use)
     writes: list[Write] = []
     synced: set[str] = set()
     for ns in writable:
-        occupant = occupants.get(ns)
-        if occupant is not None and key_of(occupant) != (ns, name):
-            occupant = None
-        if occupant is None:
-            if desired is not None:
-                writes.append(Write(ns, desired.manifest(ns)))
-            continue
-        where = f"ConfigMap {ns}/{name}"
-        owner = owner_uid(occupant)
-        if is_terminating(occupant):
-            issues.append(Issue(ns, TERMINATING, f"{where} is being deleted; a copy follows"))
-        elif owner == uid:
-            if desired is None:
-                synced.add(ns)  # the copy is kept while the source is gone
-            elif desired.is_current(occupant):
-                synced.add(ns)
-            else:
-                writes.append(_update(ns, desired, occupant))
-        elif (
-            owner is not None
-            and owner not in live_owners
-            and _owner_is_served(occupant, served)
-            and is_exact_copy(occupant)
-            and (ns, name) not in sources_in_use
-        ):
-            # A copy whose ConfigMapSync is gone (deleted while the operator was away).
-            if desired is not None:
-                writes.append(_overwrite(ns, desired, occupant))
-        elif owner is not None:
-            issues.append(
-                Issue(
-                    ns, CONFLICT, f"{where} belongs to ConfigMapSync {owner_description(occupant)}"
-                )
-            )
-        elif spec.conflict_policy == "Skip":
-            issues.append(
-                Issue(
-                    ns,
-                    CONFLICT,
-                    f"{where} exists and is not managed by this ConfigMapSync; "
-                    "conflictPolicy Skip leaves it untouched",
-                )
-            )
-        elif (ns, name) in sources_in_use:
-            issues.append(
-                Issue(ns, CONFLICT, f"{where} is the source of a ConfigMapSync; not overwritten")
-            )
-        elif desired is not None:
-            writes.append(_overwrite(ns, desired, occupant))
+        decision = _decide(ns, occupants.get(ns), context)
+        if isinstance(decision, Write):
+            writes.append(decision)
+        elif isinstance(decision, Issue):
+            issues.append(decision)
+        elif decision:
+            synced.add(ns)
     wanted = {(ns, name) for ns in (*writable, *kept)}
     deletes = tuple(
         c
@@ -536,100 +518,3 @@ def collect(
         policy = (policies or {}).get(owner) or deletion_policy(record) or "Delete"
         (unmarks if policy == "Orphan" else deletes).append(record)
     return Plan(Outcome(), deletes=tuple(deletes), unmarks=tuple(unmarks))
-
-
-_Condition = tuple[str, ConditionStatus, str, str]
-
-
-def _summary(outcome: Outcome, issues: Sequence[Issue]) -> str:
-    shown = ", ".join(f"{i.namespace} ({i.reason})" for i in issues[:5])
-    more = f" and {len(issues) - 5} more" if len(issues) > 5 else ""
-    return (
-        f"{len(outcome.synced)} of {len(outcome.targets)} destinations in sync; "
-        f"not in sync: {shown}{more}"
-    )
-
-
-def _conditions(outcome: Outcome, issues: Sequence[Issue]) -> list[_Condition]:
-    """(type, status, reason, message) of Ready and Degraded."""
-    if outcome.blocked is not None:
-        reason, message = outcome.blocked
-        return [(READY, "False", reason, message), (DEGRADED, "True", reason, message)]
-    if not outcome.source_found:
-        message = (
-            f"ConfigMap {outcome.source} not found; "
-            f"the {len(outcome.synced)} existing copies are kept"
-        )
-        return [
-            (READY, "False", SOURCE_NOT_FOUND, message),
-            (DEGRADED, "True", SOURCE_NOT_FOUND, message),
-        ]
-    if issues:
-        worst = min(issues, key=lambda i: SEVERITY.index(i.reason))
-        summary = _summary(outcome, issues)
-        degrading = [i for i in issues if i.reason in DEGRADING]
-        degraded: _Condition = (DEGRADED, "False", AS_EXPECTED, "")
-        if degrading:
-            cause = min(degrading, key=lambda i: SEVERITY.index(i.reason))
-            degraded = (DEGRADED, "True", cause.reason, summary)
-        return [(READY, "False", worst.reason, summary), degraded]
-    count = f"{len(outcome.synced)} of {len(outcome.targets)} destinations in sync"
-    if len(outcome.synced) < len(outcome.targets):
-        return [(READY, "False", SYNCING, count), (DEGRADED, "False", AS_EXPECTED, "")]
-    return [(READY, "True", SYNCED, count), (DEGRADED, "False", AS_EXPECTED, "")]
-
-
-def _failed(issues: Iterable[Issue]) -> list[Issue]:
-    """One issue per namespace (the first reported), sorted by namespace."""
-    first: dict[str, Issue] = {}
-    for issue in issues:
-        first.setdefault(issue.namespace, issue)
-    return [first[ns] for ns in sorted(first)]
-
-
-def status_patch(
-    sync: Mapping[str, Any], outcome: Outcome, now: datetime, *, wrote: bool
-) -> JSON | None:
-    """The status fields to write, or None when the current status already says the same.
-
-    ``wrote``: copies were created or updated, so lastSyncTime moves to ``now`` (it is also
-    set the first time every destination is found current). Conditions follow metav1
-    semantics: lastTransitionTime is kept while a condition's status holds.
-    """
-    now = _as_utc(now)
-    current = sync.get("status") or {}
-    generation = int(sync["metadata"].get("generation") or 0)
-    issues = _failed(outcome.issues)
-    previous = current.get("conditions")
-    conditions: list[dict[str, Any]] = (
-        [dict(c) for c in previous if isinstance(c, Mapping)] if isinstance(previous, list) else []
-    )
-    for type_, value, reason, message in _conditions(outcome, issues):
-        conditions, _ = set_condition(conditions, type_, value, reason, message, generation, now)
-    last_sync = current.get("lastSyncTime")
-    complete = (
-        outcome.blocked is None
-        and outcome.source_found
-        and not issues
-        and len(outcome.synced) == len(outcome.targets)
-    )
-    if wrote or (last_sync is None and complete):
-        last_sync = timestamp(now)
-    desired = ConfigMapSyncStatus(
-        source=outcome.source or None,
-        target_namespaces=len(outcome.targets),
-        synced_namespaces=len(outcome.synced),
-        failed_namespaces=len(issues),
-        failed_targets=[
-            FailedTarget(
-                namespace=i.namespace, reason=i.reason, message=i.message[:MAX_ISSUE_MESSAGE]
-            )
-            for i in issues[:MAX_FAILED_TARGETS]
-        ],
-        last_sync_time=last_sync,
-        observed_generation=generation,
-        conditions=conditions,
-    ).to_kube()
-    if all(current.get(k) == v for k, v in desired.items()):
-        return None
-    return desired

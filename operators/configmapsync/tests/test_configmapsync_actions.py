@@ -13,8 +13,9 @@ import pytest
 from configmapsync_operator.actions import Execution, execute, release
 from configmapsync_operator.copies import owner_uid, slim
 from configmapsync_operator.models import FINALIZER
-from configmapsync_operator.reconcile import Outcome, Plan, plan
+from configmapsync_operator.reconcile import Plan, plan
 from configmapsync_operator.sources import SourceCache
+from configmapsync_operator.status import Outcome
 from opsuite_common.kube import ApiException
 from opsuite_common.store import JSON, Store
 from opsuite_testkit.configmapsync import (

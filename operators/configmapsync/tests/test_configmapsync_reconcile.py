@@ -20,7 +20,10 @@ from configmapsync_operator.models import (
     OWNER_LABEL,
     SOURCE_ANNOTATION,
 )
-from configmapsync_operator.reconcile import (
+from configmapsync_operator.reconcile import collect, wants
+from configmapsync_operator.requester import WRITE_VERBS, needs
+from configmapsync_operator.spec import InvalidSpecError, parse_spec
+from configmapsync_operator.status import (
     CONFLICT,
     NAMESPACE_MISSING,
     NAMESPACE_NOT_WATCHED,
@@ -28,11 +31,7 @@ from configmapsync_operator.reconcile import (
     NOT_ALLOWED_BY_SOURCE,
     SOURCE_NAMESPACE,
     Issue,
-    collect,
-    wants,
 )
-from configmapsync_operator.requester import WRITE_VERBS, needs
-from configmapsync_operator.spec import InvalidSpecError, parse_spec
 from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 from opsuite_testkit.configmapsync import (
     GONE_UID,
