@@ -53,7 +53,7 @@ async def listing(url: str, accept: str) -> dict[str, float]:
     """The streaming list at ``url`` read as bytes (see the module docstring)."""
     import aiohttp
 
-    from opsuite_common.kube import ssl_context
+    from opsuite_common.kube_transport import ssl_context
     from opsuite_common.kubeconfig import load_configuration
 
     conf = load_configuration()

@@ -44,12 +44,8 @@ from kubernetes import client, config
 
 from bench import plane
 from opsuite_common.fence import WriteFence
-from opsuite_common.kube import (
-    KubeApi,
-    api_socket,
-    bound_tls_read_buffers,
-    resource_path,
-)
+from opsuite_common.kube import KubeApi, resource_path
+from opsuite_common.kube_transport import api_socket, bound_tls_read_buffers
 from opsuite_common.kubeconfig import load_configuration
 from opsuite_common.store import JSON
 

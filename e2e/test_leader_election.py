@@ -31,7 +31,7 @@ from e2e.cluster import ROOT, WRITE_VERBS, Cluster, flush_audit_log, wait_until
 from e2e.operators import OperatorProcess, operator_env, wait_exit
 from e2e.podset_support import PodSets, podset
 from opsuite_common.kopfwatch.settings import watch_dead_after
-from opsuite_common.kube import UNACKNOWLEDGED_TIMEOUT
+from opsuite_common.kube_transport import UNACKNOWLEDGED_TIMEOUT
 from opsuite_common.manager import RECONCILE_GRACE, WATCHDOG_PERIOD
 from podset_manifests import CHART_SPEC as PODSET_CHART
 

@@ -9,8 +9,8 @@ waiting for its turn (or a PodDebugger injection sent without waiting) when lead
 dropped, and after
 :meth:`WriteFence.close` returns, the writes that can still reach the API server are exactly
 those already in flight, which :meth:`WriteFence.drain` waits for before the Lease is released.
-Those reach the API server within ``kube.UNACKNOWLEDGED_TIMEOUT`` of being sent or never: a
-connection whose bytes stay unacknowledged that long is dropped with them (#20).
+Those reach the API server within ``kube_transport.UNACKNOWLEDGED_TIMEOUT`` of being sent or
+never: a connection whose bytes stay unacknowledged that long is dropped with them (#20).
 
 The fence is also a deadline, not only a flag (#32, item 2): the elector sets it at every
 renewal (:meth:`WriteFence.lead_until`), and past it a write is refused even though nothing

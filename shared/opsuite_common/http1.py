@@ -18,6 +18,9 @@ closes its connection; only a GET or HEAD that finds a reused connection closed 
 byte of the response arrived is sent again, once, on a new connection (as Go's net/http
 retries a replayable request on a connection the server closed while it was idle). Any other
 request may have reached the server, so it is never sent twice.
+
+Length: one job, HTTP/1.1 on a pool of connections: writing requests, reading the
+three body framings and streamed first lines, proxies' CONNECT tunnels, idle closing.
 """
 
 from __future__ import annotations

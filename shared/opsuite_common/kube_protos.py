@@ -2,7 +2,10 @@
 k8s.io/apimachinery v0.36.3; do not edit.
 
 The serialized FileDescriptorSet of the Kubernetes messages a protobuf watch of pods
-carries (:mod:`opsuite_common.protowatch` loads it)."""
+carries (:mod:`opsuite_common.protowatch` loads it).
+
+Length: data (the descriptor set, base64), not code.
+"""
 
 import base64
 

@@ -40,6 +40,9 @@ ship a LeaseLock, but the elector is thread-based and blocking (``time.sleep``
 loops, the leading callback in a daemon thread that keeps running after the
 lease is lost), cannot be cancelled or release the lease on shutdown, never
 increments ``leaseTransitions``, and calls ``sys.exit`` on a bad config.
+
+Length: one job, client-go's elector (acquire, renew within the deadline, observe,
+release, step down) with the Lease API it speaks; the parts share the record and its timing.
 """
 
 import asyncio

@@ -39,7 +39,8 @@ from opsuite_common.health import HealthServer, HttpServer
 from opsuite_common.kopfwatch.activity import WatchActivity
 from opsuite_common.kopfwatch.runner import Deliver, KopfWatches
 from opsuite_common.kopfwatch.settings import watch_dead_after
-from opsuite_common.kube import EVENT_WRITERS, KubeApi, bound_tls_read_buffers
+from opsuite_common.kube import EVENT_WRITERS, KubeApi
+from opsuite_common.kube_transport import bound_tls_read_buffers
 from opsuite_common.kubeconfig import load_configuration
 from opsuite_common.leader_election import (
     KubernetesLeaseApi,

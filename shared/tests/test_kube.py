@@ -21,12 +21,12 @@ import pytest
 from aiohttp import web
 
 from opsuite_common import kube as kube_module
+from opsuite_common import kube_transport
 from opsuite_common.fence import WriteFence, WriteFenced
-from opsuite_common.kube import (
+from opsuite_common.kube import ApiException, KubeApi
+from opsuite_common.kube_transport import (
     TLS_READ_BUFFER,
     UNACKNOWLEDGED_TIMEOUT,
-    ApiException,
-    KubeApi,
     ResumingContext,
     bound_tls_read_buffers,
 )
@@ -429,13 +429,13 @@ async def test_a_request_that_gets_no_response_counts_as_an_error(kube_of: Any) 
 def sockets(monkeypatch: pytest.MonkeyPatch) -> list[socket.socket]:
     """The sockets KubeApi's connections are made with."""
     made: list[socket.socket] = []
-    original = kube_module.api_socket
+    original = kube_transport.api_socket
 
     def recording(addr_info: tuple[Any, ...]) -> socket.socket:
         made.append(original(addr_info))
         return made[-1]
 
-    monkeypatch.setattr(kube_module, "api_socket", recording)
+    monkeypatch.setattr(kube_transport, "api_socket", recording)
     return made
 
 

@@ -29,6 +29,10 @@ ConfigMapSync owns anywhere (``owned``). Rules:
 
 The writes a Plan lists are made by :mod:`configmapsync_operator.actions`; their outcome, with
 the failures, becomes the status through :func:`configmapsync_operator.status.status_patch`.
+
+Length: one decision, the destinations and what each needs (consent both ways,
+take-over, clean-up, collection of orphans), which the property tests cover together; the
+status it leads to is :mod:`configmapsync_operator.status`.
 """
 
 from __future__ import annotations
