@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from opsuite_common.fence import WriteFenced
+from opsuite_common.fence import WriteFence, WriteFenced
 from opsuite_common.metrics import ReconcileMetrics, WorkQueueMetrics
 from opsuite_common.store import ObjectKey
 from opsuite_common.workqueue import ShutDown, WorkQueue
@@ -54,8 +54,9 @@ class Controller:
         """Start the workers, which reconcile once ``synced`` is set. Shutting the queue down
         ends each of them after the key in hand; cancel them to stop at once.
 
-        Workers are created here, synchronously, so that they exist before kopf starts: kopf
-        waits on shutdown for every task created after it, and workers outlive its watches.
+        Workers are created here, synchronously, so that they exist before kopf starts (the
+        manager starts kopf once they do): kopf, on its way out, stops every task created after
+        it started.
         They wait for ``synced`` (every cache filled by its initial listing), so that no
         reconcile acts on a half-filled cache, as controller-runtime waits for cache sync.
         """
@@ -110,42 +111,53 @@ class Controller:
 
 
 class Controllers:
-    """The operator's reconcile loops, a :class:`~opsuite_common.runnable.Runnable`: workers
-    wait for ``gate`` (every cache synced); :meth:`finish` lets the reconciles in hand end."""
+    """The operator's reconcile loops, run while the process leads: a
+    :class:`~opsuite_common.runnable.Runnable`. Their workers reconcile once ``gate`` is set
+    (every cache synced). Told to stop, it hands out no new key and lets the reconciles in hand
+    run for up to ``grace`` seconds; then (or at once, cancelled) it closes ``fence``, so that
+    nothing those still running do reaches the API server, and cancels them."""
 
-    def __init__(self, gate: asyncio.Event, grace: float) -> None:
-        """``grace``: how long :meth:`finish` waits for the reconciles in hand (seconds)."""
+    needs_leader = True
+
+    def __init__(self, gate: asyncio.Event, fence: WriteFence, grace: float) -> None:
         self._gate = gate
+        self._fence = fence
         self._grace = grace
         self.all: list[Controller] = []
-        self._workers: list[asyncio.Task[None]] = []
+        self.started = asyncio.Event()
+        """Set once the workers exist."""
 
     def add(self, controller: Controller) -> None:
         """Run ``controller`` too."""
         self.all.append(controller)
 
-    async def start(self) -> None:
-        """Start every controller's workers (see :meth:`Controller.start`)."""
-        self._workers = [task for c in self.all for task in c.start(self._gate)]
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run every controller's workers (see :meth:`Controller.start`) until ``stop`` is
+        set, then stop as the class says."""
+        workers = [task for c in self.all for task in c.start(self._gate)]
+        self.started.set()
+        try:
+            await stop.wait()
+            await self._finish(workers)
+        finally:
+            # No write may leave once the workers are cancelled, stopped or not (the leader
+            # failing): a cancelled reconcile's own clean-up must not reach the API server.
+            self._fence.close()
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
 
-    async def finish(self) -> None:
+    async def _finish(self, workers: list[asyncio.Task[None]]) -> None:
         """Hand out no more keys and wait, up to the grace, for the reconciles in hand to end
         (before the gate opens none has started: the workers wait for it)."""
         for controller in self.all:
             controller.queue.shut_down()
-        if not self._workers or not self._gate.is_set():
+        if not workers or not self._gate.is_set():
             return
-        _, running = await asyncio.wait(self._workers, timeout=self._grace)
+        _, running = await asyncio.wait(workers, timeout=self._grace)
         if running:
             log.warning(
                 "%d reconciles still running after %.0f s; stopping them",
                 len(running),
                 self._grace,
             )
-
-    async def stop(self) -> None:
-        """Stop the workers still running, at once."""
-        workers, self._workers = self._workers, []
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)

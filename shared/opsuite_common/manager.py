@@ -12,6 +12,11 @@ writes: its :class:`~opsuite_common.fence.WriteFence` opens when it
 starts leading and closes the moment leadership ends. A watch stream that stays dead (silent
 for ``watch_dead_after(--watch-timeout)``) fails ``/healthz`` and makes the leader step down, as
 an informer failure ends a controller-runtime manager: it stops, releases the Lease and exits 1.
+
+What the process runs are runnables (:mod:`opsuite_common.runnable`), started and stopped alike:
+the metrics and probes servers (:mod:`.servers`) from start to exit, and while leading the
+watchdog (:mod:`.leading`), the controllers and kopf's watches (:mod:`.kopfwatch`), with the
+leader elector (:class:`~opsuite_common.leading.Election`) deciding when.
 """
 
 from __future__ import annotations
@@ -30,31 +35,23 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
 
-from opsuite_common import kopfwatch, metrics, protowatch
+from opsuite_common import kopfwatch, protowatch, servers
 from opsuite_common.caches import Caches, EventHandler
 from opsuite_common.controller import Controller, Controllers, Reconciler
 from opsuite_common.events import EventRecorder
 from opsuite_common.fence import WriteFence
-from opsuite_common.health import HealthServer, HttpServer
 from opsuite_common.kopfwatch.activity import WatchActivity
 from opsuite_common.kopfwatch.runner import Deliver, KopfWatches
 from opsuite_common.kopfwatch.settings import watch_dead_after
 from opsuite_common.kube import EVENT_WRITERS, KubeApi
 from opsuite_common.kube_transport import bound_tls_read_buffers
 from opsuite_common.kubeconfig import load_configuration
-from opsuite_common.leader_election import (
-    KubernetesLeaseApi,
-    LeaderElectionConfig,
-    LeaderElector,
-    LeadershipLost,
-    default_identity,
-)
+from opsuite_common.leader_election import LeadershipLost, default_identity
+from opsuite_common.leading import Election, WatchDead, Watchdog, lease_elector
 from opsuite_common.logs import configure_logging
-from opsuite_common.metrics_auth import KubeReviewApi, MetricsAuth, server_context
-from opsuite_common.metrics_server import metrics_server
 from opsuite_common.options import ManagerOptions, parse_options
 from opsuite_common.protofields import Fields
-from opsuite_common.runnable import running
+from opsuite_common.runnable import Runnable, run_group, running
 from opsuite_common.store import Store
 
 log = logging.getLogger(__name__)
@@ -74,10 +71,6 @@ that all of it fits in the pods' terminationGracePeriodSeconds (the charts' 30 s
 GC_PAUSE_LIMIT = 120.0
 """Longest time the garbage collector is kept off while the initial listings fill the caches
 (seconds; 20,000 objects take a few)."""
-
-
-class WatchDead(Exception):
-    """A watch stream stayed silent past watch_dead_after: the leader steps down."""
 
 
 def package_version() -> str:
@@ -108,11 +101,11 @@ class Manager:
         self._watches = KopfWatches(
             lambda: self.kube.configuration, options, self.identity, self._handle_signals
         )
+        self._watchdog = Watchdog(self._dead_streams, WATCHDOG_PERIOD)
         self._stopping = asyncio.Event()
         self._leading = False
-        self._dead: str | None = None
         self.caches = Caches(self.activity, options.namespaces)
-        self._controllers = Controllers(self.caches.synced, RECONCILE_GRACE)
+        self._controllers = Controllers(self.caches.synced, self.fence, RECONCILE_GRACE)
 
     def event_recorder(self) -> EventRecorder:
         """The recorder of this operator's Events, with its own small bound on writes in
@@ -167,7 +160,7 @@ class Manager:
         or a process without leader election, once its watches are up and fresh."""
         if not self._leading and self.options.leader_elect:
             return None
-        if not self._watches.started.is_set() or not self.caches.synced.is_set():
+        if not self._watches.ready or not self.caches.synced.is_set():
             missing = self.caches.unlisted()
             return f"caches not synced yet: {', '.join(missing) or 'applying the listings'}"
         stale = self.caches.silent(2 * self.options.watch_timeout)
@@ -180,29 +173,20 @@ class Manager:
     def liveness(self) -> str | None:
         """None when alive: failing once a watch stream of the leader is dead (from then on
         until the process exits; a standby has no watches)."""
-        if self._dead is not None or not self._leading:
-            return self._dead
+        if self._watchdog.dead is not None or not self._leading:
+            return self._watchdog.dead
+        return self._dead_streams()
+
+    def _dead_streams(self) -> str | None:
         limit = watch_dead_after(self.options.watch_timeout)
         dead = self.caches.silent(limit)
         if not dead:
             return None
         return f"watch dead (silent for over {limit:.0f} s): {', '.join(dead)}"
 
-    async def _watchdog(self) -> None:
-        """Raise WatchDead once a watch stream is dead."""
-        while True:
-            await asyncio.sleep(WATCHDOG_PERIOD)
-            self._dead = self.liveness()
-            if self._dead is not None:
-                raise WatchDead(self._dead)
-
     def stop(self) -> None:
         """Stop gracefully: lead() steps down, see there."""
         self._stopping.set()
-
-    async def stopped(self) -> None:
-        """Return once :meth:`stop` has been called."""
-        await self._stopping.wait()
 
     def _handle_signals(self) -> None:
         """Make SIGTERM and SIGINT stop the process gracefully."""
@@ -214,42 +198,67 @@ class Manager:
         log.info("%s received: stopping", sig.name)
         self.stop()
 
+    def _runnables(self) -> list[Runnable]:
+        """What the process runs, in the order it starts them: /metrics first, so that once the
+        probes answer ready it is there to scrape; kopf last (:func:`run_group`). The servers
+        are built when they start."""
+        return [
+            servers.metrics(self.options, self.kube),
+            servers.probes(self.options, self.liveness, self.readiness),
+            self._watchdog,
+            self._controllers,
+            self._watches,
+        ]
+
     async def lead(self) -> None:
-        """Run the controllers and kopf's watches (in that order: kopf waits on shutdown for
-        tasks created after it starts) until :meth:`stop`, then step down: take no new key, let
-        the reconciles in hand finish (up to RECONCILE_GRACE), close the write fence and stop
-        kopf. Raise WatchDead (stopped) when a watch stream is dead. Writes may leave
-        meanwhile."""
+        """Run the runnables that need leadership (the watchdog, the controllers, kopf's
+        watches) until :meth:`stop`, then step down in that order: take no new key, let the
+        reconciles in hand finish (up to RECONCILE_GRACE), close the write fence and stop kopf.
+        Raise WatchDead (stopped) when a watch stream is dead. Writes may leave meanwhile."""
         self.fence.open()
         self._leading = True
         self.activity.start()
         collector_back = self._pause_collector()
-        watchdog = asyncio.create_task(self._watchdog(), name="watchdog")
-        stopping = asyncio.create_task(self.stopped(), name="stopping")
         try:
-            async with running((self._controllers, self._watches)):
-                ended = asyncio.create_task(self._watches.ended(), name="kopf-ended")
-                try:
-                    await asyncio.wait(
-                        (ended, watchdog, stopping), return_when=asyncio.FIRST_COMPLETED
-                    )
-                finally:
-                    ended.cancel()
-                if watchdog.done():
-                    watchdog.result()  # raises WatchDead
-                if stopping.done():
-                    await self._controllers.finish()
-                    self.fence.close()
-                await self._watches.finish()  # returns once stopped, unless it failed
+            leading = [runnable for runnable in self._runnables() if runnable.needs_leader]
+            await run_group(leading, self._stopping)
         finally:
             if collector_back is not None:
                 collector_back.cancel()
             gc.enable()
             self.fence.close()
-            for task in (watchdog, stopping):
-                task.cancel()
-            await asyncio.gather(watchdog, stopping, return_exceptions=True)
             self._leading = False
+
+    async def run(self) -> int:
+        """Serve /metrics and the probes, then lead (with --leader-elect: once elected) until
+        :meth:`stop`; return the process's exit code: 1 when the Lease was lost or a watch
+        died, else 0."""
+        try:
+            async with contextlib.AsyncExitStack() as serving:
+                for runnable in self._runnables():
+                    if not runnable.needs_leader:  # each once the one before it listens
+                        await serving.enter_async_context(running(runnable))
+                self._handle_signals()
+                if self.options.leader_elect:
+                    namespace = _lease_namespace(self.options)
+                    elector = lease_elector(
+                        self.kube, self.options, namespace, self.identity, self.fence
+                    )
+                    await Election(elector, self.lead).run(self._stopping)
+                else:
+                    await self.lead()
+                return 0
+        except LeadershipLost as exc:
+            log.error("leader election lost: %s; exiting so that the pod restarts", exc)
+            return 1
+        except WatchDead as exc:
+            log.error("%s; stepped down, exiting so that the pod restarts", exc)
+            return 1
+        except asyncio.CancelledError:
+            log.info("stopped by signal")
+            return 0
+        finally:
+            await self.kube.close()
 
     def _pause_collector(self) -> asyncio.TimerHandle | None:
         """Keep the garbage collector off until the caches are synced, or GC_PAUSE_LIMIT.
@@ -283,86 +292,6 @@ def _lease_namespace(options: ManagerOptions) -> str:
             "(or POD_NAMESPACE) when running outside a cluster"
         )
     return namespace
-
-
-def _metrics_server(manager: Manager) -> HttpServer:
-    """The metrics server: plain, or with --metrics-secure HTTPS authenticated and authorized
-    through the API server as the operator's own identity."""
-    options = manager.options
-    if not options.metrics_secure:
-        return metrics_server(options.metrics_bind_address)
-    context = server_context(
-        options.metrics_cert_path, options.metrics_cert_name, options.metrics_cert_key
-    )
-    log.info(
-        "metrics served over HTTPS with %s, authenticated and authorized by the API server",
-        f"the certificate in {options.metrics_cert_path}"
-        if options.metrics_cert_path
-        else "a self-signed certificate",
-    )
-    return metrics_server(
-        options.metrics_bind_address,
-        ssl_context=context,
-        auth=MetricsAuth(KubeReviewApi(manager.kube)),
-    )
-
-
-def _probes_server(manager: Manager) -> HealthServer:
-    health = HealthServer(manager.options.health_probe_bind_address)
-    health.add_healthz_check("watches", manager.liveness)
-    health.add_readyz_check("leader-or-watches", manager.readiness)
-    return health
-
-
-async def serve(manager: Manager) -> int:
-    """Run ``manager`` as the process does: its servers (metrics first: once the probes answer
-    ready, /metrics is there to scrape), then, leading (with --leader-elect, once elected),
-    its controllers and watches; return the exit status."""
-    options = manager.options
-    manager._handle_signals()
-    try:
-        async with running((_metrics_server(manager), _probes_server(manager))):
-            if not options.leader_elect:
-                await manager.lead()
-                return 0
-            elector = LeaderElector(
-                KubernetesLeaseApi(manager.kube),
-                LeaderElectionConfig(
-                    name=options.leader_election_id,
-                    namespace=_lease_namespace(options),
-                    identity=manager.identity,
-                ),
-                on_leading_change=metrics.leader_status_hook(options.leader_election_id),
-                fence=manager.fence,
-            )
-            await _elect(manager, elector)
-            return 0
-    except LeadershipLost as exc:
-        log.error("leader election lost: %s; exiting so that the pod restarts", exc)
-        return 1
-    except WatchDead as exc:
-        log.error("%s; stepped down, exiting so that the pod restarts", exc)
-        return 1
-    except asyncio.CancelledError:
-        log.info("stopped by signal")
-        return 0
-    finally:
-        await manager.kube.close()
-
-
-async def _elect(manager: Manager, elector: LeaderElector) -> None:
-    """Run ``elector`` around lead() until it ends. Stopped while it holds the Lease, lead()
-    steps down by itself and the elector then releases the Lease; stopped before, the elector
-    is cancelled (and releases the Lease should a cancelled request have won it)."""
-    electing = asyncio.create_task(elector.run(manager.lead), name="electing")
-    stopping = asyncio.create_task(manager.stopped(), name="stopping")
-    try:
-        await asyncio.wait((electing, stopping), return_when=asyncio.FIRST_COMPLETED)
-        if not elector.is_leader:
-            electing.cancel()
-        await electing
-    finally:
-        stopping.cancel()
 
 
 def run_main(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
@@ -406,7 +335,7 @@ def run_operator(
             "on" if options.leader_elect else "off",
             ", ".join(options.namespaces) or "all",
         )
-        return await serve(manager)
+        return await manager.run()
 
     code = 0
     with contextlib.suppress(KeyboardInterrupt):

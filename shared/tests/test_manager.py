@@ -21,7 +21,8 @@ from opsuite_common.health import HealthServer
 from opsuite_common.kopfwatch.runner import Deliver, connection_info
 from opsuite_common.kopfwatch.settings import watch_dead_after
 from opsuite_common.kubeconfig import BasicAuth, StaticToken
-from opsuite_common.manager import Manager, WatchDead, serve
+from opsuite_common.leading import WatchDead
+from opsuite_common.manager import Manager
 from opsuite_common.store import JSON, Store, object_key
 from opsuite_testkit import FakeClock, offline_manager
 
@@ -258,7 +259,7 @@ async def test_metrics_listen_before_the_probes_answer(
 
     monkeypatch.setattr(HealthServer, "start", start)
     monkeypatch.setattr(manager, "lead", lead)
-    assert await serve(manager) == 0
+    assert await manager.run() == 0
     assert listening == [True]
 
 
@@ -437,20 +438,9 @@ async def test_a_stopped_leader_finishes_the_reconcile_in_hand_then_closes_the_f
     assert kopf_flags["stop"].is_set()
 
 
-async def test_a_reconcile_past_the_grace_is_stopped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A reconcile that outlasts RECONCILE_GRACE is cancelled, its writes fenced."""
-    monkeypatch.setattr(gc, "freeze", lambda: None)
-    monkeypatch.setattr(manager_module, "RECONCILE_GRACE", 0.05)
-
-    async def operator(**kwargs: Any) -> None:
-        kwargs["ready_flag"].set()
-        await kwargs["stop_flag"].wait()
-
-    kopf_runs(monkeypatch, operator)
-    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
-    manager.watch("", "v1", "pods")
+async def a_reconcile_in_hand(manager: Manager) -> tuple[asyncio.Task[None], list[bool]]:
+    """``manager`` leading (it watches pods in "ns"), its caches synced, with a reconcile in
+    hand that runs until cancelled; the list gets whether the fence was open then."""
     in_hand = asyncio.Event()
     cancelled: list[bool] = []
 
@@ -466,6 +456,24 @@ async def test_a_reconcile_past_the_grace_is_stopped(
     leading = asyncio.create_task(manager.lead())
     manager.activity.listed("pods", "ns", set())
     await asyncio.wait_for(in_hand.wait(), 5)
+    return leading, cancelled
+
+
+async def test_a_reconcile_past_the_grace_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reconcile that outlasts RECONCILE_GRACE is cancelled, its writes fenced."""
+    monkeypatch.setattr(gc, "freeze", lambda: None)
+    monkeypatch.setattr(manager_module, "RECONCILE_GRACE", 0.05)
+
+    async def operator(**kwargs: Any) -> None:
+        kwargs["ready_flag"].set()
+        await kwargs["stop_flag"].wait()
+
+    kopf_runs(monkeypatch, operator)
+    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
+    manager.watch("", "v1", "pods")
+    leading, cancelled = await a_reconcile_in_hand(manager)
     manager.stop()
     await asyncio.wait_for(leading, 5)
     assert cancelled == [False]
@@ -487,3 +495,28 @@ async def test_a_leader_stopped_before_its_caches_synced_does_not_wait(
     manager.stop()
     await asyncio.wait_for(manager.lead(), 5)
     assert not manager.fence.is_open
+
+
+async def test_a_failing_leader_closes_the_fence_before_it_cancels_the_reconciles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead watch ends the leader at once: the reconcile in hand is cancelled, the fence
+    closed first, so that nothing its clean-up does reaches the API server (as on a stop)."""
+    monkeypatch.setattr(gc, "freeze", lambda: None)
+    monkeypatch.setattr(manager_module, "WATCHDOG_PERIOD", 0.01)
+
+    async def operator(**kwargs: Any) -> None:
+        kwargs["ready_flag"].set()
+        await asyncio.Event().wait()
+
+    kopf_runs(monkeypatch, operator)
+    clock = FakeClock(0)
+    manager = offline_manager(
+        "test-operator", ("ns",), tmp_path, monkeypatch, clock=clock, watch_timeout=5
+    )
+    manager.watch("", "v1", "pods")
+    leading, cancelled = await a_reconcile_in_hand(manager)
+    clock.now = watch_dead_after(5) + 1
+    with pytest.raises(WatchDead):
+        await asyncio.wait_for(leading, 5)
+    assert cancelled == [False]

@@ -1,10 +1,11 @@
-"""kopf's run loop for one operator: its registry of ``on.event`` handlers, its login with the
-operator's own credentials, and kopf's tasks, run until a stop flag with the signals left to the
-caller."""
+"""kopf's run loop for one operator, a runnable of its manager (:mod:`opsuite_common.runnable`):
+its registry of ``on.event`` handlers, its login with the operator's own credentials, and kopf's
+tasks, run until a stop flag with the signals left to the manager."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -13,6 +14,8 @@ import kopf
 from opsuite_common.kopfwatch.settings import configure_kopf
 from opsuite_common.kubeconfig import BasicAuth, Configuration
 from opsuite_common.options import ManagerOptions
+
+log = logging.getLogger(__name__)
 
 Deliver = Callable[[Mapping[str, Any]], None]
 """Takes a raw watch event: ``{"type": ..., "object": ...}``, type None for a listing's."""
@@ -36,7 +39,10 @@ async def connection_info(conf: Configuration) -> kopf.ConnectionInfo:
 
 
 class KopfWatches:
-    """The watches of one operator, run by kopf: a :class:`~opsuite_common.runnable.Runnable`."""
+    """The watches of one operator, run by kopf while the process leads: a
+    :class:`~opsuite_common.runnable.Runnable`."""
+
+    needs_leader = True
 
     def __init__(
         self,
@@ -45,24 +51,28 @@ class KopfWatches:
         identity: str,
         spawned: Callable[[], None],
     ) -> None:
-        """``configuration``: the operator's client configuration at login time. ``spawned`` is
-        called once kopf's tasks are spawned: kopf installs its own handlers for SIGTERM and
+        """``configuration``: the operator's client configuration at login time. ``spawned``
+        is called once kopf's tasks are spawned: kopf installs its own handlers for SIGTERM and
         SIGINT then, which would stop the watches at once, before the reconciles in hand have
-        finished, so the caller puts its own back there."""
+        finished, so the manager puts its own back there."""
         self._registry = kopf.OperatorRegistry()
         self._configuration = configuration
         self._options = options
         self._identity = identity
         self._spawned = spawned
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
         self.started = asyncio.Event()
-        """Set once kopf has started."""
+        """Set once kopf's tasks are spawned."""
 
         async def login(**_: Any) -> kopf.ConnectionInfo:
             return await connection_info(self._configuration())
 
         kopf.on.login(registry=self._registry)(login)
+
+    @property
+    def ready(self) -> bool:
+        """Whether kopf has started (its ready flag)."""
+        return self._ready.is_set()
 
     def add(self, group: str, version: str, plural: str, deliver: Deliver) -> None:
         """Watch ``plural`` of ``group``/``version`` read-only; its events reach ``deliver``
@@ -76,46 +86,32 @@ class KopfWatches:
             handler
         )
 
-    async def start(self) -> None:
-        """Start kopf (``kopf.operator()``, the signals left to the caller)."""
-        self._stop.clear()
-        self.started.clear()
-        self._task = asyncio.create_task(self._run(), name="kopf")
-
-    async def ended(self) -> None:
-        """Return when kopf has ended (stopped, or failed: :meth:`finish` raises then)."""
-        assert self._task is not None, "not started"
-        await asyncio.wait((self._task,))
-
-    async def finish(self) -> None:
-        """Stop kopf through its stop flag and wait until it has; raise what it failed with."""
-        assert self._task is not None, "not started"
-        self._stop.set()
-        await self._task
-
-    async def stop(self) -> None:
-        """Stop kopf at once (cancelled)."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-    async def _run(self) -> None:
+    async def run(self, stop: asyncio.Event) -> None:
+        """``kopf.operator()`` until ``stop`` is set."""
         settings = kopf.OperatorSettings()
         configure_kopf(settings, self._options)
+        ready = asyncio.create_task(self._log_ready(), name="ready")
         existing = asyncio.all_tasks()
         namespaces: Sequence[str] = self._options.namespaces
-        tasks = await kopf.spawn_tasks(
-            registry=self._registry,
-            settings=settings,
-            standalone=True,
-            # Without it kopf asks getpass for the user, and the images' uid 65532 has no
-            # passwd entry (KeyError).
-            identity=self._identity,  # type: ignore[arg-type]  # a str NewType kopf lacks
-            clusterwide=self._options.clusterwide,
-            namespaces=namespaces,
-            ready_flag=self.started,
-            stop_flag=self._stop,
-        )
-        self._spawned()
-        await kopf.run_tasks(tasks, ignored=existing)
+        try:
+            tasks = await kopf.spawn_tasks(
+                registry=self._registry,
+                settings=settings,
+                standalone=True,
+                # Without it kopf asks getpass for the user, and the images' uid 65532 has no
+                # passwd entry (KeyError).
+                identity=self._identity,  # type: ignore[arg-type]  # a str NewType kopf does not export
+                clusterwide=self._options.clusterwide,
+                namespaces=namespaces,
+                ready_flag=self._ready,
+                stop_flag=stop,
+            )
+            self._spawned()
+            self.started.set()
+            await kopf.run_tasks(tasks, ignored=existing)
+        finally:
+            ready.cancel()
+
+    async def _log_ready(self) -> None:
+        await self._ready.wait()
+        log.info("kopf started")
