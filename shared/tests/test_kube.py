@@ -31,7 +31,8 @@ from opsuite_common.kube_transport import (
     bound_tls_read_buffers,
 )
 from opsuite_common.kubeconfig import Configuration, TokenFile, load_configuration
-from opsuite_common.leader_election import KubernetesLeaseApi, LeaderElectionConfig
+from opsuite_common.leader_election import LeaderElectionConfig
+from opsuite_common.lease_api import KubernetesLeaseApi
 from opsuite_common.metrics import REGISTRY
 from opsuite_common.metrics_auth import self_signed_certificate
 from opsuite_testkit.local_server import serve
