@@ -42,7 +42,7 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from opsuite_common.fence import WriteFence
-from opsuite_common.http1 import Response
+from opsuite_common.http1_connection import Response
 from opsuite_common.kube_transport import Session
 from opsuite_common.kubeconfig import Configuration
 from opsuite_common.metrics import REST_CLIENT_REQUESTS
