@@ -25,6 +25,10 @@ Fairness, the max-in-flight filter and a shutting-down API server reject a reque
 carrying it out; the caller sees the error only when the retries are spent. Each attempt is
 counted with its code, takes its turn among the requests in flight and passes the write fence
 again.
+
+Length: one job, the one way a request reaches the API server (its turn, credentials, the fence,
+counting, the retries asked for); the connections under it are
+:mod:`opsuite_common.kube_transport`'s.
 """
 
 from __future__ import annotations
