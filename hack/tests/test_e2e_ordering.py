@@ -4,6 +4,8 @@ whatever the file names, the selection or the order pytest collected them in."""
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,3 +48,23 @@ def test_the_whole_run_checks_are_marked(module: str) -> None:
     marks = getattr(importlib.import_module(f"e2e.{module}"), "pytestmark", [])
     marks = marks if isinstance(marks, list) else [marks]
     assert AFTER_SUITE in {m.name for m in marks}
+
+
+@pytest.mark.parametrize("selection", [[], ["-m", "smoke or after_suite"]], ids=["all", "subset"])
+def test_e2e_collection_puts_the_after_suite_tests_last(selection: list[str]) -> None:
+    """The real collection, with e2e/conftest.py's hook (no cluster needed to collect)."""
+    root = Path(__file__).parents[2]
+    collect = [sys.executable, "-m", "pytest", "e2e", "--collect-only", "-q", "-p", "no:kind"]
+    done = subprocess.run(
+        [*collect, "-p", "no:cacheprovider", *selection],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    last = {"e2e/test_hygiene.py", "e2e/test_least_privilege.py"}
+    marked = [i for i, test in enumerate(ids) if test.partition("::")[0] in last]
+    assert len(marked) == 2
+    assert marked == [len(ids) - 2, len(ids) - 1], ids[marked[0] :]

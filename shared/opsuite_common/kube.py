@@ -13,10 +13,10 @@ request, so a rotated service account token is read again when it is due. Every 
 carries the operator's User-Agent, so the audit log tells which process did what, and is
 counted in ``rest_client_requests_total{code,method,host}`` as client-go counts it. Every write
 passes the leader's :class:`~opsuite_common.fence.WriteFence` right before it leaves, once it
-has its turn among the requests in flight and its credentials. HTTP/1.1 takes a
-connection per request in flight, each with its own TLS handshake: new connections resume the
-TLS session of an earlier one (:class:`ResumingContext`), and the first request of the process
-goes alone so that a burst's connections find its session there.
+has its turn among the requests in flight and its credentials. HTTP/1.1 takes a connection per
+request in flight, each with its own TLS handshake: new connections resume the TLS session of
+an earlier one (:class:`~opsuite_common.kube_transport.ResumingContext`), and the first request
+of the process goes alone so that a burst's connections find its session there.
 
 A request the API server answers 429, or 5xx, with a Retry-After in seconds is sent again after
 that long (at most MAX_RETRY_AFTER, plus a random part: RETRY_JITTER), up to MAX_RETRIES times,
@@ -25,12 +25,15 @@ Fairness, the max-in-flight filter and a shutting-down API server reject a reque
 carrying it out; the caller sees the error only when the retries are spent. Each attempt is
 counted with its code, takes its turn among the requests in flight and passes the write fence
 again.
+
+Length: one job, the one way a request reaches the API server (its turn, credentials, the fence,
+counting, the retries asked for); the connections under it are
+:mod:`opsuite_common.kube_transport`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import asyncio.sslproto
 import copy
 import itertools
 import logging
@@ -43,7 +46,7 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from opsuite_common.fence import WriteFence
-from opsuite_common.http1 import Response
+from opsuite_common.http1_connection import Response
 from opsuite_common.kube_transport import Session
 from opsuite_common.kubeconfig import Configuration
 from opsuite_common.metrics import REST_CLIENT_REQUESTS

@@ -17,7 +17,8 @@ from typing import Any
 from opsuite_common import metrics
 from opsuite_common.fence import WriteFence
 from opsuite_common.kube import KubeApi
-from opsuite_common.leader_election import KubernetesLeaseApi, LeaderElectionConfig, LeaderElector
+from opsuite_common.leader_election import LeaderElectionConfig, LeaderElector
+from opsuite_common.lease_api import KubernetesLeaseApi
 from opsuite_common.options import ManagerOptions
 
 

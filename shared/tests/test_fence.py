@@ -22,11 +22,11 @@ from opsuite_common.fence import WriteFence, WriteFenced
 from opsuite_common.kube import KubeApi
 from opsuite_common.kubeconfig import Configuration, load_configuration
 from opsuite_common.leader_election import (
-    KubernetesLeaseApi,
     LeaderElectionConfig,
     LeaderElector,
     LeadershipLost,
 )
+from opsuite_common.lease_api import KubernetesLeaseApi
 
 
 async def test_a_closed_fence_refuses_writes_and_counts_them() -> None:

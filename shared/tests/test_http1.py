@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from opsuite_common.http1 import ConnectionPool, HttpConnectionError, Response, Server, _Connection
+from opsuite_common.http1 import ConnectionPool, Server
+from opsuite_common.http1_connection import Connection, HttpConnectionError, Response
 from opsuite_common.metrics_auth import self_signed_certificate
 
 Reply = Callable[[bytes], Awaitable[bytes | None]]
@@ -419,7 +420,7 @@ def _parse_all(pieces: list[bytes]) -> Response:
     try:
 
         async def run() -> Response:
-            connection = _Connection()
+            connection = Connection()
             connection.connection_made(FakeTransport())
             future = connection.send(b"GET / HTTP/1.1\r\n\r\n")
             for piece in pieces:

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from opsuite_common import kube as kube_module
 from opsuite_common import kube_transport
+from opsuite_common.credentials import TokenFile
 from opsuite_common.fence import WriteFence, WriteFenced
 from opsuite_common.kube import ApiException, KubeApi
 from opsuite_common.kube_transport import (
@@ -30,8 +31,9 @@ from opsuite_common.kube_transport import (
     ResumingContext,
     bound_tls_read_buffers,
 )
-from opsuite_common.kubeconfig import Configuration, TokenFile, load_configuration
-from opsuite_common.leader_election import KubernetesLeaseApi, LeaderElectionConfig
+from opsuite_common.kubeconfig import Configuration, load_configuration
+from opsuite_common.leader_election import LeaderElectionConfig
+from opsuite_common.lease_api import KubernetesLeaseApi
 from opsuite_common.metrics import REGISTRY
 from opsuite_common.metrics_auth import self_signed_certificate
 from opsuite_testkit.local_server import serve

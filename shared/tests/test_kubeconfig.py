@@ -1,6 +1,6 @@
-"""opsuite_common.kubeconfig: the service account in a cluster, else KUBECONFIG's files merged
-as client-go merges them, with every credential kind the operators accept (real files and a
-real exec plugin; no mocked loader)."""
+"""opsuite_common.kubeconfig and opsuite_common.credentials: the service account in a cluster,
+else KUBECONFIG's files merged as client-go merges them, with every credential kind the
+operators accept (real files and a real exec plugin; no mocked loader)."""
 
 from __future__ import annotations
 
@@ -18,16 +18,15 @@ from typing import Any
 import pytest
 import yaml
 
-from opsuite_common.kubeconfig import (
+from opsuite_common.credentials import (
     EXEC_TIMEOUT,
     BasicAuth,
     ConfigError,
-    Configuration,
     ExecPlugin,
     StaticToken,
     TokenFile,
-    load_configuration,
 )
+from opsuite_common.kubeconfig import Configuration, load_configuration
 
 
 def kubeconfig(

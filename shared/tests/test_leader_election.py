@@ -20,7 +20,6 @@ from opsuite_common.fence import WriteFence
 from opsuite_common.kube import ApiException, KubeApi
 from opsuite_common.kubeconfig import Configuration
 from opsuite_common.leader_election import (
-    KubernetesLeaseApi,
     LeaderElectionConfig,
     LeaderElector,
     LeadershipLost,
@@ -29,6 +28,7 @@ from opsuite_common.leader_election import (
     default_identity,
     micro_time,
 )
+from opsuite_common.lease_api import KubernetesLeaseApi
 from opsuite_testkit.local_server import address, serve
 
 NS, NAME = "ops", "opsuite-lock"

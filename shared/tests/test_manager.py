@@ -17,10 +17,10 @@ import kopf
 import pytest
 
 from opsuite_common import manager as manager_module
+from opsuite_common.credentials import BasicAuth, StaticToken
 from opsuite_common.health import HealthServer
 from opsuite_common.kopfwatch.runner import Deliver, connection_info
 from opsuite_common.kopfwatch.settings import watch_dead_after
-from opsuite_common.kubeconfig import BasicAuth, StaticToken
 from opsuite_common.leading import WatchDead
 from opsuite_common.manager import Manager
 from opsuite_common.store import JSON, Store, object_key

@@ -1,4 +1,4 @@
-"""No runtime module much over 400 lines without saying why: past :data:`LIMIT`, its docstring
+"""No runtime module over 400 lines without saying why: past :data:`LIMIT`, its docstring
 has a paragraph that begins "Length:" (a long module usually does several jobs, which belong in
 modules named for each)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LIMIT = 450
+LIMIT = 400
 RUNTIME = sorted(
     [*ROOT.glob("shared/opsuite_common/**/*.py"), *ROOT.glob("operators/*/*_operator/*.py")]
 )

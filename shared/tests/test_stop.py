@@ -22,7 +22,8 @@ import pytest
 from aiohttp import web
 
 from opsuite_common.kopfwatch.settings import configure_kopf
-from opsuite_common.leader_election import KubernetesLeaseApi, LeaderElectionConfig
+from opsuite_common.leader_election import LeaderElectionConfig
+from opsuite_common.lease_api import KubernetesLeaseApi
 from opsuite_common.manager import RECONCILE_GRACE
 from opsuite_common.options import parse_options
 from opsuite_testkit.local_server import address, serve

@@ -11,8 +11,9 @@ from typing import Any
 
 import kopf
 
+from opsuite_common.credentials import BasicAuth
 from opsuite_common.kopfwatch.settings import configure_kopf
-from opsuite_common.kubeconfig import BasicAuth, Configuration
+from opsuite_common.kubeconfig import Configuration
 from opsuite_common.options import ManagerOptions
 
 log = logging.getLogger(__name__)
