@@ -23,7 +23,7 @@ from kopf._cogs.clients import api, errors, watching
 from kopf._cogs.structs import credentials, references
 from kopf._core.reactor import orchestration, queueing, running
 
-from opsuite_testkit.local_server import PATCHED, address, serve_for_kopf
+from opsuite_testkit.local_server import address, kopf_unpatched, serve_for_kopf
 
 PODS = references.Resource(group="", version="v1", plural="pods", namespaced=True)
 NS = references.NamespaceName("ns")
@@ -35,10 +35,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @pytest.fixture(autouse=True)
 def _kopf_unpatched(monkeypatch: pytest.MonkeyPatch) -> None:
-    """kopf's own functions, whatever other tests of the session installed over them."""
-    for module, name in PATCHED:
-        function = getattr(module, name)
-        monkeypatch.setattr(module, name, getattr(function, "__wrapped__", function))
+    """kopf's own functions, put back as they were after the test."""
+    kopf_unpatched(monkeypatch)
 
 
 @pytest.fixture

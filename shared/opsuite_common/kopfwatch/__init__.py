@@ -37,43 +37,27 @@ the operator's handler, skipping kopf's per-object workers and cause detection.
 Modules: :mod:`.settings` (kopf's settings), :mod:`.runner` (registry, login, kopf's tasks),
 :mod:`.activity` (watch streams' life and backoff, no kopf), :mod:`.streams` (kopf's watch
 requests wrapped), :mod:`.frames` (protobuf frames), :mod:`.routing` (events to the handler),
-:mod:`.shape` (the kopf version and private functions checked at start-up). Each private symbol
-of kopf used here is listed, with why, in docs/architecture.md ("kopf behind one seam").
+:mod:`.shape` (the kopf version and private functions checked at start-up), :mod:`.hooks`
+(what the replaced functions report to and ask of the process: one object, the manager). Each
+private symbol of kopf used here is listed, with why, in docs/architecture.md ("kopf behind one
+seam").
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from opsuite_common.kopfwatch.activity import WatchActivity
+from opsuite_common.kopfwatch.activity import WatchBackoff
+from opsuite_common.kopfwatch.hooks import WatchHooks
 from opsuite_common.kopfwatch.routing import route_watch_events
-from opsuite_common.kopfwatch.runner import Deliver
 from opsuite_common.kopfwatch.shape import check_kopf_shape
 from opsuite_common.kopfwatch.streams import track_watch_activity
-from opsuite_common.protowatch import Decoder
 
 
-class WatchHooks(Protocol):
-    """What the replaced kopf functions report to and ask of the operator's manager."""
-
-    @property
-    def activity(self) -> WatchActivity:
-        """Told of each watch stream's listings and signs of life."""
-        ...
-
-    def decoder(self, url: str) -> Decoder | None:
-        """The protobuf decoder of a watch URL (None: JSON)."""
-        ...
-
-    def route(self, group: str, plural: str) -> Deliver | None:
-        """The handler of a resource's raw watch events (None: kopf's own handling)."""
-        ...
-
-
-def install(hooks: WatchHooks) -> None:
+def install(hooks: WatchHooks, *, backoff: WatchBackoff | None = None) -> None:
     """Check kopf's shape, then put opsuite's functions in kopf's place (:mod:`.streams`,
-    :mod:`.routing`), reporting to ``hooks``. Called once, at process start, before kopf runs;
-    calling it again replaces the hooks (kopf's own functions are wrapped, never ours)."""
+    :mod:`.routing`), reporting to and asking of ``hooks`` (the manager), waiting out failed
+    watch attempts as ``backoff`` says (client-go's reflector backoff by default). Called
+    once, at process start, before kopf runs, and by the tests that need the patches; calling
+    it again replaces the hooks (kopf's own functions are wrapped, never ours)."""
     check_kopf_shape()
-    track_watch_activity(hooks.activity, hooks.decoder)
-    route_watch_events(hooks.route)
+    track_watch_activity(hooks, backoff)
+    route_watch_events(hooks)

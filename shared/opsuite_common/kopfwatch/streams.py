@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, cast
 
 import aiohttp
@@ -16,32 +16,25 @@ from kopf._cogs.clients import api, errors, fetching, watching
 
 from opsuite_common.kopfwatch.activity import (
     Stream,
-    WatchActivity,
     WatchBackoff,
     described,
     watched_stream,
 )
 from opsuite_common.kopfwatch.frames import Answered, frames
+from opsuite_common.kopfwatch.hooks import WatchHooks
 from opsuite_common.protofields import ProtobufError
-from opsuite_common.protowatch import ACCEPT, CONTENT_TYPE, Decoder
+from opsuite_common.protowatch import ACCEPT, CONTENT_TYPE
 
 
 class InitialEventsIncomplete(Exception):
     """A streaming list ended, or was refused, before its initial events were all sent."""
 
 
-DecoderLookup = Callable[[str], Decoder | None]
-"""Given a watch URL, the decoder of its protobuf stream, or None to watch it in JSON."""
-
-
-def track_watch_activity(
-    activity: WatchActivity,
-    decoders: DecoderLookup = lambda _url: None,
-    backoff: WatchBackoff | None = None,
-) -> None:
-    """Wrap kopf's watch streams to report listings and signs of life to ``activity``, watch
-    in protobuf where ``decoders`` has a decoder for the URL, and wait out failed attempts
-    (``backoff``, client-go's reflector backoff by default) instead of ending the watch.
+def track_watch_activity(hooks: WatchHooks, backoff: WatchBackoff | None = None) -> None:
+    """Wrap kopf's watch streams to report listings and signs of life to ``hooks.activity``,
+    watch in protobuf where ``hooks.decoder`` has a decoder for the URL, and wait out failed
+    attempts (``backoff``, client-go's reflector backoff by default) instead of ending the
+    watch.
 
     Every listing is reported when it ends (``WatchActivity.listed``), with the objects it held
     and its snapshot's resourceVersion (a streaming list's bookmark, or the paged list's, read
@@ -103,6 +96,7 @@ def track_watch_activity(
 
     async def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
         watched = stream_of(kwargs)
+        activity = hooks.activity
         while True:
             listing: set[tuple[str, str]] = set()
             try:
@@ -186,7 +180,7 @@ def track_watch_activity(
     ) -> AsyncIterator[Any]:
         """kopf's ``api.stream`` (1.45), its lines parsed by orjson from the bytes, or its
         protobuf frames decoded."""
-        decoder = None if watched_stream(url) in in_json else decoders(url)
+        decoder = None if watched_stream(url) in in_json else hooks.decoder(url)
         if decoder is not None:
             headers = {**(headers or {}), "Accept": ACCEPT}
 
@@ -247,7 +241,7 @@ def track_watch_activity(
         # Errors (connection reset, payload, timeouts) propagate from the stream; an ending
         # without one is the server closing the watch at its timeoutSeconds.
         if stopper is None or not stopper.done():
-            activity.mark(*watched_stream(url))
+            hooks.activity.mark(*watched_stream(url))
 
     async def check_response(response: aiohttp.ClientResponse) -> None:
         """kopf's check of an answer, also for an error answered in protobuf (the Status of
@@ -255,7 +249,7 @@ def track_watch_activity(
         same error is raised as for its JSON form."""
         decoder = None
         if response.status >= 400 and response.content_type == CONTENT_TYPE:
-            decoder = decoders(str(response.url))
+            decoder = hooks.decoder(str(response.url))
         if decoder is None:
             await original_check(response)
             return
