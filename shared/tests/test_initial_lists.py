@@ -308,7 +308,7 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "opsuite_common.kopfwatch.streams" and r.levelno == logging.WARNING
+        if r.name == "opsuite_common.kopfwatch.listing" and r.levelno == logging.WARNING
     ]
 
 

@@ -124,7 +124,7 @@ STREAMING_LIST = (
 )
 
 
-# 1. The listing's objects are events of type None (track_watch_activity's infinite_watch
+# 1. The listing's objects are events of type None (kopfwatch.listing's infinite_watch
 # collects them as the listing, which caches reconcile against at Bookmark.LISTED).
 
 
@@ -162,7 +162,7 @@ async def test_listed_comes_after_a_paged_lists_objects_and_before_the_watch(
     assert taken == [(None, "a"), (None, "b"), watching.Bookmark.LISTED, ("ADDED", "c")]
 
 
-# 3. What kopf's watch_objs swallows (the stream just ends: the wrapper in track_watch_activity
+# 3. What kopf's watch_objs swallows (the stream just ends: the wrapper in kopfwatch.listing
 # reads a streaming list ended early from that) and what propagates (the wrapper waits out
 # APIServerError and APITooManyRequestsError, and lists in pages after an APIClientError).
 

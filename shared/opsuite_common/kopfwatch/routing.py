@@ -1,4 +1,4 @@
-"""Watch events delivered straight to the operator's handler (see :func:`route_watch_events`)."""
+"""Watch events delivered straight to the operator's handler (see :func:`install_routing`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from kopf._core.reactor import queueing
 from opsuite_common.kopfwatch.hooks import WatchHooks
 
 
-def route_watch_events(hooks: WatchHooks) -> None:
+def install_routing(hooks: WatchHooks) -> None:
     """Deliver the watch events of the resources ``hooks.route`` routes straight to their
     handler, in order.
 
