@@ -187,7 +187,7 @@ def unused_grants(
 ) -> list[tuple[str, str, str]]:
     """(group, resource, verb) granted by ``rules`` that no request used. A streamed
     initial list uses ``list`` too: the operators list in pages instead when the API server
-    refuses or cuts such a stream (opsuite_common.kopfwatch.streams), so the grant stays needed. A
+    refuses or cuts such a stream (opsuite_common.kopfwatch.listing), so the grant stays needed. A
     grant admission checks (``checked_on``) is used by each request it was checked on."""
     used = {(r.group, r.resource, r.verb) for r in requests}
     used |= {(r.group, r.resource, "list") for r in requests if r.initial_stream}

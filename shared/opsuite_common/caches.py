@@ -19,7 +19,7 @@ from typing import Any
 
 from opsuite_common import protowatch
 from opsuite_common.kopfwatch.activity import WatchActivity
-from opsuite_common.kopfwatch.runner import Deliver
+from opsuite_common.kopfwatch.hooks import Deliver
 from opsuite_common.protofields import Fields
 from opsuite_common.store import JSON, Store, object_key
 

@@ -41,7 +41,8 @@ from opsuite_common.controller import Controller, Controllers, Reconciler
 from opsuite_common.events import EventRecorder
 from opsuite_common.fence import WriteFence
 from opsuite_common.kopfwatch.activity import WatchActivity
-from opsuite_common.kopfwatch.runner import Deliver, KopfWatches
+from opsuite_common.kopfwatch.hooks import Deliver
+from opsuite_common.kopfwatch.runner import KopfWatches
 from opsuite_common.kopfwatch.settings import watch_dead_after
 from opsuite_common.kube import EVENT_WRITERS, KubeApi
 from opsuite_common.kube_transport import bound_tls_read_buffers

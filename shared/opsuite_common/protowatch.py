@@ -20,7 +20,7 @@ not is replaced by U+FFFD, as in the JSON encoding.
 
 Any failure to decode a frame (:class:`~opsuite_common.protofields.ProtobufError`: a time out
 of the range Python formats, a map key that is not UTF-8) ends that watch stream, which goes on
-in JSON from then on (:func:`opsuite_common.kopfwatch.streams.track_watch_activity`), as it would
+in JSON from then on (:mod:`opsuite_common.kopfwatch.streams`), as it would
 for an API server that answers JSON: the Accept header asks for protobuf, else JSON, as
 client-go's does.
 """

@@ -20,15 +20,14 @@ from kopf._cogs.clients import api, watching
 from kopf._cogs.structs import credentials, references
 from kopf._core.reactor import queueing
 
+from opsuite_common import kopfwatch
 from opsuite_common.kopfwatch.activity import WatchActivity, WatchBackoff
-from opsuite_common.kopfwatch.routing import route_watch_events
 from opsuite_common.kopfwatch.settings import LIST_CHUNK_SIZE, configure_kopf
-from opsuite_common.kopfwatch.streams import track_watch_activity
 from opsuite_common.manager import Manager
 from opsuite_common.options import parse_options
 from opsuite_common.store import JSON, Store, object_key
 from opsuite_testkit import FakeClock, offline_manager
-from opsuite_testkit.local_server import PATCHED, serve_for_kopf
+from opsuite_testkit.local_server import Hooks, kopf_unpatched, serve_for_kopf
 
 PODS = references.Resource(group="", version="v1", plural="pods", namespaced=True)
 PATH = "/api/v1/namespaces/ns/pods"
@@ -103,10 +102,9 @@ def _line(kind: str, name: str, rv: str, annotations: dict[str, str] | None = No
 
 
 @pytest.fixture(autouse=True)
-def _kopf_restored(monkeypatch: pytest.MonkeyPatch) -> None:
-    """kopf's functions as they were before the test patched them."""
-    for module, name in PATCHED:
-        monkeypatch.setattr(module, name, getattr(module, name))
+def _kopf_unpatched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kopf's own functions, put back as they were after the test."""
+    kopf_unpatched(monkeypatch)
 
 
 @pytest.fixture
@@ -132,7 +130,7 @@ async def listing() -> AsyncIterator[Any]:
         deliver = None if manager is None else manager.route("", "pods")
         listed: list[set[tuple[str, str]]] = []
         activity.on_listed(lambda _r, _ns, keys, _rv: listed.append(keys))
-        track_watch_activity(activity)
+        kopfwatch.install(Hooks(activity))
         seen: list[Any] = []
         stream: Any = watching.infinite_watch(
             settings=settings, resource=PODS, namespace=references.NamespaceName("ns")
@@ -281,9 +279,9 @@ async def watcher() -> AsyncIterator[Any]:
         activity = WatchActivity()
         listed: list[set[tuple[str, str]]] = []
         activity.on_listed(lambda _r, _ns, keys, _rv: listed.append(keys))
-        track_watch_activity(activity, backoff=WatchBackoff(initial=0.001, cap=0.01))
         delivered: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
-        route_watch_events(lambda _group, _plural: delivered.put_nowait)
+        hooks = Hooks(activity, routes=lambda _group, _plural: delivered.put_nowait)
+        kopfwatch.install(hooks, backoff=WatchBackoff(initial=0.001, cap=0.01))
         task = asyncio.create_task(
             queueing.watcher(
                 namespace=references.NamespaceName("ns"),
@@ -310,7 +308,7 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "opsuite_common.kopfwatch.streams" and r.levelno == logging.WARNING
+        if r.name == "opsuite_common.kopfwatch.listing" and r.levelno == logging.WARNING
     ]
 
 
@@ -493,7 +491,7 @@ async def test_the_watch_stream_yields_the_events_kopf_parses(raw_watch: Any) ->
     kopfs = await raw_watch(chunks, api.stream)
     clock = FakeClock(100)
     activity = WatchActivity(clock)
-    track_watch_activity(activity)
+    kopfwatch.install(Hooks(activity))
     clock.now = 150
     ours = await raw_watch(chunks, api.stream)
     assert ours == kopfs == [json.loads(e) for e in events]

@@ -23,7 +23,7 @@ from kopf._cogs.clients import api, errors, watching
 from kopf._cogs.structs import credentials, references
 from kopf._core.reactor import orchestration, queueing, running
 
-from opsuite_testkit.local_server import PATCHED, address, serve_for_kopf
+from opsuite_testkit.local_server import address, kopf_unpatched, serve_for_kopf
 
 PODS = references.Resource(group="", version="v1", plural="pods", namespaced=True)
 NS = references.NamespaceName("ns")
@@ -35,10 +35,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @pytest.fixture(autouse=True)
 def _kopf_unpatched(monkeypatch: pytest.MonkeyPatch) -> None:
-    """kopf's own functions, whatever other tests of the session installed over them."""
-    for module, name in PATCHED:
-        function = getattr(module, name)
-        monkeypatch.setattr(module, name, getattr(function, "__wrapped__", function))
+    """kopf's own functions, put back as they were after the test."""
+    kopf_unpatched(monkeypatch)
 
 
 @pytest.fixture
@@ -126,7 +124,7 @@ STREAMING_LIST = (
 )
 
 
-# 1. The listing's objects are events of type None (track_watch_activity's infinite_watch
+# 1. The listing's objects are events of type None (kopfwatch.listing's infinite_watch
 # collects them as the listing, which caches reconcile against at Bookmark.LISTED).
 
 
@@ -164,7 +162,7 @@ async def test_listed_comes_after_a_paged_lists_objects_and_before_the_watch(
     assert taken == [(None, "a"), (None, "b"), watching.Bookmark.LISTED, ("ADDED", "c")]
 
 
-# 3. What kopf's watch_objs swallows (the stream just ends: the wrapper in track_watch_activity
+# 3. What kopf's watch_objs swallows (the stream just ends: the wrapper in kopfwatch.listing
 # reads a streaming list ended early from that) and what propagates (the wrapper waits out
 # APIServerError and APITooManyRequestsError, and lists in pages after an APIClientError).
 

@@ -12,15 +12,13 @@ import pytest
 
 from opsuite_common import kopfwatch
 from opsuite_testkit import offline_manager
-from opsuite_testkit.local_server import PATCHED
+from opsuite_testkit.local_server import PATCHED, kopf_unpatched
 
 
 @pytest.fixture(autouse=True)
 def _kopf_unpatched(monkeypatch: pytest.MonkeyPatch) -> None:
-    """kopf's own functions, whatever other tests of the session installed over them."""
-    for module, name in PATCHED:
-        function = getattr(module, name)
-        monkeypatch.setattr(module, name, getattr(function, "__wrapped__", function))
+    """kopf's own functions, put back as they were after the test."""
+    kopf_unpatched(monkeypatch)
 
 
 def _replaced() -> list[str]:

@@ -15,9 +15,10 @@ from kopf._core.reactor import queueing
 
 from opsuite_common.kopfwatch import shape
 from opsuite_common.kopfwatch.activity import WatchActivity, WatchBackoff, watched_stream
+from opsuite_common.kopfwatch.listing import install_listing
 from opsuite_common.kopfwatch.shape import KopfShapeError, check_kopf_shape
-from opsuite_common.kopfwatch.streams import track_watch_activity
 from opsuite_testkit import FakeClock
+from opsuite_testkit.local_server import Hooks, kopf_unpatched
 
 
 def test_the_installed_kopf_has_the_shape_the_patches_expect() -> None:
@@ -91,7 +92,7 @@ def test_another_kopf_version_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> N
 async def test_watch_tracking_reports_each_listing_and_every_sign_of_life(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """track_watch_activity passes kopf's stream through unchanged, reports a listing (with its
+    """kopfwatch.listing passes kopf's stream through unchanged, reports a listing (with its
     objects) when kopf's LISTED bookmark ends it, and marks the watch alive on every item (a
     watch request the server ended cleanly: test_initial_lists.py)."""
     listing = [
@@ -105,12 +106,13 @@ async def test_watch_tracking_reports_each_listing_and_every_sign_of_life(
         for item in items:
             yield item
 
+    kopf_unpatched(monkeypatch)
     monkeypatch.setattr(watching, "infinite_watch", infinite_watch)
     clock = FakeClock(100)
     activity = WatchActivity(clock)
     listed: list[tuple[str, str | None, set[tuple[str, str]], str | None]] = []
     activity.on_listed(lambda r, ns, keys, rv: listed.append((r, ns, keys, rv)))
-    track_watch_activity(activity)
+    install_listing(Hooks(activity))  # not kopfwatch.install: this kopf is not its shape
 
     resource = SimpleNamespace(plural="pods")
     clock.now = 120

@@ -19,7 +19,8 @@ import pytest
 from opsuite_common import manager as manager_module
 from opsuite_common.credentials import BasicAuth, StaticToken
 from opsuite_common.health import HealthServer
-from opsuite_common.kopfwatch.runner import Deliver, connection_info
+from opsuite_common.kopfwatch.hooks import Deliver
+from opsuite_common.kopfwatch.runner import connection_info
 from opsuite_common.kopfwatch.settings import watch_dead_after
 from opsuite_common.leading import WatchDead
 from opsuite_common.manager import Manager

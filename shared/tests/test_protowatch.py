@@ -8,7 +8,7 @@ import contextlib
 import logging
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,18 +19,16 @@ import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kopf._cogs.clients import api, errors, fetching, watching
+from kopf._cogs.clients import api, errors, watching
 from kopf._cogs.structs import credentials, references
 
-from opsuite_common import protowatch
-from opsuite_common.kopfwatch.activity import WatchActivity
+from opsuite_common import kopfwatch, protowatch
 from opsuite_common.kopfwatch.settings import configure_kopf
-from opsuite_common.kopfwatch.streams import track_watch_activity
 from opsuite_common.options import parse_options
 from opsuite_common.protodecode import WatchDecoder, message_class
 from opsuite_common.protofields import Fields, ProtobufError, with_metadata
 from opsuite_common.protowatch import core_plural
-from opsuite_testkit.local_server import serve_for_kopf
+from opsuite_testkit.local_server import Hooks, kopf_unpatched, serve_for_kopf
 from opsuite_testkit.protobuf import message_frame, project, watch_frame
 from poddebugger_operator import actions as debugger
 from podset_operator import pod_state as podset
@@ -303,15 +301,11 @@ async def _serve(
 
 
 @pytest.fixture
-def watching_in_protobuf() -> Iterator[None]:
+def watching_in_protobuf(monkeypatch: pytest.MonkeyPatch) -> None:
     """opsuite's patches of kopf, pods watched in protobuf (their phase); kopf restored after."""
-    originals = (watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream)
+    kopf_unpatched(monkeypatch)
     decoder = WatchDecoder(POD, {"status": {"phase": None}})
-    track_watch_activity(
-        WatchActivity(), lambda url: decoder if core_plural(url) == "pods" else None
-    )
-    yield
-    watching.infinite_watch, watching.watch_objs, fetching.fetch_objs, api.stream = originals
+    kopfwatch.install(Hooks(decoders=lambda url: decoder if core_plural(url) == "pods" else None))
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ annotation, progress and finalizers on the watched object: a write to objects we
 
 Watch health: each watch request asks the API server to end it after ``server_timeout``, and
 kopf reconnects when a stream has been silent for ``inactivity_timeout`` (kopf #957, #1276).
-:func:`track_watch_activity` records, per watch stream (resource and namespace), the time of
-every event or bookmark and of every watch request the API server ended cleanly, and
+:mod:`.listing` and :mod:`.streams` record, per watch stream (resource and namespace), the time
+of every event or bookmark and of every watch request the API server ended cleanly, and
 ``/readyz`` fails when a stream has shown none of these for twice the watch timeout.
 Bookmarks alone are not enough: the API server sends one only when its watch cache has moved
 past the watch's resourceVersion, so on a quiet cluster (no change to that resource anywhere) a
@@ -31,49 +31,36 @@ ERROR event in the stream, such as "Too large resource version" when its watch c
 switches the operator to paged LISTs (:data:`LIST_CHUNK_SIZE`) for good: kopf would resume
 such a stream from the resourceVersion of the last object sent, which orders nothing there.
 
-Event delivery: :func:`route_watch_events` hands each event of kopf's watch stream straight to
+Event delivery: :mod:`.routing` hands each event of kopf's watch stream straight to
 the operator's handler, skipping kopf's per-object workers and cause detection.
 
 Modules: :mod:`.settings` (kopf's settings), :mod:`.runner` (registry, login, kopf's tasks),
-:mod:`.activity` (watch streams' life and backoff, no kopf), :mod:`.streams` (kopf's watch
-requests wrapped), :mod:`.frames` (protobuf frames), :mod:`.routing` (events to the handler),
-:mod:`.shape` (the kopf version and private functions checked at start-up). Each private symbol
-of kopf used here is listed, with why, in docs/architecture.md ("kopf behind one seam").
+:mod:`.hooks` (what the replaced functions report to and ask of the process: one object, the
+manager), :mod:`.activity` (watch streams' life and backoff, no kopf), :mod:`.listing` (kopf's
+listings and watch requests wrapped), :mod:`.streams` (kopf's reading of a watch replaced),
+:mod:`.frames` (protobuf frames), :mod:`.routing` (events to the handler), :mod:`.shape` (the
+kopf version and private functions checked at start-up). Each private symbol of kopf used here
+is listed, with why, in docs/architecture.md ("kopf behind one seam").
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from opsuite_common.kopfwatch.activity import WatchActivity
-from opsuite_common.kopfwatch.routing import route_watch_events
-from opsuite_common.kopfwatch.runner import Deliver
+from opsuite_common.kopfwatch.activity import WatchBackoff
+from opsuite_common.kopfwatch.hooks import WatchHooks
+from opsuite_common.kopfwatch.listing import install_listing
+from opsuite_common.kopfwatch.routing import install_routing
 from opsuite_common.kopfwatch.shape import check_kopf_shape
-from opsuite_common.kopfwatch.streams import track_watch_activity
-from opsuite_common.protowatch import Decoder
+from opsuite_common.kopfwatch.streams import install_streams
 
 
-class WatchHooks(Protocol):
-    """What the replaced kopf functions report to and ask of the operator's manager."""
-
-    @property
-    def activity(self) -> WatchActivity:
-        """Told of each watch stream's listings and signs of life."""
-        ...
-
-    def decoder(self, url: str) -> Decoder | None:
-        """The protobuf decoder of a watch URL (None: JSON)."""
-        ...
-
-    def route(self, group: str, plural: str) -> Deliver | None:
-        """The handler of a resource's raw watch events (None: kopf's own handling)."""
-        ...
-
-
-def install(hooks: WatchHooks) -> None:
-    """Check kopf's shape, then put opsuite's functions in kopf's place (:mod:`.streams`,
-    :mod:`.routing`), reporting to ``hooks``. Called once, at process start, before kopf runs;
-    calling it again replaces the hooks (kopf's own functions are wrapped, never ours)."""
+def install(hooks: WatchHooks, *, backoff: WatchBackoff | None = None) -> None:
+    """Check kopf's shape, then put opsuite's functions in kopf's place (:mod:`.listing`,
+    :mod:`.streams`, :mod:`.routing`), reporting to and asking of ``hooks`` (the manager),
+    waiting out failed watch attempts as ``backoff`` says (client-go's reflector backoff by
+    default). Called once, at process start, before kopf runs, and by the tests that need the
+    patches; calling it again replaces the hooks (kopf's own functions are wrapped, never
+    ours)."""
     check_kopf_shape()
-    track_watch_activity(hooks.activity, hooks.decoder)
-    route_watch_events(hooks.route)
+    install_listing(hooks, backoff)
+    install_streams(hooks)
+    install_routing(hooks)

@@ -1,10 +1,8 @@
-"""Watch events delivered straight to the operator's handler (see :func:`route_watch_events`)."""
+"""Watch events delivered straight to the operator's handler (see :func:`install_routing`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
 
 import kopf
 from kopf._cogs.aiokits import aiotoggles
@@ -12,13 +10,12 @@ from kopf._cogs.clients import watching
 from kopf._cogs.structs import references
 from kopf._core.reactor import queueing
 
-EventRoute = Callable[[str, str], Callable[[Mapping[str, Any]], None] | None]
-"""Given a resource's API group and plural, the function that takes its raw watch events
-(``{"type": ..., "object": ...}``; type None for a listing), or None to leave it to kopf."""
+from opsuite_common.kopfwatch.hooks import WatchHooks
 
 
-def route_watch_events(route: EventRoute) -> None:
-    """Deliver the watch events of routed resources straight to their handler, in order.
+def install_routing(hooks: WatchHooks) -> None:
+    """Deliver the watch events of the resources ``hooks.route`` routes straight to their
+    handler, in order.
 
     kopf gives every watched object its own worker task and queue, and runs each event through
     cause detection, per-object loggers and its handler machinery before an ``on.event``
@@ -43,7 +40,7 @@ def route_watch_events(route: EventRoute) -> None:
         operator_indexed: aiotoggles.ToggleSet | None = None,
         resource_indexed: aiotoggles.Toggle | None = None,
     ) -> None:
-        deliver = route(resource.group, resource.plural)
+        deliver = hooks.route(resource.group, resource.plural)
         if deliver is None:
             await original(
                 namespace=namespace,

@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import kopf
 
 from opsuite_common.credentials import BasicAuth
+from opsuite_common.kopfwatch.hooks import Deliver
 from opsuite_common.kopfwatch.settings import configure_kopf
 from opsuite_common.kubeconfig import Configuration
 from opsuite_common.options import ManagerOptions
 
 log = logging.getLogger(__name__)
-
-Deliver = Callable[[Mapping[str, Any]], None]
-"""Takes a raw watch event: ``{"type": ..., "object": ...}``, type None for a listing's."""
 
 
 async def connection_info(conf: Configuration) -> kopf.ConnectionInfo:
