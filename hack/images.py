@@ -42,6 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+# The list of operators, standard library only: this script runs before the virtualenv exists
+# (make doctor imports it), so it finds shared/ itself.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
 from opsuite_packaging.operators import OPERATORS
 
 ROOT = Path(__file__).resolve().parents[1]

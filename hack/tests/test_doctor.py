@@ -91,3 +91,18 @@ def test_a_route_over_the_pods_network_is_a_fix(
     assert doctor._pod_network_routes() == [
         "10.244.0.0/16 dev docker0 proto kernel scope link src 10.244.0.1"
     ]
+
+
+def test_images_imports_without_the_virtualenv() -> None:
+    """make doctor imports hack/images.py with the system's python3, before `make deps` made
+    the virtualenv: no site-packages, so nothing beyond the standard library and the repo."""
+    code = "import sys; sys.path.insert(0, 'hack'); import images; print(len(images.TARGETS))"
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) >= 1
