@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from configmapsync_operator import metrics
 from configmapsync_operator.actions import Execution, execute, release
 from configmapsync_operator.copies import is_terminating, key_of, owner_key, owner_uid, slim
+from configmapsync_operator.destinations import wants
 from configmapsync_operator.models import (
     ACCEPT_FROM_ANNOTATION,
     API_VERSION,
@@ -49,7 +50,7 @@ from configmapsync_operator.models import (
     PLURAL,
     VERSION,
 )
-from configmapsync_operator.reconcile import Plan, collect, plan, wants
+from configmapsync_operator.reconcile import Plan, collect, plan
 from configmapsync_operator.requester import needs
 from configmapsync_operator.sources import SourceCache
 from configmapsync_operator.spec import (

@@ -5,7 +5,7 @@ does not exist), the namespaces, and slim records (:mod:`configmapsync_operator.
 ConfigMaps named like the source (``occupants``, by namespace) and of the copies this
 ConfigMapSync owns anywhere (``owned``). Rules:
 
-* consent comes first, in both directions (:mod:`configmapsync_operator.consent`): a
+* consent comes first, in both directions (:mod:`configmapsync_operator.destinations`): a
   destination the source's ``sync.opsuite.dev/allowed-namespaces`` annotation does not allow
   (NotAllowedBySource), or whose Namespace's ``sync.opsuite.dev/accept-from`` annotation does
   not accept the source's namespace (NotAcceptedByNamespace), gets nothing written, and the
@@ -29,10 +29,6 @@ ConfigMapSync owns anywhere (``owned``). Rules:
 
 The writes a Plan lists are made by :mod:`configmapsync_operator.actions`; their outcome, with
 the failures, becomes the status through :func:`configmapsync_operator.status.status_patch`.
-
-Length: one decision, the destinations and what each needs (consent both ways,
-take-over, clean-up, collection of orphans), which the property tests cover together; the
-status it leads to is :mod:`configmapsync_operator.status`.
 """
 
 from __future__ import annotations
@@ -42,13 +38,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from configmapsync_operator.consent import (
-    accepted_sources,
-    accepts,
-    allowed_namespaces,
-    matches,
-    protected,
-)
 from configmapsync_operator.copies import (
     Allowlist,
     Desired,
@@ -59,21 +48,12 @@ from configmapsync_operator.copies import (
     owner_description,
     owner_uid,
 )
-from configmapsync_operator.models import (
-    ACCEPT_FROM_ANNOTATION,
-    ALLOWED_NAMESPACES_ANNOTATION,
-    FINALIZER,
-    ConfigMapSyncSpec,
-)
+from configmapsync_operator.destinations import consented
+from configmapsync_operator.models import FINALIZER, ConfigMapSyncSpec
 from configmapsync_operator.spec import InvalidSpecError, ObjectKey, parse_spec, source_key
 from configmapsync_operator.status import (
     CONFLICT,
     INVALID_SPEC,
-    NAMESPACE_MISSING,
-    NAMESPACE_NOT_WATCHED,
-    NOT_ACCEPTED_BY_NAMESPACE,
-    NOT_ALLOWED_BY_SOURCE,
-    SOURCE_NAMESPACE,
     SOURCE_NOT_WATCHED,
     TERMINATING,
     Issue,
@@ -140,55 +120,6 @@ class Plan:
         )
 
 
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    labels = (obj.get("metadata") or {}).get("labels")
-    return labels if isinstance(labels, Mapping) else {}
-
-
-def _targets(
-    spec: ConfigMapSyncSpec,
-    source_namespace: str,
-    namespaces: Mapping[str, Mapping[str, Any]],
-    served: Collection[str],
-) -> tuple[list[str], list[Issue]]:
-    """Writable destination namespaces, and issues for listed ones that are not writable."""
-    writable: set[str] = set()
-    issues: list[Issue] = []
-    for ns in sorted(set(spec.destination_namespaces or ())):
-        record = namespaces.get(ns)
-        if ns == source_namespace:
-            issues.append(
-                Issue(ns, SOURCE_NAMESPACE, "the source namespace is never a destination")
-            )
-        elif served and ns not in served:
-            issues.append(
-                Issue(ns, NAMESPACE_NOT_WATCHED, "the operator does not watch this namespace")
-            )
-        elif record is None:
-            issues.append(
-                Issue(
-                    ns,
-                    NAMESPACE_MISSING,
-                    "the namespace does not exist; the copy is made when it appears",
-                )
-            )
-        elif is_terminating(record):
-            issues.append(Issue(ns, NAMESPACE_MISSING, "the namespace is being deleted"))
-        else:
-            writable.add(ns)
-    selector = spec.namespace_selector
-    if selector is not None:
-        for ns, record in namespaces.items():
-            if (
-                ns != source_namespace
-                and not is_terminating(record)
-                and (not served or ns in served)
-                and selector.matches(_labels(record))
-            ):
-                writable.add(ns)
-    return sorted(writable), issues
-
-
 def _overwrite(namespace: str, desired: Desired, observed: Mapping[str, Any]) -> Write:
     """Update ``observed`` to ``desired``, or replace it when it is immutable and must change."""
     manifest = desired.manifest(namespace)
@@ -206,65 +137,6 @@ def _update(namespace: str, desired: Desired, observed: Mapping[str, Any]) -> Wr
     if observed.get("immutable") is True and not desired.content_is_current(observed):
         return Write(namespace, manifest, observed, replace=True)
     return Write(namespace, manifest, observed, patch=desired.update_patch(observed))
-
-
-def _refused(
-    source: Mapping[str, Any], reference: str, writable: Sequence[str]
-) -> tuple[list[str], list[Issue]]:
-    """The destinations the source's consent annotation does not allow, with their issues."""
-    patterns = allowed_namespaces(source)
-    refused = [ns for ns in writable if patterns is None or not matches(patterns, ns)]
-    if patterns is None:
-        message = (
-            f"ConfigMap {reference} does not allow copies: it has no "
-            f"{ALLOWED_NAMESPACES_ANNOTATION} annotation; an existing copy is kept, not updated"
-        )
-        return refused, [Issue(ns, NOT_ALLOWED_BY_SOURCE, message) for ns in refused]
-    allowed = ",".join(patterns)
-    return refused, [
-        Issue(
-            ns,
-            NOT_ALLOWED_BY_SOURCE,
-            f"ConfigMap {reference} does not allow copies in namespace {ns} "
-            f"({ALLOWED_NAMESPACES_ANNOTATION}: {allowed[:200]}); no copy is kept there",
-        )
-        for ns in refused
-    ]
-
-
-def _not_accepted(
-    namespaces: Mapping[str, Mapping[str, Any]],
-    source_namespace: str,
-    writable: Sequence[str],
-    own: str | None,
-) -> tuple[list[str], list[Issue]]:
-    """The destinations whose Namespace does not accept copies from ``source_namespace``."""
-    refused: list[str] = []
-    issues: list[Issue] = []
-    for ns in writable:
-        record = namespaces[ns]
-        if accepts(record, source_namespace, own):
-            continue
-        refused.append(ns)
-        patterns = accepted_sources(record)
-        if patterns is None:
-            message = (
-                f"namespace {ns} accepts no copies: its Namespace has no {ACCEPT_FROM_ANNOTATION} "
-                "annotation; an existing copy is kept, not updated"
-            )
-        elif protected(ns, own):
-            message = (
-                f"namespace {ns} is protected: it accepts copies only from the namespaces its "
-                f"{ACCEPT_FROM_ANNOTATION} annotation names literally, not {source_namespace}; "
-                "no copy is kept there"
-            )
-        else:
-            message = (
-                f"namespace {ns} does not accept copies from namespace {source_namespace} "
-                f"({ACCEPT_FROM_ANNOTATION}: {','.join(patterns)[:200]}); no copy is kept there"
-            )
-        issues.append(Issue(ns, NOT_ACCEPTED_BY_NAMESPACE, message))
-    return refused, issues
 
 
 def _owner_is_served(record: Mapping[str, Any], served: Collection[str]) -> bool:
@@ -305,33 +177,6 @@ def _blocked(
     if requester is not None:
         return (REQUESTER_NOT_ALLOWED, requester)
     return None
-
-
-def _consented(
-    spec: ConfigMapSyncSpec,
-    source: Mapping[str, Any] | None,
-    reference: str,
-    source_namespace: str,
-    by_name: Mapping[str, Mapping[str, Any]],
-    served: Collection[str],
-    own_namespace: str | None,
-) -> tuple[list[str], list[str], list[Issue]]:
-    """The destinations to write (consent given both ways), those whose copies stay as they
-    are (no consent annotation at all: say, before the upgrade that introduced it), and the
-    issues of the others."""
-    writable, issues = _targets(spec, source_namespace, by_name, served)
-    kept: list[str] = []
-    if source is not None:
-        refused, not_allowed = _refused(source, reference, writable)
-        issues.extend(not_allowed)
-        writable = [ns for ns in writable if ns not in refused]
-        if allowed_namespaces(source) is None:
-            kept = refused  # no consent at all (say, before the upgrade): copies stay, frozen
-    refused, not_accepted = _not_accepted(by_name, source_namespace, writable, own_namespace)
-    issues.extend(not_accepted)
-    writable = [ns for ns in writable if ns not in refused]
-    kept += [ns for ns in refused if accepted_sources(by_name[ns]) is None]
-    return writable, kept, issues
 
 
 @dataclass(frozen=True)
@@ -446,7 +291,7 @@ def plan(
     if source is not None and key_of(source) != (source_namespace, name):
         source = None
     by_name = {str((ns.get("metadata") or {}).get("name")): ns for ns in namespaces}
-    writable, kept, issues = _consented(
+    writable, kept, issues = consented(
         spec, source, reference, source_namespace, by_name, served, own_namespace
     )
     allow = Allowlist(tuple(spec.copy_labels or ()), tuple(spec.copy_annotations or ()))
@@ -486,23 +331,6 @@ def plan(
         deletes=deletes,
         strip_finalizer=strip_finalizer,
         status_patch=status_patch(sync, outcome, now, wrote=bool(writes)),
-    )
-
-
-def wants(sync: Mapping[str, Any], namespace: Mapping[str, Any], own: str | None = None) -> bool:
-    """Whether ``sync`` names ``namespace`` (a record) as a destination, listed or selected,
-    that accepts copies from its source's namespace."""
-    try:
-        spec = parse_spec(sync)
-    except InvalidSpecError:
-        return False
-    name = str((namespace.get("metadata") or {}).get("name"))
-    source_namespace = spec.source_namespace or sync["metadata"]["namespace"]
-    if name == source_namespace or not accepts(namespace, source_namespace, own):
-        return False
-    selector = spec.namespace_selector
-    return name in (spec.destination_namespaces or ()) or (
-        selector is not None and selector.matches(_labels(namespace))
     )
 
 

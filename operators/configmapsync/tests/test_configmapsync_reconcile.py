@@ -10,6 +10,7 @@ import pytest
 
 from configmapsync_operator.consent import allowed_namespaces, matches
 from configmapsync_operator.copies import Allowlist, Desired, content_digest, key_of, slim
+from configmapsync_operator.destinations import wants
 from configmapsync_operator.models import (
     ACCEPT_FROM_ANNOTATION,
     ALLOWED_NAMESPACES_ANNOTATION,
@@ -20,7 +21,7 @@ from configmapsync_operator.models import (
     OWNER_LABEL,
     SOURCE_ANNOTATION,
 )
-from configmapsync_operator.reconcile import collect, wants
+from configmapsync_operator.reconcile import collect
 from configmapsync_operator.requester import WRITE_VERBS, needs
 from configmapsync_operator.spec import InvalidSpecError, parse_spec
 from configmapsync_operator.status import (
