@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from opsuite_packaging import operator_blocks
 from opsuite_packaging.operator_blocks import BEGIN, BLOCKS, END
 from opsuite_packaging.operators import OPERATORS, Operator
 
@@ -85,3 +86,15 @@ def test_a_hand_written_list_is_found() -> None:
     assert named("for c in podset-operator pod-debugger-operator; do") == {"podset", "poddebugger"}
     script = f"{BEGIN} x\nFROM runtime AS podset-operator\n{END}\nCOPY configmapsync_manifests"
     assert named(_outside_blocks(script)) == {"configmapsync"}
+
+
+def test_the_build_steps_take_the_pin_release_yaml_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moved = "docker/build-push-action@" + "1" * 40 + " # v9.9.9"
+    release = tmp_path / "release.yaml"
+    release.write_text(f"      - uses: {moved}\n")
+    monkeypatch.setattr(operator_blocks, "RELEASE", release)
+    text = (ROOT / ".github" / "workflows" / "e2e.yaml").read_text()
+    written = operator_blocks.rewritten(".github/workflows/e2e.yaml", text, OPERATORS)
+    assert written.count(f"uses: {moved}") == len(OPERATORS)

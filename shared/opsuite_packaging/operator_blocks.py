@@ -5,12 +5,25 @@ fails on a block edited by hand."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
-from opsuite_packaging.operators import Operator
+from opsuite_packaging.operators import ROOT, Operator
 
 BEGIN = "# BEGIN from operators/operators.toml (make manifests):"
 END = "# END from operators/operators.toml"
+RELEASE = ROOT / ".github" / "workflows" / "release.yaml"
+BUILD_ACTION = "docker/build-push-action"
+
+
+def pinned(action: str) -> str:
+    """``action`` as release.yaml's images job pins it (``owner/repo@sha # version``): the e2e
+    build steps use the same pin, so that moving it there (hack/workflow_actions.py) moves theirs
+    and no second copy of it is kept here."""
+    found = re.search(rf"uses: ({re.escape(action)}@[0-9a-f]{{40}} # \S+)", RELEASE.read_text())
+    if found is None:
+        raise ValueError(f"{RELEASE}: no pinned {action}")
+    return found.group(1)
 
 
 def with_block(text: str, name: str, lines: Sequence[str]) -> str:
@@ -48,11 +61,12 @@ def _stages(operators: Sequence[Operator]) -> list[str]:
 
 
 def _build_steps(operators: Sequence[Operator]) -> list[str]:
+    uses = pinned(BUILD_ACTION)
     lines: list[str] = []
     for op in operators:
         lines += [
             f"- name: Build {op.image}",
-            "  uses: docker/build-push-action@53b7df96c91f9c12dcc8a07bcb9ccacbed38856a # v7.3.0",
+            f"  uses: {uses}",
             "  with:",
             "    context: .",
             f"    target: {op.image}",
