@@ -404,9 +404,11 @@ async def test_a_stopped_leader_finishes_the_reconcile_in_hand_then_closes_the_f
     the fence open and kopf running, to its end; then the fence closes and kopf is stopped."""
     monkeypatch.setattr(gc, "freeze", lambda: None)  # keep the test process collectable
     kopf_flags: dict[str, asyncio.Event] = {}
+    kopf_started = asyncio.Event()
 
     async def operator(**kwargs: Any) -> None:
         kopf_flags.update(stop=kwargs["stop_flag"])
+        kopf_started.set()
         kwargs["ready_flag"].set()
         await kwargs["stop_flag"].wait()
 
@@ -426,7 +428,8 @@ async def test_a_stopped_leader_finishes_the_reconcile_in_hand_then_closes_the_f
     pods.enqueue(("ns", "a"))
     pods.enqueue(("ns", "b"))
     leading = asyncio.create_task(manager.lead())
-    manager.activity.listed("pods", "ns", set())  # the caches are synced
+    await asyncio.wait_for(kopf_started.wait(), 5)  # kopf's list, as in a real start, ends
+    manager.activity.listed("pods", "ns", set())  # with the caches synced
     await asyncio.wait_for(in_hand.wait(), 5)
     manager.stop()
     await asyncio.sleep(0.05)
