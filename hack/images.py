@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,9 +36,9 @@ from oci.runc_verify import verify_operator
 from oci.small_images import build_busybox, build_pause
 from oci.workspace import OUT, ROOT, Built, fresh, log, write_stamp
 
-# The list of operators, standard library only: this script runs before the virtualenv exists
-# (make doctor imports it), so it finds shared/ itself.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
+# The list of operators, standard library only: `make images` runs this script with the
+# machine's python3, before the virtualenv exists, so it finds shared/ itself.
+sys.path.insert(0, str(ROOT / "shared"))
 from opsuite_packaging.operators import OPERATORS
 
 TARGETS = [op.image for op in OPERATORS]

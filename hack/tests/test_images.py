@@ -324,12 +324,13 @@ def test_a_partial_build_keeps_the_other_images_listed(
 
 
 def test_the_command_line_runs_as_a_script_from_any_directory(tmp_path: Path) -> None:
-    """The Makefile, the scripts, the workflows and the docs run ``python3 hack/images.py``: run
-    as a script from anywhere, it finds its own modules (hack/oci/)."""
+    """`make images` and the docs run ``python3 hack/images.py``: the machine's Python, without
+    the project's virtualenv, from anywhere; it finds its own modules (hack/oci/) and the list
+    of operators (standard library only)."""
     script = Path(__file__).resolve().parents[1] / "images.py"
     for command in ("build", "verify"):
         done = subprocess.run(
-            [sys.executable, str(script), command, "--help"],
+            ["python3", str(script), command, "--help"],
             cwd=tmp_path,
             env={**os.environ, "COLUMNS": "200", "PYTHONPATH": ""},
             capture_output=True,
