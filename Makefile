@@ -64,7 +64,7 @@ lint: deps ## ruff (lint + format check), hadolint on the Dockerfile, actionlint
 	actionlint
 
 typecheck: deps ## mypy --strict
-	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/node.py hack/images.py hack/oci_push.py hack/olm_images.py hack/olm_manifest.py hack/scorecard.py hack/pin_digests.py hack/workflow_actions.py hack/poetry_requirements.py hack/doctor.py hack/run.py hack/manifests.py hack/bundle.py hack/tests
+	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/plane_pki.py hack/plane_config.py hack/node.py hack/images.py hack/oci hack/oci_push.py hack/olm_images.py hack/olm_manifest.py hack/scorecard.py hack/pin_digests.py hack/workflow_actions.py hack/poetry_requirements.py hack/doctor.py hack/run.py hack/manifests.py hack/bundle.py hack/tests
 
 unit: deps ## Unit and property tests (no cluster)
 	@echo "==================== unit tests ===================="

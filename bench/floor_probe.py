@@ -1,6 +1,6 @@
 """What an operator's start costs before any of its own work: run by the curve
-(:func:`bench.curve.floor`) with the runtime virtualenv's interpreter, so that it imports and
-connects as a deployed operator does. Prints one JSON object.
+(:func:`bench.curve_measure.floor`) with the runtime virtualenv's interpreter, so that it
+imports and connects as a deployed operator does. Prints one JSON object.
 
 ``python floor_probe.py imports MODULE``
     seconds to import MODULE (an operator's ``<package>.__main__``: its handlers, the manager,

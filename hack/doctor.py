@@ -156,9 +156,9 @@ def check_apt() -> Finding:
 
 def check_debian_source() -> Finding:
     try:
-        import images  # tomllib: Python 3.11, checked above
+        from oci.debian_base import debian_mirror  # the image toolchain: Python 3.11, checked above
 
-        mirror = images.debian_mirror("bookworm")
+        mirror = debian_mirror("bookworm")
     except (ImportError, SystemExit):
         return Finding(
             "FIX",

@@ -29,12 +29,17 @@ One component at a time (fault injection; the PID file follows every restart):
     hack/localplane.py pause|resume <component>           SIGSTOP / SIGCONT
 
 Only the standard library and the openssl command are used, so it runs before any virtualenv.
+
+Length: one job, the plane's processes: ``up``'s steps in order (:func:`start_plane`, each
+starting one component with its flags and waiting for what the next needs), the PID file, and
+the commands that stop, restart and inspect them. What is not about processes lives beside it:
+the certificates and kubeconfigs (plane_pki.py), the configuration files and manifests
+(plane_config.py), the real node's files and flags (node.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import signal
@@ -50,6 +55,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import node
+from plane_config import (
+    AUDIT_POLICY,
+    COREDNS_RBAC,
+    fake_nodes_manifest,
+    registry_config,
+    scheduler_config,
+)
+from plane_pki import make_pki, write_kubeconfig
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ROOT / ".local"
@@ -68,19 +81,6 @@ HOST = "127.0.0.1"
 SERVICE_CIDR = "10.96.0.0/16"
 FAKE_NODES = int(os.environ.get("OPSUITE_PLANE_FAKE_NODES", "3"))
 """Fake nodes; `up` on a running plane adds the missing ones (the scale benchmark needs 4)."""
-FAKE_NODE_PODS = 1100
-
-AUDIT_POLICY = """\
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-  - level: None
-    nonResourceURLs: ["/healthz*", "/readyz*", "/livez*", "/version"]
-  - level: None
-    users: ["system:apiserver"]
-  - level: Metadata
-"""
 
 
 @dataclass(frozen=True)
@@ -108,153 +108,6 @@ def log(msg: str) -> None:
     print(f"[localplane] {msg}", flush=True)
 
 
-def run(cmd: list[str], **kw: object) -> None:
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)  # type: ignore[call-overload]
-
-
-# ---------------------------------------------------------------- certificates
-
-
-def make_ca(name: str = "ca", subject: str = "/CN=opsuite-local-ca") -> None:
-    """Create a CA: the cluster's (``ca``, also signing kwok's serving certificate), or the
-    front proxy's, which the API server's aggregation layer authenticates to aggregated API
-    servers with."""
-    if (PKI / f"{name}.crt").exists():
-        return
-    PKI.mkdir(parents=True, exist_ok=True)
-    run(["openssl", "genrsa", "-out", str(PKI / f"{name}.key"), "2048"])
-    run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-new",
-            "-nodes",
-            "-key",
-            str(PKI / f"{name}.key"),
-            "-sha256",
-            "-days",
-            "3650",
-            "-subj",
-            subject,
-            "-out",
-            str(PKI / f"{name}.crt"),
-        ]
-    )
-
-
-def make_cert(
-    name: str, subject: str, *, server_sans: list[str] | None = None, ca: str = "ca"
-) -> None:
-    """Issue a client (or, with SANs, serving) certificate signed by the CA ``ca``."""
-    crt, key, csr, ext = (PKI / f"{name}.{s}" for s in ("crt", "key", "csr", "ext"))
-    if crt.exists():
-        return
-    run(["openssl", "genrsa", "-out", str(key), "2048"])
-    run(["openssl", "req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr)])
-    lines = ["basicConstraints=CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment"]
-    if server_sans:
-        lines.append("extendedKeyUsage=serverAuth,clientAuth")
-        lines.append("subjectAltName=" + ",".join(server_sans))
-    else:
-        lines.append("extendedKeyUsage=clientAuth")
-    ext.write_text("\n".join(lines) + "\n")
-    run(
-        [
-            "openssl",
-            "x509",
-            "-req",
-            "-in",
-            str(csr),
-            "-CA",
-            str(PKI / f"{ca}.crt"),
-            "-CAkey",
-            str(PKI / f"{ca}.key"),
-            "-CAcreateserial",
-            "-days",
-            "3650",
-            "-sha256",
-            "-extfile",
-            str(ext),
-            "-out",
-            str(crt),
-        ]
-    )
-    csr.unlink()
-    ext.unlink()
-
-
-def make_pki() -> None:
-    """All certificates and keys the plane needs (idempotent)."""
-    make_ca()
-    sans = [
-        "IP:127.0.0.1",
-        "IP:10.96.0.1",
-        f"IP:{node.NODE_IP}",
-        "DNS:localhost",
-        "DNS:kubernetes",
-        "DNS:kubernetes.default",
-        "DNS:kubernetes.default.svc",
-        "DNS:kubernetes.default.svc.cluster.local",
-    ]
-    make_cert("apiserver", "/CN=kube-apiserver", server_sans=sans)
-    make_cert("admin", "/O=system:masters/CN=kubernetes-admin")
-    make_cert("controller-manager", "/CN=system:kube-controller-manager")
-    make_cert("scheduler", "/CN=system:kube-scheduler")
-    # kwok updates the status of every node and pod it fakes: it runs with admin rights, as
-    # kwokctl does.
-    make_cert("kwok", "/O=system:masters/CN=kwok-controller")
-    make_cert("kubelet", f"/O=system:nodes/CN=system:node:{node.NODE_NAME}")
-    make_cert("kube-proxy", "/CN=system:kube-proxy")
-    # CoreDNS reads Services, EndpointSlices, namespaces and pods cluster-wide (kubeadm's
-    # system:coredns role); bound below.
-    make_cert("coredns", "/CN=system:coredns")
-    # The aggregation layer (APIServices such as OLM's packageserver): the API server proxies
-    # to them as front-proxy-client, certified by a CA of its own, as kubeadm sets it up.
-    make_ca("front-proxy-ca", "/CN=opsuite-front-proxy-ca")
-    make_cert("front-proxy-client", "/CN=front-proxy-client", ca="front-proxy-ca")
-    make_cert("kwok-serving", "/CN=kwok-serving", server_sans=["IP:127.0.0.1", "DNS:localhost"])
-    if not (PKI / "sa.key").exists():
-        run(["openssl", "genrsa", "-out", str(PKI / "sa.key"), "2048"])
-        run(["openssl", "rsa", "-in", str(PKI / "sa.key"), "-pubout", "-out", str(PKI / "sa.pub")])
-
-
-def write_kubeconfig(path: Path, user: str, port: int) -> None:
-    """A kubeconfig for one identity, certificates embedded so it works from anywhere."""
-
-    def b64(p: Path) -> str:
-        return base64.b64encode(p.read_bytes()).decode()
-
-    cfg = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "opsuite-local",
-                "cluster": {
-                    "server": f"https://{HOST}:{port}",
-                    "certificate-authority-data": b64(PKI / "ca.crt"),
-                },
-            }
-        ],
-        "users": [
-            {
-                "name": user,
-                "user": {
-                    "client-certificate-data": b64(PKI / f"{user}.crt"),
-                    "client-key-data": b64(PKI / f"{user}.key"),
-                },
-            }
-        ],
-        "contexts": [
-            {"name": "opsuite-local", "context": {"cluster": "opsuite-local", "user": user}}
-        ],
-        "current-context": "opsuite-local",
-    }
-    path.write_text(json.dumps(cfg, indent=2) + "\n")
-    path.chmod(0o600)
-
-
 # ---------------------------------------------------------------- processes
 
 
@@ -269,6 +122,11 @@ def alive(pid: int, binary: str) -> bool:
     except OSError:
         return False
     return Path(cmdline).name == binary
+
+
+def recorded_alive(entry: dict[str, object]) -> bool:
+    """True when the process a PID file records (its pid and binary) still runs."""
+    return alive(int(str(entry["pid"])), str(entry["binary"]))
 
 
 def start(name: str, binary: str, args: list[str], env: dict[str, str] | None = None) -> None:
@@ -356,49 +214,6 @@ def kubectl(*args: str, stdin: str | None = None) -> str:
     return out.stdout
 
 
-def fake_nodes_manifest() -> str:
-    nodes = []
-    for i in range(FAKE_NODES):
-        capacity = {"cpu": "64", "memory": "256Gi", "pods": str(FAKE_NODE_PODS)}
-        nodes.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": f"kwok-node-{i}",
-                    "annotations": {
-                        "kwok.x-k8s.io/node": "fake",
-                        "node.alpha.kubernetes.io/ttl": "0",
-                    },
-                    "labels": {
-                        "type": "kwok",
-                        "kubernetes.io/hostname": f"kwok-node-{i}",
-                        "kubernetes.io/os": "linux",
-                        "kubernetes.io/arch": "amd64",
-                        "topology.kubernetes.io/zone": f"zone-{i % 3}",
-                    },
-                },
-                "status": {"allocatable": capacity, "capacity": capacity},
-            }
-        )
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes})
-
-
-def scheduler_config(kubeconfig: Path) -> str:
-    """kube-scheduler's configuration: its client's QPS and burst raised from 50/100 to
-    500/1000, so that binding pods (500 at once in the benchmarks, 20,000 in the scale curve)
-    is not the plane's bottleneck; the file replaces the --kubeconfig and --leader-elect flags."""
-    return json.dumps(
-        {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 500, "burst": 1000},
-            "leaderElection": {"leaderElect": False},
-        },
-        indent=2,
-    )
-
-
 # ---------------------------------------------------------------- commands
 
 
@@ -424,10 +239,9 @@ def up() -> None:
     prepare()
     if missing := node.preflight(BIN):
         sys.exit("this machine cannot run the real node; missing:\n  " + "\n  ".join(missing))
-    state = read_state()
-    fresh = not any(alive(int(str(e["pid"])), str(e["binary"])) for e in state.values())
+    fresh = not any(recorded_alive(e) for e in read_state().values())
     try:
-        _start()
+        start_plane()
     except BaseException:
         if not fresh:
             log("start failed on a plane that was partly running: `make cluster-down` stops it")
@@ -440,166 +254,226 @@ def up() -> None:
         raise
 
 
-def _start() -> None:
+def start_plane() -> None:
+    """Start, in order, every component that is not already running, each step waiting until
+    what it started serves (the next needs it), then wait until the plane is usable: every node
+    Ready and the default ServiceAccount made."""
     ports = Ports.from_env()
     claim_node()
     PLANE.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
+    began = time.monotonic()
     node.make_bridge()
-    make_pki()
-    (PLANE / "audit-policy.yaml").write_text(AUDIT_POLICY)
-    (PLANE / "kube-scheduler.yaml").write_text(scheduler_config(PKI / "scheduler.kubeconfig"))
-    write_kubeconfig(KUBECONFIG, "admin", ports.apiserver)
-    clients = ("controller-manager", "scheduler", "kwok", "kubelet", "kube-proxy", "coredns")
-    for component in clients:
-        write_kubeconfig(PKI / f"{component}.kubeconfig", component, ports.apiserver)
-    state = read_state()
-
-    def running(name: str) -> bool:
-        e = state.get(name)
-        return bool(e) and alive(int(str(e["pid"])), str(e["binary"]))  # type: ignore[index]
-
-    if not running("etcd"):
-        start(
-            "etcd",
-            "etcd",
-            [
-                "--name=opsuite",
-                f"--data-dir={PLANE / 'etcd'}",
-                f"--listen-client-urls=http://{HOST}:{ports.etcd_client}",
-                f"--advertise-client-urls=http://{HOST}:{ports.etcd_client}",
-                f"--listen-peer-urls=http://{HOST}:{ports.etcd_peer}",
-                f"--initial-advertise-peer-urls=http://{HOST}:{ports.etcd_peer}",
-                f"--initial-cluster=opsuite=http://{HOST}:{ports.etcd_peer}",
-                "--unsafe-no-fsync=true",
-                "--auto-compaction-mode=periodic",
-                "--auto-compaction-retention=1",
-                "--quota-backend-bytes=8589934592",
-                "--listen-metrics-urls=",
-                "--log-level=warn",
-            ],
-        )
-        wait_for("etcd", lambda: port_open(ports.etcd_client), 30, "etcd")
-    if not running("kube-apiserver"):
-        start(
-            "kube-apiserver",
-            "kube-apiserver",
-            [
-                f"--etcd-servers=http://{HOST}:{ports.etcd_client}",
-                "--bind-address=0.0.0.0",
-                f"--advertise-address={node.NODE_IP}",
-                "--kubelet-preferred-address-types=InternalIP,Hostname",
-                f"--secure-port={ports.apiserver}",
-                f"--tls-cert-file={PKI / 'apiserver.crt'}",
-                f"--tls-private-key-file={PKI / 'apiserver.key'}",
-                f"--client-ca-file={PKI / 'ca.crt'}",
-                f"--requestheader-client-ca-file={PKI / 'front-proxy-ca.crt'}",
-                "--requestheader-allowed-names=front-proxy-client",
-                "--requestheader-username-headers=X-Remote-User",
-                "--requestheader-group-headers=X-Remote-Group",
-                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-                f"--proxy-client-cert-file={PKI / 'front-proxy-client.crt'}",
-                f"--proxy-client-key-file={PKI / 'front-proxy-client.key'}",
-                f"--kubelet-client-certificate={PKI / 'admin.crt'}",
-                f"--kubelet-client-key={PKI / 'admin.key'}",
-                f"--service-account-key-file={PKI / 'sa.pub'}",
-                f"--service-account-signing-key-file={PKI / 'sa.key'}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=Node,RBAC",
-                # A namespace can send all its pods to the real node (make run's demo does):
-                # scheduler.alpha.kubernetes.io/node-selector and .../defaultTolerations.
-                # OwnerReferencesPermissionEnforcement, as OpenShift runs it: an object that
-                # names an owner with blockOwnerDeletion needs update on its finalizers.
-                "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction,"
-                "OwnerReferencesPermissionEnforcement",
-                "--allow-privileged=true",
-                f"--audit-policy-file={PLANE / 'audit-policy.yaml'}",
-                f"--audit-log-path={AUDIT_LOG}",
-                "--audit-log-format=json",
-                "--audit-log-maxsize=200",
-                "--audit-log-maxbackup=2",
-                "--audit-log-mode=batch",
-                "--audit-log-batch-max-wait=1s",
-                "--v=1",
-            ],
-        )
-        wait_for(
-            "kube-apiserver",
-            lambda: api_get(ports.apiserver, "/readyz")[0] == 200,
-            90,
-            "kube-apiserver",
-        )
-    common = [
-        "--bind-address=127.0.0.1",
-        "--leader-elect=false",
-        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-    ]
-    if not running("kube-controller-manager"):
-        kcm_kc = str(PKI / "controller-manager.kubeconfig")
-        start(
-            "kube-controller-manager",
-            "kube-controller-manager",
-            [
-                *common,
-                f"--kubeconfig={kcm_kc}",
-                f"--authentication-kubeconfig={kcm_kc}",
-                f"--authorization-kubeconfig={kcm_kc}",
-                f"--secure-port={ports.controller_manager}",
-                f"--root-ca-file={PKI / 'ca.crt'}",
-                f"--service-account-private-key-file={PKI / 'sa.key'}",
-                f"--cluster-signing-cert-file={PKI / 'ca.crt'}",
-                f"--cluster-signing-key-file={PKI / 'ca.key'}",
-                "--use-service-account-credentials=true",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
-                "--kube-api-qps=100",
-                "--kube-api-burst=200",
-                "--v=1",
-            ],
-        )
-    if not running("kube-scheduler"):
-        sched_kc = str(PKI / "scheduler.kubeconfig")
-        start(
-            "kube-scheduler",
-            "kube-scheduler",
-            [
-                *common,
-                f"--config={PLANE / 'kube-scheduler.yaml'}",
-                f"--authentication-kubeconfig={sched_kc}",
-                f"--authorization-kubeconfig={sched_kc}",
-                f"--secure-port={ports.scheduler}",
-                "--v=1",
-            ],
-        )
-    if not running("kwok"):
-        stages = (BIN / "kwok").resolve().parent / "kwok-stages.yaml"
-        start(
-            "kwok",
-            "kwok",
-            [
-                f"--kubeconfig={PKI / 'kwok.kubeconfig'}",
-                f"--config={stages}",
-                f"--config={ROOT / 'hack' / 'kwok' / 'ephemeral-containers-running.yaml'}",
-                f"--config={ROOT / 'hack' / 'kwok' / 'kwok-configuration.yaml'}",
-                "--manage-all-nodes=false",
-                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                f"--node-ip={HOST}",
-                f"--node-port={ports.kwok}",
-                f"--server-address={HOST}:{ports.kwok}",
-                f"--tls-cert-file={PKI / 'kwok-serving.crt'}",
-                f"--tls-private-key-file={PKI / 'kwok-serving.key'}",
-                "--node-lease-duration-seconds=40",
-                "--v=1",
-            ],
-        )
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=fake_nodes_manifest())
+    write_plane_files(ports)
+    running = already_running()
+    start_etcd(ports, running)
+    start_apiserver(ports, running)
+    start_controller_manager(ports, running)
+    start_scheduler(ports, running)
+    start_kwok(ports, running)
+    add_fake_nodes()
     node_start = time.monotonic()
     start_node(ports, running)
-    wait_for("nodes Ready (kwok's and the real one)", lambda: _nodes_ready(), 120, "kubelet")
+    wait_for("nodes Ready (kwok's and the real one)", _nodes_ready, 120, "kubelet")
     log(f"nodes Ready {time.monotonic() - node_start:.1f} s after the real node's start")
-    wait_for("default ServiceAccount", lambda: _has_default_sa(), 60, "kube-controller-manager")
-    log(f"control plane up in {time.monotonic() - t0:.1f} s; KUBECONFIG={KUBECONFIG}")
+    wait_for("default ServiceAccount", _has_default_sa, 60, "kube-controller-manager")
+    log(f"control plane up in {time.monotonic() - began:.1f} s; KUBECONFIG={KUBECONFIG}")
+
+
+CLIENTS = ("controller-manager", "scheduler", "kwok", "kubelet", "kube-proxy", "coredns")
+"""The components that reach the API server with a kubeconfig of their own."""
+CONTROLLER_FLAGS = (
+    "--bind-address=127.0.0.1",
+    "--leader-elect=false",
+    "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+)
+"""What kube-controller-manager and kube-scheduler share: one replica each, health and metrics
+open to anyone on the loopback address."""
+
+
+def write_plane_files(ports: Ports) -> None:
+    """What the components read, before any starts: the certificates (kept when there), the
+    audit policy, kube-scheduler's configuration, the admin's kubeconfig (.local/kubeconfig) and
+    each client component's."""
+    make_pki(PKI)
+    (PLANE / "audit-policy.yaml").write_text(AUDIT_POLICY)
+    (PLANE / "kube-scheduler.yaml").write_text(scheduler_config(PKI / "scheduler.kubeconfig"))
+    server = f"https://{HOST}:{ports.apiserver}"
+    write_kubeconfig(KUBECONFIG, PKI, "admin", server)
+    for component in CLIENTS:
+        write_kubeconfig(PKI / f"{component}.kubeconfig", PKI, component, server)
+
+
+def already_running() -> Callable[[str], bool]:
+    """Whether a component ran before this start (the PID file read once, now): the steps leave
+    those alone."""
+    state = read_state()
+    return lambda name: bool(state.get(name)) and recorded_alive(state[name])
+
+
+def start_etcd(ports: Ports, running: Callable[[str], bool]) -> None:
+    """etcd, its data in the plane (no fsync: the data goes with the plane); waits for its
+    client port."""
+    if running("etcd"):
+        return
+    start(
+        "etcd",
+        "etcd",
+        [
+            "--name=opsuite",
+            f"--data-dir={PLANE / 'etcd'}",
+            f"--listen-client-urls=http://{HOST}:{ports.etcd_client}",
+            f"--advertise-client-urls=http://{HOST}:{ports.etcd_client}",
+            f"--listen-peer-urls=http://{HOST}:{ports.etcd_peer}",
+            f"--initial-advertise-peer-urls=http://{HOST}:{ports.etcd_peer}",
+            f"--initial-cluster=opsuite=http://{HOST}:{ports.etcd_peer}",
+            "--unsafe-no-fsync=true",
+            "--auto-compaction-mode=periodic",
+            "--auto-compaction-retention=1",
+            "--quota-backend-bytes=8589934592",
+            "--listen-metrics-urls=",
+            "--log-level=warn",
+        ],
+    )
+    wait_for_etcd(ports)
+
+
+def wait_for_etcd(ports: Ports) -> None:
+    wait_for("etcd", lambda: port_open(ports.etcd_client), 30, "etcd")
+
+
+def start_apiserver(ports: Ports, running: Callable[[str], bool]) -> None:
+    """kube-apiserver on every address, advertising the real node's; waits for /readyz."""
+    if running("kube-apiserver"):
+        return
+    start(
+        "kube-apiserver",
+        "kube-apiserver",
+        [
+            f"--etcd-servers=http://{HOST}:{ports.etcd_client}",
+            "--bind-address=0.0.0.0",
+            f"--advertise-address={node.NODE_IP}",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
+            f"--secure-port={ports.apiserver}",
+            f"--tls-cert-file={PKI / 'apiserver.crt'}",
+            f"--tls-private-key-file={PKI / 'apiserver.key'}",
+            f"--client-ca-file={PKI / 'ca.crt'}",
+            f"--requestheader-client-ca-file={PKI / 'front-proxy-ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={PKI / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={PKI / 'front-proxy-client.key'}",
+            f"--kubelet-client-certificate={PKI / 'admin.crt'}",
+            f"--kubelet-client-key={PKI / 'admin.key'}",
+            f"--service-account-key-file={PKI / 'sa.pub'}",
+            f"--service-account-signing-key-file={PKI / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC",
+            # A namespace can send all its pods to the real node (make run's demo does):
+            # scheduler.alpha.kubernetes.io/node-selector and .../defaultTolerations.
+            # OwnerReferencesPermissionEnforcement, as OpenShift runs it: an object that
+            # names an owner with blockOwnerDeletion needs update on its finalizers.
+            "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction,"
+            "OwnerReferencesPermissionEnforcement",
+            "--allow-privileged=true",
+            f"--audit-policy-file={PLANE / 'audit-policy.yaml'}",
+            f"--audit-log-path={AUDIT_LOG}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=200",
+            "--audit-log-maxbackup=2",
+            "--audit-log-mode=batch",
+            "--audit-log-batch-max-wait=1s",
+            "--v=1",
+        ],
+    )
+    wait_for_apiserver(ports)
+
+
+def wait_for_apiserver(ports: Ports) -> None:
+    wait_for(
+        "kube-apiserver",
+        lambda: api_get(ports.apiserver, "/readyz")[0] == 200,
+        90,
+        "kube-apiserver",
+    )
+
+
+def start_controller_manager(ports: Ports, running: Callable[[str], bool]) -> None:
+    """kube-controller-manager (no node IPAM, no cloud controllers); not waited for: the default
+    ServiceAccount it makes is, at the end."""
+    if running("kube-controller-manager"):
+        return
+    kcm_kc = str(PKI / "controller-manager.kubeconfig")
+    start(
+        "kube-controller-manager",
+        "kube-controller-manager",
+        [
+            *CONTROLLER_FLAGS,
+            f"--kubeconfig={kcm_kc}",
+            f"--authentication-kubeconfig={kcm_kc}",
+            f"--authorization-kubeconfig={kcm_kc}",
+            f"--secure-port={ports.controller_manager}",
+            f"--root-ca-file={PKI / 'ca.crt'}",
+            f"--service-account-private-key-file={PKI / 'sa.key'}",
+            f"--cluster-signing-cert-file={PKI / 'ca.crt'}",
+            f"--cluster-signing-key-file={PKI / 'ca.key'}",
+            "--use-service-account-credentials=true",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
+            "--kube-api-qps=100",
+            "--kube-api-burst=200",
+            "--v=1",
+        ],
+    )
+
+
+def start_scheduler(ports: Ports, running: Callable[[str], bool]) -> None:
+    """kube-scheduler with the plane's configuration file; not waited for: the nodes' pods
+    are, later."""
+    if running("kube-scheduler"):
+        return
+    sched_kc = str(PKI / "scheduler.kubeconfig")
+    start(
+        "kube-scheduler",
+        "kube-scheduler",
+        [
+            *CONTROLLER_FLAGS,
+            f"--config={PLANE / 'kube-scheduler.yaml'}",
+            f"--authentication-kubeconfig={sched_kc}",
+            f"--authorization-kubeconfig={sched_kc}",
+            f"--secure-port={ports.scheduler}",
+            "--v=1",
+        ],
+    )
+
+
+def start_kwok(ports: Ports, running: Callable[[str], bool]) -> None:
+    """kwok, faking the nodes annotated ``kwok.x-k8s.io/node=fake`` and their pods; not waited
+    for: the fake nodes' Ready is, at the end."""
+    if running("kwok"):
+        return
+    stages = (BIN / "kwok").resolve().parent / "kwok-stages.yaml"
+    start(
+        "kwok",
+        "kwok",
+        [
+            f"--kubeconfig={PKI / 'kwok.kubeconfig'}",
+            f"--config={stages}",
+            f"--config={ROOT / 'hack' / 'kwok' / 'ephemeral-containers-running.yaml'}",
+            f"--config={ROOT / 'hack' / 'kwok' / 'kwok-configuration.yaml'}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--node-ip={HOST}",
+            f"--node-port={ports.kwok}",
+            f"--server-address={HOST}:{ports.kwok}",
+            f"--tls-cert-file={PKI / 'kwok-serving.crt'}",
+            f"--tls-private-key-file={PKI / 'kwok-serving.key'}",
+            "--node-lease-duration-seconds=40",
+            "--v=1",
+        ],
+    )
 
 
 def _nodes_ready() -> bool:
@@ -616,58 +490,13 @@ def _nodes_ready() -> bool:
     return len(statuses) >= FAKE_NODES + 1 and all(s == "True" for s in statuses)
 
 
-def registry_config(port: int) -> str:
-    """distribution's configuration: plain HTTP on the loopback address, blobs in the plane."""
-    return json.dumps(
-        {
-            "version": 0.1,
-            "log": {"level": "warn"},
-            "storage": {
-                "filesystem": {"rootdirectory": str(PLANE / "registry")},
-                "delete": {"enabled": True},
-            },
-            "http": {"addr": f"{HOST}:{port}"},
-        },
-        indent=2,
-    )
-
-
-COREDNS_RBAC = """\
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: system:coredns
-rules:
-  - apiGroups: [""]
-    resources: [endpoints, services, pods, namespaces]
-    verbs: [list, watch]
-  - apiGroups: [discovery.k8s.io]
-    resources: [endpointslices]
-    verbs: [list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: system:coredns
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: system:coredns
-subjects:
-  - apiGroup: rbac.authorization.k8s.io
-    kind: User
-    name: system:coredns
-"""
-"""kubeadm's role for CoreDNS, bound to the plane's CoreDNS client certificate."""
-
-
 def plane_running(plane: Path) -> bool:
     """True when a process recorded in ``plane``'s processes.json still runs."""
     try:
         state = json.loads((plane / STATE.name).read_text())
     except (OSError, ValueError):
         return False
-    return any(alive(int(str(e["pid"])), str(e["binary"])) for e in state.values())
+    return any(recorded_alive(e) for e in state.values())
 
 
 def claim_node() -> None:
@@ -685,6 +514,12 @@ def claim_node() -> None:
     node.claim(PLANE)
 
 
+def add_fake_nodes() -> None:
+    """kwok's fake nodes, applied server-side: on a running plane, the missing ones are added."""
+    manifest = fake_nodes_manifest(FAKE_NODES)
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=manifest)
+
+
 def start_node(ports: Ports, running: Callable[[str], bool]) -> None:
     """containerd, then the kubelet and kube-proxy of the real node (hack/node.py)."""
     node.write_files(PLANE, PKI / "ca.crt", ports.node, f"{HOST}:{ports.registry}")
@@ -698,7 +533,8 @@ def start_node(ports: Ports, running: Callable[[str], bool]) -> None:
         wait_for("containerd", lambda: socket_open(node.SOCKET), 30, "containerd")
         load(workload_images())
     if not running("registry"):
-        (PLANE / "registry.yaml").write_text(registry_config(ports.registry))
+        config = registry_config(f"{HOST}:{ports.registry}", PLANE / "registry")
+        (PLANE / "registry.yaml").write_text(config)
         start("registry", "registry", ["serve", str(PLANE / "registry.yaml")])
         wait_for("registry", lambda: port_open(ports.registry), 30, "registry")
     if not running("coredns"):
@@ -806,7 +642,7 @@ def _entry(name: str) -> dict[str, object]:
 def stop_component(name: str, sig: int) -> None:
     """Send ``sig`` to one component and wait until it has exited (SIGKILL after 15 s)."""
     entry = _entry(name)
-    if not alive(int(str(entry["pid"])), str(entry["binary"])):
+    if not recorded_alive(entry):
         sys.exit(f"{name} is not running")
     stop(name, entry, sig)
 
@@ -814,16 +650,15 @@ def stop_component(name: str, sig: int) -> None:
 def start_component(name: str) -> None:
     """Start one stopped component with its recorded arguments; wait until it serves."""
     entry = _entry(name)
-    if alive(int(str(entry["pid"])), str(entry["binary"])):
+    if recorded_alive(entry):
         sys.exit(f"{name} is already running (pid {entry['pid']})")
     args = [str(a) for a in entry["args"]]  # type: ignore[attr-defined]
     env = {str(k): str(v) for k, v in dict(entry.get("env") or {}).items()}  # type: ignore[call-overload]
     start(name, str(entry["binary"]), args, env)
-    ports = Ports.from_env()
     if name == "etcd":
-        wait_for("etcd", lambda: port_open(ports.etcd_client), 30, name)
+        wait_for_etcd(Ports.from_env())
     elif name == "kube-apiserver":
-        wait_for(name, lambda: api_get(ports.apiserver, "/readyz")[0] == 200, 90, name)
+        wait_for_apiserver(Ports.from_env())
     log(f"started {name} (pid {read_state()[name]['pid']})")
 
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from images import read_archive
+from oci.archive import read_archive
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.manifest.v1+json",

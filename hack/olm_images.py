@@ -43,7 +43,11 @@ from pathlib import Path
 import images
 import oci_push
 import pin_digests
-from images import BIN, LOCAL, OUT, ROOT, ImageConfig, archive_layout, write_image, write_layer
+from oci.archive import archive_layout
+from oci.layer import write_layer
+from oci.layout import ImageConfig, write_image
+from oci.small_images import busybox_rootfs
+from oci.workspace import BIN, LOCAL, OUT, ROOT, hash_inputs, log, run
 
 import bundle
 from opsuite_packaging.bundle import version_key
@@ -104,7 +108,7 @@ TOOLS |= {"cpb": "cpb", "opm": "opm", "grpc-health-probe": "grpc_health_probe"}
 
 
 def _tools_rootfs(rootfs: Path) -> None:
-    images.busybox_rootfs(rootfs)
+    busybox_rootfs(rootfs)
     for binary, name in TOOLS.items():
         shutil.copy2((BIN / binary).resolve(), rootfs / "bin" / name)
 
@@ -112,7 +116,7 @@ def _tools_rootfs(rootfs: Path) -> None:
 def build_tools() -> tuple[Path, str]:
     """OLM's and opm's stand-in, as upstream's OLM image runs (uid 1001); named after its
     inputs."""
-    inputs = images.hash_inputs([(BIN / binary).resolve() for binary in TOOLS])
+    inputs = hash_inputs([(BIN / binary).resolve() for binary in TOOLS])
     name = f"{PUBLISHED}/olm-tools:{inputs[:12]}"
     archive = OLM_OUT / "olm-tools.tar"
     with tempfile.TemporaryDirectory(dir=LOCAL) as tmp:
@@ -130,7 +134,7 @@ def build_catalog(
     name = f"{PUBLISHED}/opsuite-catalog:{tag}"
     with tempfile.TemporaryDirectory(dir=LOCAL) as tmp:
         rootfs = Path(tmp) / "rootfs"
-        images.busybox_rootfs(rootfs)
+        busybox_rootfs(rootfs)
         shutil.copy2((BIN / "opm").resolve(), rootfs / "bin" / "opm")
         # OLM probes the catalog pod with it, as upstream's opm image ships it.
         probe = (BIN / "grpc-health-probe").resolve()
@@ -139,7 +143,7 @@ def build_catalog(
         pin_digests.pin_catalog(rootfs / "configs", resolve)
         # What the generated catalog.Dockerfile's RUN does: opm checks this cache at start.
         opm = [str(BIN / "opm"), "serve", str(rootfs / "configs"), "--cache-only"]
-        images.run([*opm, f"--cache-dir={rootfs / 'tmp' / 'cache'}"])
+        run([*opm, f"--cache-dir={rootfs / 'tmp' / 'cache'}"])
         config = ImageConfig(
             entrypoint=("/bin/opm",),
             cmd=("serve", "/configs", "--cache-dir=/tmp/cache"),
@@ -178,7 +182,7 @@ def publish(registry: str) -> dict[str, str]:
 
     def push(archive: Path, name: str, role: str) -> None:
         digest = oci_push.push(archive, _at(registry, name))
-        images.log(f"pushed {name} ({digest[:19]})")
+        log(f"pushed {name} ({digest[:19]})")
         pushed[role] = name
 
     # The release's order: the images, then the bundles naming them, then the catalogs naming

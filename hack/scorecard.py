@@ -26,10 +26,13 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import images
 import oci_push
 import yaml
-from images import BIN, LOCAL, OUT, ROOT, ImageConfig, archive_layout, write_image, write_layer
+from oci.archive import archive_layout
+from oci.layer import write_layer
+from oci.layout import ImageConfig, write_image
+from oci.small_images import busybox_rootfs
+from oci.workspace import BIN, LOCAL, OUT, ROOT, hash_inputs, log
 
 PUBLISHED = "ghcr.io/opsuite"
 SCORECARD_TEST = BIN / "scorecard-test"
@@ -53,12 +56,12 @@ PLACEMENT = {
 def build_image() -> tuple[Path, str]:
     """The scorecard-test image (busybox + /usr/local/bin/scorecard-test), named after its
     inputs."""
-    inputs = images.hash_inputs([SCORECARD_TEST.resolve(), Path(__file__)])
+    inputs = hash_inputs([SCORECARD_TEST.resolve(), Path(__file__)])
     name = f"{PUBLISHED}/scorecard-test:{inputs[:12]}"
     archive = OUT / "scorecard-test.tar"
     with tempfile.TemporaryDirectory(dir=LOCAL) as tmp:
         rootfs = Path(tmp) / "rootfs"
-        images.busybox_rootfs(rootfs)
+        busybox_rootfs(rootfs)
         target = rootfs / "usr/local/bin/scorecard-test"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(SCORECARD_TEST.resolve().read_bytes())
@@ -141,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ).stdout.strip()
     archive, image = build_image()
     oci_push.push(archive, image.replace(PUBLISHED, f"{registry}/opsuite", 1))
-    images.log(f"pushed {image}")
+    log(f"pushed {image}")
     _kubectl("apply", "-f", "-", stdin=namespace_manifest(args.namespace))
     try:
         bundles = sorted(p for p in (ROOT / "bundle").iterdir() if p.is_dir())

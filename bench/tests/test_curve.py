@@ -1,14 +1,17 @@
-"""The scale curve's figures (bench.curve): status-list bounds, merging runs, targets."""
+"""The scale curve's figures (bench.curve_results): status-list bounds, merging runs, targets;
+and the names a run gives what it creates (bench.curve_objects)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from bench.curve import (
+from bench.curve_objects import DESTINATIONS, RunNames
+from bench.curve_results import (
     Point,
-    _max_items,
     encoding,
+    max_items,
     merge,
+    points_from,
     status_lists,
     summary,
     within_bounds,
@@ -31,13 +34,13 @@ def _point(pair: str, side: str, n: int, rss: float, ready: float, cpu: float) -
 
 
 def test_the_podset_crd_bounds_pod_names_and_leaves_conditions_to_their_keys() -> None:
-    bounds = _max_items("podset")
+    bounds = max_items("podset")
     assert bounds["podNames"] == 100
     assert "conditions" not in bounds
 
 
 def test_the_poddebugger_crd_bounds_its_keyed_lists_too() -> None:
-    bounds = _max_items("poddebugger")
+    bounds = max_items("poddebugger")
     assert bounds["debuggedPods"] == 200
     assert bounds["failedPods"] == 20
     assert "conditions" not in bounds
@@ -108,3 +111,27 @@ def test_the_floor_of_a_start_is_reported_against_go_s_start_to_ready() -> None:
 def test_the_floor_lists_pods_in_protobuf_and_configmaps_in_json() -> None:
     assert "protobuf" in encoding("pods")
     assert encoding("configmaps") == "application/json"
+
+
+def test_a_saved_run_reads_back_as_the_points_it_was_written_from() -> None:
+    """main() reports from the merged document (this run's points and an earlier run's), so a
+    point must survive being written: the derived figure and the environment are left out."""
+    floor = {"imports_s": 0.4, "listing_s": 0.6, "listing_cpu_s": 0.3, "listing_mb": 25.6}
+    points = [
+        replace(_point("podset", OPSUITE, 1000, 80, 1.0, 2.0), floor=floor),
+        _point("podset", GO, 1000, 40, 0.5, 1.0),
+    ]
+    assert points_from(merge(None, points, {"date": "now"})) == sorted(points, key=lambda p: p.side)
+
+
+def test_every_name_a_run_creates_carries_its_id() -> None:
+    """Two runs (or a run's leftovers) never share a namespace or a node: each name carries the
+    run's id."""
+    names = RunNames("abc123")
+    assert names.prefix == "curve-abc123"
+    made = [names.pods_ns, names.source_ns, *names.destinations, names.node(0)]
+    assert all(names.prefix in name for name in made)
+    assert len(set(made)) == len(made) == DESTINATIONS + 3
+    assert names.watched_namespace("configmapsync") is None
+    assert names.watched_namespace("podset") == names.pods_ns
+    assert names.watched_namespace("poddebugger") == names.pods_ns

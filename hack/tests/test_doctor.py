@@ -94,9 +94,13 @@ def test_a_route_over_the_pods_network_is_a_fix(
 
 
 def test_images_imports_without_the_virtualenv() -> None:
-    """make doctor imports hack/images.py with the system's python3, before `make deps` made
-    the virtualenv: no site-packages, so nothing beyond the standard library and the repo."""
-    code = "import sys; sys.path.insert(0, 'hack'); import images; print(len(images.TARGETS))"
+    """make images runs hack/images.py, and make doctor imports the image toolchain's mirror
+    check, with the system's python3, before `make deps` made the virtualenv: no site-packages,
+    so nothing beyond the standard library and the repo."""
+    code = (
+        "import sys; sys.path.insert(0, 'hack'); import images, oci.debian_base;"
+        " print(len(images.TARGETS))"
+    )
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-c", code],
         cwd=ROOT,

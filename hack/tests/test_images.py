@@ -1,4 +1,5 @@
-"""hack/images.py's pure parts: OCI layouts and archives, layers, names, the mirror, the hashes.
+"""The image toolchain's pure parts (hack/oci/, hack/images.py): OCI layouts and archives,
+layers, names, the mirror, the hashes, the listing.
 
 Building the images themselves (debootstrap, BuildKit, gcc) is `make images`; not run here.
 """
@@ -10,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -19,7 +21,23 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import images
-from images import Descriptor, ImageConfig
+from oci.archive import archive_layout, read_archive, unpack_image
+from oci.debian_base import debian_mirror, slim
+from oci.layer import write_layer
+from oci.layout import (
+    DEFAULT_PATH,
+    MEDIA_CONFIG,
+    MEDIA_INDEX,
+    MEDIA_LAYER_GZIP,
+    MEDIA_MANIFEST,
+    Descriptor,
+    ImageConfig,
+    blob_path,
+    full_name,
+    write_blob,
+    write_image,
+)
+from oci.workspace import Built, hash_inputs
 
 
 def sha256(data: bytes) -> str:
@@ -47,12 +65,12 @@ def make_tree(root: Path) -> Path:
 def archive(tmp_path: Path) -> tuple[Path, Descriptor]:
     """An archive of one image with two names, from a layout that also holds an unrelated blob."""
     layout = tmp_path / "layout"
-    layer = images.write_layer(layout, make_tree(tmp_path / "rootfs"), mtime=0, exclude=["dev"])
-    images.write_blob(layout, b"not part of the image", "application/octet-stream")
+    layer = write_layer(layout, make_tree(tmp_path / "rootfs"), mtime=0, exclude=["dev"])
+    write_blob(layout, b"not part of the image", "application/octet-stream")
     config = ImageConfig(entrypoint=("/bin/tool",), user="65532:65532", labels={"a": "b"})
-    manifest = images.write_image(layout, [layer], config)
+    manifest = write_image(layout, [layer], config)
     out = tmp_path / "out/image.tar"
-    images.archive_layout(layout, out, manifest, ["busybox:1.37", "opsuite.local/x/y:dev"])
+    archive_layout(layout, out, manifest, ["busybox:1.37", "opsuite.local/x/y:dev"])
     return out, manifest
 
 
@@ -84,9 +102,9 @@ def test_index_names_the_manifest_for_containerd_and_oci(
     archive: tuple[Path, Descriptor],
 ) -> None:
     path, manifest = archive
-    index, blobs = images.read_archive(path)
+    index, blobs = read_archive(path)
     assert index["schemaVersion"] == 2
-    assert index["mediaType"] == images.MEDIA_INDEX
+    assert index["mediaType"] == MEDIA_INDEX
     entries = index["manifests"]
     assert [e["annotations"] for e in entries] == [
         {
@@ -99,7 +117,7 @@ def test_index_names_the_manifest_for_containerd_and_oci(
         },
     ]
     for entry in entries:
-        assert entry["mediaType"] == images.MEDIA_MANIFEST
+        assert entry["mediaType"] == MEDIA_MANIFEST
         assert entry["digest"] == manifest.digest
         assert entry["size"] == len(blobs[manifest.digest])
         assert entry["platform"] == {"architecture": "amd64", "os": "linux"}
@@ -107,21 +125,21 @@ def test_index_names_the_manifest_for_containerd_and_oci(
 
 def test_manifest_config_and_layer_agree(archive: tuple[Path, Descriptor]) -> None:
     path, manifest = archive
-    _, blobs = images.read_archive(path)
+    _, blobs = read_archive(path)
     body: dict[str, Any] = json.loads(blobs[manifest.digest])
     assert body["schemaVersion"] == 2
-    assert body["mediaType"] == images.MEDIA_MANIFEST
-    assert body["config"]["mediaType"] == images.MEDIA_CONFIG
+    assert body["mediaType"] == MEDIA_MANIFEST
+    assert body["config"]["mediaType"] == MEDIA_CONFIG
     assert body["config"]["size"] == len(blobs[body["config"]["digest"]])
     config = json.loads(blobs[body["config"]["digest"]])
     (layer,) = body["layers"]
-    assert layer["mediaType"] == images.MEDIA_LAYER_GZIP
+    assert layer["mediaType"] == MEDIA_LAYER_GZIP
     assert layer["size"] == len(blobs[layer["digest"]])
     uncompressed = gzip.decompress(blobs[layer["digest"]])
     assert config["rootfs"] == {"type": "layers", "diff_ids": [sha256(uncompressed)]}
     assert (config["os"], config["architecture"]) == ("linux", "amd64")
     assert config["config"] == {
-        "Env": [f"PATH={images.DEFAULT_PATH}"],
+        "Env": [f"PATH={DEFAULT_PATH}"],
         "Entrypoint": ["/bin/tool"],
         "User": "65532:65532",
         "Labels": {"a": "b"},
@@ -131,7 +149,7 @@ def test_manifest_config_and_layer_agree(archive: tuple[Path, Descriptor]) -> No
 
 def test_layer_holds_the_tree_without_excluded_contents(archive: tuple[Path, Descriptor]) -> None:
     path, manifest = archive
-    _, blobs = images.read_archive(path)
+    _, blobs = read_archive(path)
     (layer,) = json.loads(blobs[manifest.digest])["layers"]
     with tarfile.open(fileobj=io.BytesIO(blobs[layer["digest"]])) as tar:
         entries = {m.name: m for m in tar.getmembers()}
@@ -158,30 +176,30 @@ def test_layer_holds_the_tree_without_excluded_contents(archive: tuple[Path, Des
 
 def test_layers_are_reproducible(tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "rootfs")
-    first = images.write_layer(tmp_path / "a", tree, mtime=0)
-    second = images.write_layer(tmp_path / "b", tree, mtime=0)
+    first = write_layer(tmp_path / "a", tree, mtime=0)
+    second = write_layer(tmp_path / "b", tree, mtime=0)
     assert first == second
-    assert images.blob_path(tmp_path / "a", first[0].digest).is_file()
+    assert blob_path(tmp_path / "a", first[0].digest).is_file()
     assert not list((tmp_path / "a/blobs/sha256").glob("tmp*"))
 
 
 def test_unpack_applies_layers_and_whiteouts(tmp_path: Path) -> None:
     layout = tmp_path / "layout"
-    lower = images.write_layer(layout, make_tree(tmp_path / "lower"), mtime=0)
+    lower = write_layer(layout, make_tree(tmp_path / "lower"), mtime=0)
     upper_tree = tmp_path / "upper"
     (upper_tree / "etc").mkdir(parents=True)
     (upper_tree / "etc/.wh.hello").write_text("")
     (upper_tree / "bin").mkdir()
     (upper_tree / "bin/.wh..wh..opq").write_text("")
     (upper_tree / "bin/new").write_text("new\n")
-    upper = images.write_layer(layout, upper_tree, mtime=0)
-    manifest = images.write_image(layout, [lower, upper], ImageConfig(cmd=("sh",)))
+    upper = write_layer(layout, upper_tree, mtime=0)
+    manifest = write_image(layout, [lower, upper], ImageConfig(cmd=("sh",)))
     out = tmp_path / "image.tar"
-    images.archive_layout(layout, out, manifest, ["x:1"])
+    archive_layout(layout, out, manifest, ["x:1"])
 
     rootfs = tmp_path / "unpacked"
     rootfs.mkdir()
-    config = images.unpack_image(out, rootfs)
+    config = unpack_image(out, rootfs)
     assert config["config"]["Cmd"] == ["sh"]
     assert sorted(p.relative_to(rootfs).as_posix() for p in rootfs.rglob("*")) == [
         "bin",
@@ -206,7 +224,7 @@ def test_unpack_applies_layers_and_whiteouts(tmp_path: Path) -> None:
     ],
 )
 def test_full_name(name: str, full: str) -> None:
-    assert images.full_name(name) == full
+    assert full_name(name) == full
 
 
 def test_mirror_from_deb822_and_one_line_sources(
@@ -226,25 +244,25 @@ def test_mirror_from_deb822_and_one_line_sources(
         "deb [arch=amd64 signed-by=/k.gpg] https://other.example/apt stable main\n"
         "deb [arch=amd64] http://line.example/debian bookworm main non-free\n"
     )
-    assert images.debian_mirror("bookworm", [deb822]) == "http://mirror.example/debian"
-    assert images.debian_mirror("bookworm", [one_line]) == "http://line.example/debian"
+    assert debian_mirror("bookworm", [deb822]) == "http://mirror.example/debian"
+    assert debian_mirror("bookworm", [one_line]) == "http://line.example/debian"
     with pytest.raises(SystemExit):
-        images.debian_mirror("trixie", [deb822, one_line])
+        debian_mirror("trixie", [deb822, one_line])
     monkeypatch.setenv("OPSUITE_DEBIAN_MIRROR", "http://env.example/debian")
-    assert images.debian_mirror("trixie", [deb822, one_line]) == "http://env.example/debian"
+    assert debian_mirror("trixie", [deb822, one_line]) == "http://env.example/debian"
 
 
 def test_input_hash_follows_contents_not_bytecode(tmp_path: Path) -> None:
     pkg = tmp_path / "pkg"
     (pkg / "__pycache__").mkdir(parents=True)
     (pkg / "a.py").write_text("a = 1\n")
-    before = images.hash_inputs([pkg])
+    before = hash_inputs([pkg])
     (pkg / "__pycache__/a.cpython-311.pyc").write_bytes(b"\0")
     (pkg / "b.pyc").write_bytes(b"\0")
-    assert images.hash_inputs([pkg]) == before
-    assert images.hash_inputs([pkg], "another base") != before
+    assert hash_inputs([pkg]) == before
+    assert hash_inputs([pkg], "another base") != before
     (pkg / "a.py").write_text("a = 2\n")
-    assert images.hash_inputs([pkg]) != before
+    assert hash_inputs([pkg]) != before
 
 
 def test_slim_keeps_copyright_and_links_python3(tmp_path: Path) -> None:
@@ -265,7 +283,7 @@ def test_slim_keeps_copyright_and_links_python3(tmp_path: Path) -> None:
     ):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("x")
-    images.slim(root)
+    slim(root)
     left = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if not p.is_dir())
     assert left == [
         "usr/bin/python3",
@@ -289,17 +307,35 @@ def test_a_partial_build_keeps_the_other_images_listed(
         archive.write_bytes(b"")
     images.write_listing(
         [
-            images.Built(archives["busybox"], ["busybox:1.37"]),
-            images.Built(archives["operator"], ["opsuite.local/podset-operator:dev"]),
-            images.Built(archives["gone"], ["gone:1"]),
+            Built(archives["busybox"], ["busybox:1.37"]),
+            Built(archives["operator"], ["opsuite.local/podset-operator:dev"]),
+            Built(archives["gone"], ["gone:1"]),
         ]
     )
     archives["gone"].unlink()
     rebuilt = tmp_path / "busybox-2.tar"
     rebuilt.write_bytes(b"")
-    images.write_listing([images.Built(rebuilt, ["busybox:1.37"])])
+    images.write_listing([Built(rebuilt, ["busybox:1.37"])])
     listed = {e["name"]: e["archive"] for e in json.loads((tmp_path / "images.json").read_text())}
     assert listed == {
-        images.full_name("busybox:1.37"): str(rebuilt),
-        images.full_name("opsuite.local/podset-operator:dev"): str(archives["operator"]),
+        full_name("busybox:1.37"): str(rebuilt),
+        full_name("opsuite.local/podset-operator:dev"): str(archives["operator"]),
     }
+
+
+def test_the_command_line_runs_as_a_script_from_any_directory(tmp_path: Path) -> None:
+    """`make images` and the docs run ``python3 hack/images.py``: the machine's Python, without
+    the project's virtualenv, from anywhere; it finds its own modules (hack/oci/) and the list
+    of operators (standard library only)."""
+    script = Path(__file__).resolve().parents[1] / "images.py"
+    for command in ("build", "verify"):
+        done = subprocess.run(
+            ["python3", str(script), command, "--help"],
+            cwd=tmp_path,
+            env={**os.environ, "COLUMNS": "200", "PYTHONPATH": ""},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+    assert f"default: {' '.join(images.TARGETS)}" in done.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -16,6 +17,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import localplane
 import node
+import plane_config
+import plane_pki
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,9 +60,7 @@ def test_a_socket_file_nobody_serves_is_not_open(tmp_path: Path) -> None:
     assert not localplane.socket_open(path)
 
 
-def test_kube_scheduler_reads_the_plane_s_configuration(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_kube_scheduler_reads_the_plane_s_configuration(tmp_path: Path) -> None:
     """kube-scheduler itself parses the configuration localplane writes (its client's QPS raised
     to 500 from 50, the plane's bottleneck when 500 pods are created at once). Its credentials
     are issued in ``tmp_path`` as localplane issues them: the plane's own are gone after
@@ -67,13 +68,13 @@ def test_kube_scheduler_reads_the_plane_s_configuration(
     scheduler = localplane.BIN / "kube-scheduler"
     if not scheduler.exists():
         pytest.skip("kube-scheduler is not built (make cluster-deps)")
-    monkeypatch.setattr(localplane, "PKI", tmp_path / "pki")
-    localplane.make_ca()
-    localplane.make_cert("scheduler", "/CN=system:kube-scheduler")
+    pki = tmp_path / "pki"
+    plane_pki.make_ca(pki)
+    plane_pki.make_cert(pki, "scheduler", "/CN=system:kube-scheduler")
     kubeconfig = tmp_path / "scheduler.kubeconfig"
-    localplane.write_kubeconfig(kubeconfig, "scheduler", 6443)
+    plane_pki.write_kubeconfig(kubeconfig, pki, "scheduler", "https://127.0.0.1:6443")
     config = tmp_path / "kube-scheduler.yaml"
-    config.write_text(localplane.scheduler_config(kubeconfig))
+    config.write_text(plane_config.scheduler_config(kubeconfig))
     written = tmp_path / "written.yaml"
     subprocess.run(
         [str(scheduler), f"--config={config}", f"--write-config-to={written}"],
@@ -104,7 +105,7 @@ def test_a_failed_start_stops_what_it_started_unless_the_plane_ran_before(
         calls.append("start")
         raise SystemExit("kube-apiserver did not become ready")
 
-    monkeypatch.setattr(localplane, "_start", start)
+    monkeypatch.setattr(localplane, "start_plane", start)
     monkeypatch.setattr(localplane, "down", lambda: calls.append("down"))
     with pytest.raises(SystemExit, match="kube-apiserver"):
         localplane.up()
@@ -126,3 +127,41 @@ def test_every_binary_the_plane_starts_is_one_prepare_builds() -> None:
     assert {"etcd", "kube-apiserver", "registry", "coredns", "kubelet", "containerd"} <= started
     for binary in started:
         assert binaries.get(binary) in localplane.PLANE_TOOLS, binary
+
+
+def test_certificates_are_issued_once_into_the_directory_given(tmp_path: Path) -> None:
+    """The plane's certificates go where they are told (a test's directory, or the plane's), each
+    signed by its CA with the names a client checks, and a second ``up`` keeps them: the
+    kubeconfigs and running components hold them."""
+    pki = tmp_path / "pki"
+    plane_pki.make_ca(pki)
+    plane_pki.make_cert(pki, "serving", "/CN=serving", server_sans=["IP:127.0.0.1", "DNS:here"])
+    issued = {p.name: p.read_bytes() for p in pki.iterdir()}
+    assert {"ca.crt", "ca.key", "serving.crt", "serving.key"} <= set(issued)
+    assert not {name for name in issued if name.endswith((".csr", ".ext"))}
+    checked = subprocess.run(
+        ["openssl", "verify", "-CAfile", str(pki / "ca.crt"), str(pki / "serving.crt")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stderr
+    text = subprocess.run(
+        ["openssl", "x509", "-noout", "-text", "-in", str(pki / "serving.crt")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "IP Address:127.0.0.1" in text
+    assert "DNS:here" in text
+    plane_pki.make_ca(pki)
+    plane_pki.make_cert(pki, "serving", "/CN=serving", server_sans=["IP:127.0.0.1"])
+    assert {p.name: p.read_bytes() for p in pki.iterdir()} == issued
+
+    kubeconfig = tmp_path / "serving.kubeconfig"
+    plane_pki.write_kubeconfig(kubeconfig, pki, "serving", "https://127.0.0.1:6443")
+    written = json.loads(kubeconfig.read_text())
+    assert written["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:6443"
+    user = written["users"][0]["user"]
+    assert base64.b64decode(user["client-certificate-data"]) == issued["serving.crt"]
+    assert kubeconfig.stat().st_mode & 0o777 == 0o600

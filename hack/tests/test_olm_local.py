@@ -19,12 +19,14 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import images
 import localplane
 import oci_push
 import olm_images
 import olm_manifest
 import pin_digests
+from oci.archive import archive_layout, read_archive, unpack_image
+from oci.layer import write_layer
+from oci.layout import MEDIA_MANIFEST, ImageConfig, write_image
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,19 +76,19 @@ def _small_archive(tmp_path: Path, name: str, text: str) -> Path:
     rootfs, layout = tmp_path / f"rootfs-{text}", tmp_path / f"layout-{text}"
     rootfs.mkdir()
     (rootfs / "hello").write_text(text)
-    layer = images.write_layer(layout, rootfs, mtime=0)
-    config = images.ImageConfig(labels={"x": text})
+    layer = write_layer(layout, rootfs, mtime=0)
+    config = ImageConfig(labels={"x": text})
     archive = tmp_path / f"{text}.tar"
-    images.archive_layout(layout, archive, images.write_image(layout, [layer], config), [name])
+    archive_layout(layout, archive, write_image(layout, [layer], config), [name])
     return archive
 
 
 def test_push_puts_every_blob_and_the_tag(tmp_path: Path, registry: str) -> None:
     archive = _small_archive(tmp_path, "example.com/a/b:1", "one")
     digest = oci_push.push(archive, f"{registry}/team/app:v1")
-    index, blobs = images.read_archive(archive)
+    index, blobs = read_archive(archive)
     assert digest == index["manifests"][0]["digest"]
-    body, headers = _get(f"http://{registry}/v2/team/app/manifests/v1", images.MEDIA_MANIFEST)
+    body, headers = _get(f"http://{registry}/v2/team/app/manifests/v1", MEDIA_MANIFEST)
     assert headers["Docker-Content-Digest"] == digest
     assert body == blobs[digest]
     manifest = json.loads(body)
@@ -108,9 +110,9 @@ def test_retag_moves_a_tag_to_another_tags_manifest(tmp_path: Path, registry: st
     second = oci_push.push(_small_archive(tmp_path, "x/y:2", "two"), f"{registry}/team/app:v2")
     assert oci_push.retag(f"{registry}/team/app:v1", "moving") == first
     url = f"http://{registry}/v2/team/app/manifests/moving"
-    assert _get(url, images.MEDIA_MANIFEST)[1]["Docker-Content-Digest"] == first
+    assert _get(url, MEDIA_MANIFEST)[1]["Docker-Content-Digest"] == first
     assert oci_push.retag(f"{registry}/team/app:v2", "moving") == second
-    assert _get(url, images.MEDIA_MANIFEST)[1]["Docker-Content-Digest"] == second
+    assert _get(url, MEDIA_MANIFEST)[1]["Docker-Content-Digest"] == second
 
 
 @pytest.mark.parametrize(
@@ -129,13 +131,13 @@ def test_references_must_name_a_registry_and_a_tag(reference: str, error: str) -
 def test_bundle_image_is_the_bundle_dockerfiles_layout(tmp_path: Path) -> None:
     archive, name = olm_images.build_bundle("podset-operator", "v9.9.9")
     assert name == "ghcr.io/opsuite/podset-operator-bundle:v9.9.9"
-    index, blobs = images.read_archive(archive)
+    index, blobs = read_archive(archive)
     manifest = json.loads(blobs[index["manifests"][0]["digest"]])
     config = json.loads(blobs[manifest["config"]["digest"]])
     labels = config["config"]["Labels"]
     assert labels["operators.operatorframework.io.bundle.package.v1"] == "podset-operator"
     assert labels["operators.operatorframework.io.bundle.manifests.v1"] == "manifests/"
-    images.unpack_image(archive, tmp_path / "root")
+    unpack_image(archive, tmp_path / "root")
     source = ROOT / "bundle" / "podset-operator"
     assert labels["operators.operatorframework.io.test.config.v1"] == "tests/scorecard/"
     for part in ("manifests", "metadata", "tests/scorecard"):
@@ -154,7 +156,7 @@ def test_a_bundle_built_with_a_resolver_names_the_operator_image_by_digest(
         return digest
 
     archive, _ = olm_images.build_bundle("podset-operator", "v9.9.9", resolve=resolve)
-    images.unpack_image(archive, tmp_path / "root")
+    unpack_image(archive, tmp_path / "root")
     csv = tmp_path / "root" / "manifests" / "podset-operator.clusterserviceversion.yaml"
     text = csv.read_text()
     assert f"image: ghcr.io/opsuite/podset-operator@{digest}" in text
@@ -225,7 +227,7 @@ def test_artifacthub_repo_is_pushed_with_artifact_hubs_media_types(
     digest = oci_push.push_artifacthub_repo(f"{registry}/charts/podset-operator", source)
     body, headers = _get(
         f"http://{registry}/v2/charts/podset-operator/manifests/artifacthub.io",
-        images.MEDIA_MANIFEST,
+        MEDIA_MANIFEST,
     )
     assert headers["Docker-Content-Digest"] == digest
     manifest = json.loads(body)
