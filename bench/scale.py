@@ -46,18 +46,14 @@ from bench.operator import OperatorProcess
 from bench.plane import AUDIT_LOG, KUBECONFIG, LOCAL, ROOT, read, request, request_json
 from bench.runner import Environment, measure, write_document
 from opsuite_common.kube import resource_path
+from opsuite_packaging.operators import OPERATORS as LISTED
 
 RUN_LABEL = "opsuite.dev/scale"
 IDENTITY_NAMESPACE = "opsuite-bench-scale"
 NO_POLICIES = {"OPSUITE_ALLOW_WITHOUT_ADMISSION_POLICY": "true"}
 """The bench installs no admission policies: the PodDebugger operator opts out of needing them
 (the other operators ignore the variable)."""
-OPERATORS = ("podset-operator", "configmapsync-operator", "pod-debugger-operator")
-CRDS = {
-    "podset-operator": "podsets.apps.opsuite.dev",
-    "configmapsync-operator": "configmapsyncs.sync.opsuite.dev",
-    "pod-debugger-operator": "poddebuggers.debug.opsuite.dev",
-}
+OPERATORS = tuple(op.image for op in LISTED)
 REFERENCE = "kube-controller-manager"
 KCM_USERS = ("system:serviceaccount:kube-system:", "system:kube-controller-manager")
 """kube-controller-manager's identities (it runs each controller as its own ServiceAccount)."""
@@ -494,11 +490,8 @@ def profile_largest(
 
 def run(api: client.ApiClient, config: Config, progress: Callable[[str], None] = print) -> Result:
     """Set up, load, measure the quiet window, profile; clean up however this ends."""
-    plane.apply_crds(ROOT / "charts" / "podset-operator" / "crds", CRDS["podset-operator"])
-    plane.apply_crds(cms_bench.CRD_DIR, cms_bench.CRD_NAME)
-    plane.apply_crds(
-        ROOT / "charts" / "pod-debugger-operator" / "crds", CRDS["pod-debugger-operator"]
-    )
+    for op in LISTED:
+        plane.apply_crds(op.chart / "crds", *op.crds)
     wide = wide_client()
     run_id = secrets.token_hex(3)
     layout = Layout(run_id, config)

@@ -10,6 +10,7 @@ roles (e2e/test_user_roles.py applies its own).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -23,27 +24,24 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from configmapsync_manifests import CHART_SPEC as CONFIGMAPSYNC_CHART
 from e2e.cluster import ROOT, Cluster, audit_events
 from opsuite_packaging.chart import LEADER_ELECTION_RULES, LEASE_PLACEHOLDER, ChartSpec, PolicyRule
+from opsuite_packaging.operators import OPERATORS
 from poddebugger_manifests import CHART_SPEC as PODDEBUGGER_CHART
-from podset_manifests import CHART_SPEC as PODSET_CHART
 
 RELEASE_NAMESPACE = "opsuite-system"
 CHARTS: dict[str, ChartSpec] = {
-    spec.command: spec for spec in (PODSET_CHART, CONFIGMAPSYNC_CHART, PODDEBUGGER_CHART)
+    spec.command: spec
+    for spec in (importlib.import_module(op.manifests).CHART_SPEC for op in OPERATORS)
 }
-"""Each operator's chart, by console script."""
+"""Each operator's chart (operators/operators.toml), by console script."""
 KUBE_VERSION = "1.36.3"
 """The Kubernetes version `helm template` renders for (the local plane's)."""
 IDENTITY_DIR = ROOT / ".local" / "e2e-identities"
 POLICIES_OFF: dict[str, dict[str, Any]] = {
-    PODSET_CHART.name: {"admissionPolicy": {"enabled": False}},
-    CONFIGMAPSYNC_CHART.name: {"admissionPolicy": {"enabled": False}},
-    PODDEBUGGER_CHART.name: {
-        "admissionPolicy": {"enabled": False},
-        "imageAllowlist": {"enabled": False},
-    },
+    spec.name: {"admissionPolicy": {"enabled": False}}
+    | ({"imageAllowlist": {"enabled": False}} if spec is PODDEBUGGER_CHART else {})
+    for spec in CHARTS.values()
 }
 
 

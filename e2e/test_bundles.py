@@ -28,8 +28,9 @@ from e2e.cluster import ROOT, Cluster, condition, wait_until
 from e2e.operators import OperatorProcess
 from e2e.poddebugger_support import Debuggers, debugger_manifest, ephemeral
 from opsuite_packaging.bundle import TARGET_NAMESPACES_ENV
+from opsuite_packaging.operators import OPERATORS
 
-PACKAGES = ("podset-operator", "configmapsync-operator", "pod-debugger-operator")
+PACKAGES = tuple(op.image for op in OPERATORS)
 BIN = ROOT / ".local" / "bin"
 OLM_GROUP = "operators.coreos.com"
 

@@ -19,7 +19,6 @@ from e2e.charts import (
     CHARTS,
     KUBE_VERSION,
     PODDEBUGGER_CHART,
-    PODSET_CHART,
     RELEASE_NAMESPACE,
     chart_dir,
     helm,
@@ -32,6 +31,7 @@ from e2e.operators import OperatorProcess, operator_env
 from e2e.podset_support import PodSets, condition, install_crd, podset
 from e2e.third_party import SERVICE_MONITOR_CRD, module_file
 from opsuite_packaging.chart import ChartSpec, metrics_auth_rules
+from podset_manifests import CHART_SPEC as PODSET_CHART
 
 SPECS = list(CHARTS.values())
 CHART_IDS = [s.name for s in SPECS]

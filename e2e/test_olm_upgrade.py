@@ -37,6 +37,7 @@ from kubernetes.client.rest import ApiException
 
 from e2e.cluster import ROOT, Cluster, condition, wait_until
 from e2e.placement import BUSYBOX, real_pod_spec
+from opsuite_packaging.operators import OPERATORS
 from opsuite_packaging.previous_release import PREVIOUS_VERSION
 
 sys.path.insert(0, str(ROOT / "hack"))
@@ -50,7 +51,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 NAMESPACE = os.environ.get("E2E_NAMESPACE", "operators")
-PACKAGES = ("podset-operator", "configmapsync-operator", "pod-debugger-operator")
+PACKAGES = tuple(op.image for op in OPERATORS)
 CURRENT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 OLM = ("operators.coreos.com", "v1alpha1")
 PODSET = ("apps.opsuite.dev", "v1alpha1", "podsets")

@@ -6,6 +6,7 @@ PodSets and ConfigMapSyncs, and PodDebuggers only when ``userRoles.aggregateToEd
 
 from __future__ import annotations
 
+import importlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -14,17 +15,15 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-import configmapsync_manifests as configmapsync
-import poddebugger_manifests as poddebugger
-import podset_manifests as podset
 from e2e.charts import CHARTS, KUBE_VERSION, PODDEBUGGER_CHART, chart_dir, helm, token_kubeconfig
 from e2e.cluster import Cluster, wait_until
 from opsuite_packaging.chart import ChartSpec
+from opsuite_packaging.operators import OPERATORS
 
 SPECS = list(CHARTS.values())
 SAMPLES = {
     m.CHART_SPEC.name: next(s for s in m.SAMPLES if s["kind"] == m.CRD.kind)
-    for m in (podset, configmapsync, poddebugger)
+    for m in (importlib.import_module(op.manifests) for op in OPERATORS)
 }
 """The sample custom resource of each chart."""
 RBAC_REFUSAL = "cannot create resource"

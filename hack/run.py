@@ -201,6 +201,13 @@ def crd_names() -> list[str]:
     return [str(yaml.safe_load(f.read_text())["metadata"]["name"]) for f in crd_files()]
 
 
+def own_kind(op: operator_list.Operator) -> str:
+    """The kind of the operator's own CRD (the first of its entry's), whose objects report
+    Ready (PodDebugger's DebugImagePolicy does not)."""
+    crd = yaml.safe_load((op.chart / "crds" / f"{op.crds[0]}.yaml").read_text())
+    return str(crd["spec"]["names"]["kind"])
+
+
 def demo_namespace(cluster: Cluster) -> dict[str, object]:
     """The demo namespace; on the local plane its pods all go to the real node (namespace
     annotations read by the PodNodeSelector and PodTolerationRestriction admission plugins),
@@ -301,8 +308,9 @@ def samples() -> list[tuple[Path, dict[str, str]]]:
 
 
 def wait_ready(cluster: Cluster, processes: Sequence[subprocess.Popen[str]]) -> None:
-    """Until every sample of the operators' kinds is Ready; fail as soon as an operator exits."""
-    kinds = {"PodSet", "ConfigMapSync", "PodDebugger"}
+    """Until every sample of the operators' own kinds is Ready; fail as soon as an operator
+    exits."""
+    kinds = {own_kind(op) for op in operator_list.OPERATORS}
     names = [f"{s['kind'].lower()}/{s['name']}" for _, s in samples() if s["kind"] in kinds]
     print(f"waiting until {', '.join(names)} are Ready", flush=True)
     waiting = subprocess.Popen(

@@ -13,9 +13,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bundle
+from opsuite_packaging.operators import OPERATORS
 from opsuite_packaging.previous_release import without_spec_field
 
-PACKAGES = ("podset-operator", "configmapsync-operator", "pod-debugger-operator")
+PACKAGES = tuple(op.image for op in OPERATORS)
 
 
 def _documents(root: Path, package: str) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ Both come from ``make tools``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import shutil
@@ -18,7 +19,6 @@ from typing import Any
 import pytest
 import yaml
 
-from configmapsync_manifests import CHART_SPEC as CONFIGMAPSYNC_CHART
 from opsuite_packaging.bundle import (
     CHANNEL,
     CREATED_AT,
@@ -28,12 +28,14 @@ from opsuite_packaging.bundle import (
     rendered_objects,
 )
 from opsuite_packaging.chart import MIN_KUBE_VERSION, ChartSpec
-from poddebugger_manifests import CHART_SPEC as PODDEBUGGER_CHART
-from podset_manifests import CHART_SPEC as PODSET_CHART
+from opsuite_packaging.operators import OPERATORS
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".local" / "bin"
-SPECS = {spec.name: spec for spec in (PODSET_CHART, CONFIGMAPSYNC_CHART, PODDEBUGGER_CHART)}
+SPECS = {
+    spec.name: spec
+    for spec in (importlib.import_module(op.manifests).CHART_SPEC for op in OPERATORS)
+}
 K8S_VERSION = "1.36"
 """Kubernetes version the deprecated-API checks look at (the local plane's)."""
 

@@ -4,6 +4,7 @@ aggregated into the built-in roles, PodDebugger's edit role only when asked."""
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from configmapsync_manifests import CHART_SPEC as CONFIGMAPSYNC_CHART
 from opsuite_packaging.bundle import find, rendered_objects
 from opsuite_packaging.chart import METRICS_AUTH_RULES, MIN_KUBE_VERSION, ChartSpec
+from opsuite_packaging.operators import OPERATORS
 from poddebugger_manifests import CHART_SPEC as PODDEBUGGER_CHART
 from podset_manifests import CHART_SPEC as PODSET_CHART
 
 ROOT = Path(__file__).resolve().parents[2]
-SPECS = (PODSET_CHART, CONFIGMAPSYNC_CHART, PODDEBUGGER_CHART)
+SPECS = tuple(importlib.import_module(op.manifests).CHART_SPEC for op in OPERATORS)
 IDS = [spec.name for spec in SPECS]
 AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
 REVIEW_RULES = [rule.to_kube() for rule in METRICS_AUTH_RULES]

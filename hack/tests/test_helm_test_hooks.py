@@ -4,21 +4,22 @@ pods and CRD, and a ServiceAccount allowed exactly that (list pods here, get the
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from configmapsync_manifests import CHART_SPEC as CONFIGMAPSYNC_CHART
 from opsuite_packaging.bundle import find, rendered_objects
-from poddebugger_manifests import CHART_SPEC as PODDEBUGGER_CHART
-from podset_manifests import CHART_SPEC as PODSET_CHART
+from opsuite_packaging.operators import OPERATORS
 
 ROOT = Path(__file__).resolve().parents[2]
 HELM = ROOT / ".local" / "bin" / "helm"
 TEST_HOOK = "test"
-CHART_SPECS = {s.name: s for s in (PODSET_CHART, CONFIGMAPSYNC_CHART, PODDEBUGGER_CHART)}
+CHART_SPECS = {
+    s.name: s for s in (importlib.import_module(op.manifests).CHART_SPEC for op in OPERATORS)
+}
 
 
 def _render(chart: str, *args: str) -> list[dict[str, Any]]:

@@ -23,6 +23,8 @@ from packaging.markers import Marker
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import poetry_requirements
 
+from opsuite_packaging.operators import OPERATORS
+
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())
 SCRIPTS = sorted(PYPROJECT["project"]["scripts"])
@@ -116,18 +118,11 @@ def test_console_script_starts_and_writes_nothing(venv: Path, script: str, tmp_p
     assert not list(tmp_path.iterdir())
 
 
-RUNTIME_PACKAGES = {
-    "opsuite_common",
-    "podset_operator",
-    "configmapsync_operator",
-    "poddebugger_operator",
-}
+RUNTIME_PACKAGES = {"opsuite_common", *(op.package for op in OPERATORS)}
 BUILD_TIME = {
     "opsuite_packaging",
     "opsuite_testkit",
-    "podset_manifests",
-    "configmapsync_manifests",
-    "poddebugger_manifests",
+    *(op.manifests for op in OPERATORS),
     "hypothesis",
     "pytest",
     "matplotlib",

@@ -28,6 +28,8 @@ from oci.archive import archive_layout, read_archive, unpack_image
 from oci.layer import write_layer
 from oci.layout import MEDIA_MANIFEST, ImageConfig, write_image
 
+from opsuite_packaging.operators import OPERATORS
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -276,7 +278,7 @@ def test_catalog_bundle_and_related_images_are_pinned(tmp_path: Path) -> None:
     catalog = tmp_path / "catalog"
     shutil.copytree(ROOT / "catalog", catalog)
     pinned = pin_digests.pin_catalog(catalog, _fake)
-    for package in ("podset-operator", "configmapsync-operator", "pod-debugger-operator"):
+    for package in (op.image for op in OPERATORS):
         bundle = f"ghcr.io/opsuite/{package}-bundle:v0.1.0"
         assert bundle in pinned
         documents = list(yaml.safe_load_all((catalog / package / "catalog.yaml").read_text()))
@@ -311,9 +313,7 @@ def test_resolver_reads_the_digest_the_registry_serves(
         resolve("ghcr.io/opsuite/app:missing")
 
 
-@pytest.mark.parametrize(
-    "chart", ["podset-operator", "configmapsync-operator", "pod-debugger-operator"]
-)
+@pytest.mark.parametrize("chart", [op.image for op in OPERATORS])
 def test_a_released_chart_pulls_its_image_by_digest(tmp_path: Path, chart: str) -> None:
     """What the release does before ``helm package``: the chart's default image.digest is that
     of the image published under the chart's version."""

@@ -1,10 +1,12 @@
 """One list of operators (operators/operators.toml): every operator it names has all its places,
-and no script, Dockerfile stage, workflow or generator names the operators by hand outside the
-blocks ``make manifests`` writes from the list (docs/new-operator.md)."""
+no script, Dockerfile stage, workflow or generator names the operators by hand outside the
+blocks ``make manifests`` writes from the list, and no test or benchmark names them all but
+those that say why (docs/new-operator.md)."""
 
 from __future__ import annotations
 
 import importlib
+import re
 import tomllib
 from pathlib import Path
 
@@ -46,12 +48,47 @@ def _outside_blocks(text: str) -> str:
     return "\n".join(kept)
 
 
+LOOPERS = sorted(
+    {
+        *ROOT.glob("e2e/*.py"),
+        *ROOT.glob("bench/*.py"),
+        *ROOT.glob("bench/tests/*.py"),
+        *ROOT.glob("shared/opsuite_testkit/*.py"),
+        *ROOT.glob("shared/tests/*.py"),
+        *ROOT.glob("hack/tests/*.py"),
+    }
+)
+"""The e2e suite, the benchmarks and the unit tests: where they loop over every operator they
+read the list, so that a new entry is installed, measured and checked as the others are."""
+PER_OPERATOR = "checks what each operator does of its own, which the others do not share"
+BENCHMARK = "a benchmark of each operator against the Go reference written for it"
+NAMING_EVERY_OPERATOR = {
+    "bench/__main__.py": BENCHMARK,
+    "bench/curve.py": BENCHMARK,
+    "bench/implementations.py": BENCHMARK,
+    "bench/readme.py": BENCHMARK,
+    "bench/versus.py": BENCHMARK,
+    "bench/tests/test_curve.py": BENCHMARK,
+    "bench/tests/test_versus.py": BENCHMARK,
+    "bench/scale.py": "its load has a part for each operator",
+    "e2e/invalid_inputs.py": PER_OPERATOR,
+    "e2e/test_chaos.py": PER_OPERATOR,
+    "e2e/test_network_faults.py": PER_OPERATOR,
+    "e2e/test_olm_upgrade.py": PER_OPERATOR,
+    "shared/tests/test_protowatch.py": PER_OPERATOR,
+    "shared/tests/test_testing.py": PER_OPERATOR,
+    "hack/tests/test_operator_list.py": "its test of the check itself",
+}
+"""Files of :data:`LOOPERS` that name every operator, and why."""
+
+
 def named(text: str, operators: tuple[Operator, ...] = OPERATORS) -> set[str]:
-    """The operators ``text`` names by image, manifests module or CRD."""
+    """The operators ``text`` names by image, package, manifests module, CRD or name."""
     return {
         op.name
         for op in operators
-        if any(word in text for word in (op.image, op.manifests, *op.crds))
+        if any(word in text for word in (op.image, op.package, op.manifests, *op.crds))
+        or re.search(rf"\b{op.name}\b", text)
     }
 
 
@@ -82,8 +119,25 @@ def test_no_script_names_the_operators_by_hand(path: Path) -> None:
     assert len(named(text)) <= 1, f"{relative} names {sorted(named(text))}: read the list"
 
 
+@pytest.mark.parametrize("path", LOOPERS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_test_or_benchmark_lists_the_operators_by_hand(path: Path) -> None:
+    relative = str(path.relative_to(ROOT))
+    every = named(path.read_text()) == {op.name for op in OPERATORS}
+    if relative in NAMING_EVERY_OPERATOR:
+        assert every, f"{relative} no longer names every operator: drop its exception"
+    else:
+        assert not every, f"{relative} names every operator: loop over the list instead"
+
+
+def test_every_exception_is_a_file_that_is_checked() -> None:
+    checked = {str(p.relative_to(ROOT)) for p in (*READERS, *LOOPERS)}
+    assert set(EXCEPTIONS) | set(NAMING_EVERY_OPERATOR) <= checked
+
+
 def test_a_hand_written_list_is_found() -> None:
     assert named("for c in podset-operator pod-debugger-operator; do") == {"podset", "poddebugger"}
+    assert named('OPERATORS = ["podset", "configmapsync"]') == {"podset", "configmapsync"}
+    assert named("from e2e import podset_support; kubectl get poddebuggers") == set()
     script = f"{BEGIN} x\nFROM runtime AS podset-operator\n{END}\nCOPY configmapsync_manifests"
     assert named(_outside_blocks(script)) == {"configmapsync"}
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
 import yaml
 
-import configmapsync_manifests as configmapsync
-import poddebugger_manifests as poddebugger
 import podset_manifests as podset
 from opsuite_packaging.artifacthub import (
     CHANGES,
@@ -19,8 +18,11 @@ from opsuite_packaging.artifacthub import (
 )
 from opsuite_packaging.chart import MAINTAINERS, chart_yaml
 from opsuite_packaging.crd import build_crd
+from opsuite_packaging.operators import OPERATORS
 
-MODULES = {m.CHART_SPEC.name: m for m in (podset, configmapsync, poddebugger)}
+MODULES = {
+    m.CHART_SPEC.name: m for m in (importlib.import_module(op.manifests) for op in OPERATORS)
+}
 CAPABILITIES = {
     "basic install",
     "seamless upgrades",

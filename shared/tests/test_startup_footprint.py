@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-OPERATORS = ["podset", "configmapsync", "poddebugger"]
+from opsuite_packaging import operators as operator_list
+
+OPERATORS = [op.name for op in operator_list.OPERATORS]
 OPTIONAL = {"cryptography"}
 """Top-level packages the runtime uses only on request (``--metrics-secure`` without a
 mounted certificate)."""
