@@ -65,6 +65,8 @@ BENCHMARK = "a benchmark of each operator against the Go reference written for i
 NAMING_EVERY_OPERATOR = {
     "bench/__main__.py": BENCHMARK,
     "bench/curve.py": BENCHMARK,
+    "bench/curve_objects.py": BENCHMARK,
+    "bench/curve_results.py": BENCHMARK,
     "bench/implementations.py": BENCHMARK,
     "bench/readme.py": BENCHMARK,
     "bench/versus.py": BENCHMARK,
