@@ -107,6 +107,15 @@ class Manager:
         self._leading = False
         self.caches = Caches(self.activity, options.namespaces)
         self._controllers = Controllers(self.caches.synced, self.fence, RECONCILE_GRACE)
+        self._runnables: tuple[Runnable, ...] = (
+            servers.metrics(options, self.kube),
+            servers.probes(options, self.liveness, self.readiness),
+            self._watchdog,
+            self._controllers,
+            self._watches,
+        )
+        """What the process runs, in the order it starts them: /metrics first, so that once the
+        probes answer ready it is there to scrape; kopf last (:func:`run_group`)."""
 
     def event_recorder(self) -> EventRecorder:
         """The recorder of this operator's Events, with its own small bound on writes in
@@ -199,18 +208,6 @@ class Manager:
         log.info("%s received: stopping", sig.name)
         self.stop()
 
-    def _runnables(self) -> list[Runnable]:
-        """What the process runs, in the order it starts them: /metrics first, so that once the
-        probes answer ready it is there to scrape; kopf last (:func:`run_group`). The servers
-        are built when they start."""
-        return [
-            servers.metrics(self.options, self.kube),
-            servers.probes(self.options, self.liveness, self.readiness),
-            self._watchdog,
-            self._controllers,
-            self._watches,
-        ]
-
     async def lead(self) -> None:
         """Run the runnables that need leadership (the watchdog, the controllers, kopf's
         watches) until :meth:`stop`, then step down in that order: take no new key, let the
@@ -221,7 +218,7 @@ class Manager:
         self.activity.start()
         collector_back = self._pause_collector()
         try:
-            leading = [runnable for runnable in self._runnables() if runnable.needs_leader]
+            leading = [runnable for runnable in self._runnables if runnable.needs_leader]
             await run_group(leading, self._stopping)
         finally:
             if collector_back is not None:
@@ -236,7 +233,7 @@ class Manager:
         died, else 0."""
         try:
             async with contextlib.AsyncExitStack() as serving:
-                for runnable in self._runnables():
+                for runnable in self._runnables:
                     if not runnable.needs_leader:  # each once the one before it listens
                         await serving.enter_async_context(running(runnable))
                 self._handle_signals()

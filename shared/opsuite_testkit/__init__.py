@@ -237,10 +237,11 @@ def offline_manager(
     *,
     clock: Callable[[], float] = time.monotonic,
     watch_timeout: float = 60,
+    **options: Any,
 ) -> Manager:
     """A Manager serving ``namespaces`` whose API client points at a closed port (nothing is
     sent unless a test makes it), for tests of the wiring between watches and controllers;
-    ``clock`` measures its watches' silence."""
+    ``clock`` measures its watches' silence; ``options`` are ManagerOptions fields to set."""
     kubeconfig = tmp_path / "kubeconfig"
     config = {
         "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
@@ -251,19 +252,22 @@ def offline_manager(
     kubeconfig.write_text(json.dumps(config))
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    options = ManagerOptions(
-        leader_elect=False,
-        leader_election_id="test",
-        leader_election_namespace=None,
-        metrics_bind_address="0",
-        health_probe_bind_address="0",
-        namespaces=namespaces,
-        log_format="text",
-        log_level="info",
-        max_concurrent_reconciles=1,
-        watch_timeout=watch_timeout,
+    defaults: dict[str, Any] = {
+        "leader_elect": False,
+        "leader_election_id": "test",
+        "leader_election_namespace": None,
+        "metrics_bind_address": "0",
+        "health_probe_bind_address": "0",
+        "log_format": "text",
+        "log_level": "info",
+        "max_concurrent_reconciles": 1,
+    }
+    settings = defaults | options
+    return Manager(
+        name,
+        ManagerOptions(namespaces=namespaces, watch_timeout=watch_timeout, **settings),
+        clock=clock,
     )
-    return Manager(name, options, clock=clock)
 
 
 class WiredOperator:

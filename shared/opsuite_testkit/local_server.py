@@ -17,6 +17,7 @@ from kopf._core.reactor import queueing
 
 from opsuite_common.kopfwatch.activity import WatchActivity
 from opsuite_common.kopfwatch.hooks import Deliver
+from opsuite_common.kopfwatch.shape import unwrapped
 from opsuite_common.protowatch import Decoder
 
 PATCHED = (
@@ -35,7 +36,7 @@ def kopf_unpatched(monkeypatch: pytest.MonkeyPatch) -> None:
     installed over them; what was there is put back after it."""
     for module, name in PATCHED:
         function = getattr(module, name)
-        monkeypatch.setattr(module, name, getattr(function, "__wrapped__", function))
+        monkeypatch.setattr(module, name, unwrapped(function))
 
 
 @dataclass

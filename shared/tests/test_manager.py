@@ -239,10 +239,12 @@ async def test_metrics_listen_before_the_probes_answer(
 ) -> None:
     """Ready means scrapable: the (secure, so slower to start) metrics server listens before
     the probes do, so a caller that waits for /readyz never finds the metrics port closed."""
-    manager = offline_manager("test-operator", ("ns",), tmp_path, monkeypatch)
     metrics_port = _free_port()
-    manager.options = dataclasses.replace(
-        manager.options,
+    manager = offline_manager(
+        "test-operator",
+        ("ns",),
+        tmp_path,
+        monkeypatch,
         metrics_bind_address=f"127.0.0.1:{metrics_port}",
         health_probe_bind_address=f"127.0.0.1:{_free_port()}",
         metrics_secure=True,
@@ -372,8 +374,7 @@ def test_without_leader_election_it_is_not_ready_before_it_leads(
     manager = offline_manager("test-operator", ("a",), tmp_path, monkeypatch)
     manager.watch("", "v1", "pods")
     assert manager.readiness() == "caches not synced yet: pods"
-    electing = offline_manager("test-operator", ("a",), tmp_path, monkeypatch)
-    electing.options = dataclasses.replace(electing.options, leader_elect=True)
+    electing = offline_manager("test-operator", ("a",), tmp_path, monkeypatch, leader_elect=True)
     assert electing.readiness() is None
 
 

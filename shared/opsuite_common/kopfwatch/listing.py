@@ -13,6 +13,7 @@ from kopf._cogs.clients import errors, fetching, watching
 
 from opsuite_common.kopfwatch.activity import Stream, WatchBackoff, described
 from opsuite_common.kopfwatch.hooks import WatchHooks
+from opsuite_common.kopfwatch.shape import unwrapped, wrapping
 
 
 class InitialEventsIncomplete(Exception):
@@ -50,9 +51,9 @@ def install_listing(hooks: WatchHooks, backoff: WatchBackoff | None = None) -> N
     runs the listings and failed attempts against a local server.
     """
 
-    original_watch = getattr(watching.infinite_watch, "__wrapped__", watching.infinite_watch)
-    original_watch_objs = getattr(watching.watch_objs, "__wrapped__", watching.watch_objs)
-    original_fetch = getattr(fetching.fetch_objs, "__wrapped__", fetching.fetch_objs)
+    original_watch = unwrapped(watching.infinite_watch)
+    original_watch_objs = unwrapped(watching.watch_objs)
+    original_fetch = unwrapped(fetching.fetch_objs)
     snapshots: dict[Stream, str] = {}  # the resourceVersion of each listing under way
     logger = logging.getLogger(__name__)
     backoff = backoff or WatchBackoff()
@@ -143,9 +144,6 @@ def install_listing(hooks: WatchHooks, backoff: WatchBackoff | None = None) -> N
                 snapshots[stream_of(kwargs)] = version
             yield chunk, version
 
-    infinite_watch.__wrapped__ = original_watch  # type: ignore[attr-defined]
-    watch_objs.__wrapped__ = original_watch_objs  # type: ignore[attr-defined]
-    fetch_objs.__wrapped__ = original_fetch  # type: ignore[attr-defined]
-    watching.infinite_watch = infinite_watch
-    watching.watch_objs = watch_objs
-    fetching.fetch_objs = fetch_objs
+    watching.infinite_watch = wrapping(infinite_watch, original_watch)
+    watching.watch_objs = wrapping(watch_objs, original_watch_objs)
+    fetching.fetch_objs = wrapping(fetch_objs, original_fetch)

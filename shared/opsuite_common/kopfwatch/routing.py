@@ -11,6 +11,7 @@ from kopf._cogs.structs import references
 from kopf._core.reactor import queueing
 
 from opsuite_common.kopfwatch.hooks import WatchHooks
+from opsuite_common.kopfwatch.shape import unwrapped, wrapping
 
 
 def install_routing(hooks: WatchHooks) -> None:
@@ -27,7 +28,7 @@ def install_routing(hooks: WatchHooks) -> None:
     does for ``on.event`` handlers. kopf looks the watcher up by module attribute when it
     spawns it (private API; kopf is pinned to 1.45.x and the e2e suite exercises every watch).
     """
-    original = getattr(queueing.watcher, "__wrapped__", queueing.watcher)
+    original = unwrapped(queueing.watcher)
     logger = logging.getLogger(__name__)
 
     async def watcher(
@@ -70,5 +71,4 @@ def install_routing(hooks: WatchHooks) -> None:
             except Exception:
                 logger.exception("%s event handler failed; event ignored", resource.plural)
 
-    watcher.__wrapped__ = original  # type: ignore[attr-defined]
-    queueing.watcher = watcher
+    queueing.watcher = wrapping(watcher, original)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -91,7 +91,6 @@ class KopfWatches:
         configure_kopf(settings, self._options)
         ready = asyncio.create_task(self._log_ready(), name="ready")
         existing = asyncio.all_tasks()
-        namespaces: Sequence[str] = self._options.namespaces
         try:
             tasks = await kopf.spawn_tasks(
                 registry=self._registry,
@@ -101,7 +100,7 @@ class KopfWatches:
                 # passwd entry (KeyError).
                 identity=self._identity,  # type: ignore[arg-type]  # a str NewType kopf does not export
                 clusterwide=self._options.clusterwide,
-                namespaces=namespaces,
+                namespaces=self._options.namespaces,
                 ready_flag=self._ready,
                 stop_flag=stop,
             )

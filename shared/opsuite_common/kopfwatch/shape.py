@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import inspect
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kopf._cogs.clients import api, errors, fetching, watching
 from kopf._core.reactor import queueing
@@ -13,6 +14,21 @@ from kopf._core.reactor import queueing
 KOPF_SERIES = "1.45"
 """The kopf release series whose internals the patches are written for (pyproject.toml pins
 the same)."""
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def unwrapped(function: F) -> F:
+    """kopf's own ``function``, whether or not opsuite's replacement is installed over it: an
+    install reads what it wraps through here, so installing twice wraps kopf's once."""
+    return getattr(function, "__wrapped__", function)
+
+
+def wrapping(replacement: F, original: Callable[..., Any]) -> F:
+    """``replacement``, marked as wrapping kopf's ``original`` (:func:`unwrapped` finds it)."""
+    replacement.__wrapped__ = original  # type: ignore[attr-defined]
+    return replacement
 
 
 class KopfShapeError(RuntimeError):
@@ -59,7 +75,7 @@ def check_kopf_shape() -> None:
         problems.append(f"kopf {version} is installed; the patches are for {KOPF_SERIES}.x")
     for path, module, name, kind, params in _PATCHED + _CALLED:
         function = getattr(module, name, None)
-        function = getattr(function, "__wrapped__", function)
+        function = None if function is None else unwrapped(function)
         if function is None:
             problems.append(f"{path}.{name} is gone")
             continue

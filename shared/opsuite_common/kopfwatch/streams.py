@@ -17,6 +17,7 @@ from kopf._cogs.clients import api, errors
 from opsuite_common.kopfwatch.activity import Stream, watched_stream
 from opsuite_common.kopfwatch.frames import Answered, frames
 from opsuite_common.kopfwatch.hooks import WatchHooks
+from opsuite_common.kopfwatch.shape import unwrapped, wrapping
 from opsuite_common.protofields import ProtobufError
 from opsuite_common.protowatch import ACCEPT, CONTENT_TYPE
 
@@ -39,8 +40,8 @@ def install_streams(hooks: WatchHooks) -> None:
     1.45.x; shared/tests/test_protowatch.py reads watches against a local server).
     """
 
-    original_stream = getattr(api.stream, "__wrapped__", api.stream)
-    original_check = getattr(errors.check_response, "__wrapped__", errors.check_response)
+    original_stream = unwrapped(api.stream)
+    original_check = unwrapped(errors.check_response)
     in_json: set[Stream] = set()  # streams whose protobuf failed to decode
 
     async def stream(
@@ -131,8 +132,6 @@ def install_streams(hooks: WatchHooks) -> None:
         answered = Answered(response, decoder.status(await response.read()))
         await original_check(cast(aiohttp.ClientResponse, answered))
 
-    stream.__wrapped__ = original_stream  # type: ignore[attr-defined]
-    check_response.__wrapped__ = original_check  # type: ignore[attr-defined]
-    api.stream = stream
-    errors.check_response = check_response
+    api.stream = wrapping(stream, original_stream)
+    errors.check_response = wrapping(check_response, original_check)
     logging.getLogger(__name__).debug("watch streams installed")
