@@ -108,14 +108,17 @@ def test_metrics_through_the_service(api: client.ApiClient, chart: str) -> None:
 
 
 @pytest.mark.parametrize("chart", CHART_NAMES)
-def test_helm_test_passes(cluster: Cluster, chart: str) -> None:
+def test_helm_test_passes(cluster: Cluster, api: client.ApiClient, chart: str) -> None:
     """`helm test`: the chart's test Pod (the operator's image, its own least-privilege
-    ServiceAccount) finds every operator pod answering /readyz and the CRD Established."""
-    out = helm(cluster, "test", chart, "--namespace", RELEASE_NAMESPACE, "--logs",
-               "--timeout", "3m")  # fmt: skip
+    ServiceAccount) finds every operator pod answering /readyz and the CRD Established, and,
+    having passed, leaves nothing behind for `helm uninstall` to forget (hooks are untracked)."""
+    out = helm(cluster, "test", chart, "--namespace", RELEASE_NAMESPACE, "--timeout", "3m")
     assert f"TEST SUITE:     {chart}-test" in out, out  # the release has the test hook
     assert "Phase:          Succeeded" in out, out
-    assert "ok: " in out, out
+    left = client.CoreV1Api(api).list_namespaced_pod(
+        RELEASE_NAMESPACE, field_selector=f"metadata.name={chart}-test"
+    )
+    assert not left.items, "the passed test's Pod is deleted"
 
 
 def _leading(core: client.CoreV1Api, pod: str) -> float:

@@ -429,9 +429,12 @@ over, and no change made meanwhile is lost or applied twice.
 {rbac_table(spec)}
 ## Testing a release
 
-`helm test {spec.name} -n opsuite-system --logs` checks a release: every operator pod answers
+`helm test {spec.name} -n opsuite-system` checks a release: every operator pod answers
 `/readyz` and the CRD is Established (a test Pod in the operator's image, with a ServiceAccount
-that may only list the namespace's pods and get the CRD).
+that may only list the namespace's pods and get the CRD). A passed test leaves nothing behind,
+so `helm uninstall` leaves only the CRD; a failed test keeps its Pod, and
+`kubectl logs -n opsuite-system {spec.name}-test` says which check failed (for a release named
+`{spec.name}`).
 
 ## Values
 
