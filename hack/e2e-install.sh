@@ -9,7 +9,8 @@
 # and pod proxies, which never pass the caller's token on (e2e/test_metrics_security.py checks the
 # charts' default, secure metrics). The namespace enforces Pod Security "restricted". On the local
 # plane the operator pods go to its real node (the one labelled opsuite.dev/real-node=true,
-# tainted so that nothing else lands there by chance).
+# tainted so that nothing else lands there by chance). The operators run as OpenShift's
+# restricted-v2 runs them: a uid from the namespace's range, not the image's, and group 0.
 #
 # Usage: hack/e2e-install.sh <image-prefix> <tag>
 # Environment: HELM (default helm), E2E_NAMESPACE (default opsuite-system), E2E_RELEASE_PREFIX
@@ -53,6 +54,7 @@ for chart in $(python3 "$root/shared/opsuite_packaging/operators.py" charts); do
     --namespace "$namespace" "${placement[@]}" \
     --set image.repository="$prefix/$chart" --set image.tag="$tag" --set image.pullPolicy=Never \
     --set logLevel=debug --set logFormat=text --set metrics.secure=false \
+    --set podSecurityContext.runAsUser=1000680000 --set podSecurityContext.runAsGroup=0 \
     --set userRoles.create=false "${values[@]}" \
     --wait --timeout 5m
 done

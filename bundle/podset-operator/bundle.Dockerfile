@@ -8,6 +8,7 @@ LABEL operators.operatorframework.io.bundle.package.v1=podset-operator
 LABEL operators.operatorframework.io.bundle.channels.v1=candidate
 LABEL operators.operatorframework.io.bundle.channel.default.v1=candidate
 LABEL operators.operatorframework.io.test.config.v1=tests/scorecard/
+LABEL com.redhat.openshift.versions=v4.21
 
 COPY manifests /manifests/
 COPY metadata /metadata/

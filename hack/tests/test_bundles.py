@@ -192,3 +192,46 @@ def test_scorecard_image_is_the_pinned_operator_sdk_release() -> None:
     version = re.search(r"github\.com/operator-framework/operator-sdk (v\S+)", go_mod)
     assert version is not None
     assert SCORECARD_IMAGE.endswith(f":{version.group(1)}")
+
+
+@pytest.mark.parametrize("package", sorted(SPECS))
+def test_no_fixed_uid_so_that_openshift_assigns_one(package: str) -> None:
+    """OpenShift's restricted-v2 assigns a uid from the namespace's range and refuses a fixed
+    one; the image's USER (65532) applies elsewhere, and runAsNonRoot still holds it to that."""
+    (entry,) = _csv(package)["spec"]["install"]["spec"]["deployments"]
+    pod = entry["spec"]["template"]["spec"]
+    contexts = [pod["securityContext"], *(c.get("securityContext", {}) for c in pod["containers"])]
+    for context in contexts:
+        assert not {"runAsUser", "runAsGroup"} & set(context), context
+    assert pod["securityContext"]["runAsNonRoot"] is True
+
+
+OPENSHIFT_FEATURES = (
+    "disconnected", "fips-compliant", "proxy-aware", "tls-profiles", "token-auth-aws",
+    "token-auth-azure", "token-auth-gcp", "cnf", "cni", "csi",
+)  # fmt: skip
+"""The infrastructure features OpenShift's console shows for an operator, each "true" or
+"false" (features.operators.openshift.io/…)."""
+
+
+@pytest.mark.parametrize("package", sorted(SPECS))
+def test_csv_says_which_openshift_features_it_has(package: str) -> None:
+    annotations = _csv(package)["metadata"]["annotations"]
+    prefix = "features.operators.openshift.io/"
+    features = {k.removeprefix(prefix): v for k, v in annotations.items() if k.startswith(prefix)}
+    assert sorted(features) == sorted(OPENSHIFT_FEATURES)
+    # Not disconnected yet: the CSV's Deployment names its image by tag, which an
+    # ImageDigestMirrorSet does not redirect.
+    assert features["disconnected"] == "false"
+    assert set(features.values()) <= {"true", "false"}
+
+
+@pytest.mark.parametrize("package", sorted(SPECS))
+def test_bundle_names_the_openshift_releases_of_its_kubernetes(package: str) -> None:
+    """OpenShift 4.21 is the first on Kubernetes 1.34, the oldest the bundle claims."""
+    path = ROOT / "bundle" / package / "metadata" / "annotations.yaml"
+    annotations = yaml.safe_load(path.read_text())["annotations"]
+    assert MIN_KUBE_VERSION == "1.34.0"
+    assert annotations["com.redhat.openshift.versions"] == "v4.21"
+    dockerfile = (ROOT / "bundle" / package / "bundle.Dockerfile").read_text()
+    assert "LABEL com.redhat.openshift.versions=v4.21\n" in dockerfile

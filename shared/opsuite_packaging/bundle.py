@@ -51,6 +51,29 @@ SKIP_RANGE_FLOOR = "0.0.0"
 """Every version from this one up to the current is upgraded in one step (the current entry's
 ``skipRange``), whether or not the catalog lists it."""
 MEDIATYPE = "registry+v1"
+OPENSHIFT_FEATURES = {
+    feature: "false"
+    for feature in (
+        # The CSV's Deployment names its image by tag; an ImageDigestMirrorSet redirects only
+        # references by digest.
+        "disconnected",
+        "fips-compliant",
+        # No egress but the API server; nothing to pass the cluster's proxy settings on to.
+        "proxy-aware",
+        "tls-profiles",
+        "token-auth-aws",
+        "token-auth-azure",
+        "token-auth-gcp",
+        "cnf",
+        "cni",
+        "csi",
+    )
+}
+"""The infrastructure features OpenShift's console lists for an operator
+(``features.operators.openshift.io/…``): none is claimed yet."""
+OPENSHIFT_VERSIONS = f"v4.{int(MIN_KUBE_VERSION.split('.')[1]) - 13}"
+"""The OpenShift releases the bundle is for (``com.redhat.openshift.versions``, "this one and
+later"): OpenShift 4.N ships Kubernetes 1.(N+13), so the first on MIN_KUBE_VERSION."""
 SUGGESTED_NAMESPACE = "opsuite-system"
 HOME = "https://github.com/opsuite/opsuite"
 BUNDLE_IMAGE_TEMPLATE = "{registry}/{package}-bundle:v{version}"
@@ -357,7 +380,7 @@ def cluster_service_version(inputs: BundleInputs) -> JSON:
         "support": "opsuite maintainers",
         "operatorframework.io/suggested-namespace": SUGGESTED_NAMESPACE,
         "olm.skipRange": skip_range(inputs.version),
-    }
+    } | {f"features.operators.openshift.io/{k}": v for k, v in OPENSHIFT_FEATURES.items()}
     upgrade = {"replaces": inputs.replaces} if inputs.replaces else {}
     return {
         "apiVersion": "operators.coreos.com/v1alpha1",
@@ -454,6 +477,7 @@ def bundle_annotations(package: str) -> dict[str, str]:
         f"{_ANNOTATION_PREFIX}.channels.v1": CHANNEL,
         f"{_ANNOTATION_PREFIX}.channel.default.v1": CHANNEL,
         "operators.operatorframework.io.test.config.v1": SCORECARD_CONFIG.rpartition("/")[0] + "/",
+        "com.redhat.openshift.versions": OPENSHIFT_VERSIONS,
     }
 
 

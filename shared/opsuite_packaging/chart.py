@@ -412,6 +412,8 @@ over, and no change made meanwhile is lost or applied twice.
 - The pod passes Pod Security "restricted": non-root numeric user, seccomp `RuntimeDefault`,
   every capability dropped, no privilege escalation, read-only root filesystem (`/tmp` is an
   `emptyDir`).
+- No uid is set: the image's user (65532) runs, or on OpenShift the uid restricted-v2 assigns
+  from the namespace's range, with group 0 (`podSecurityContext.runAsUser` sets one).
 - Leader election is always on (`--leader-elect`); with `replicaCount` ≥ 2 one pod leads and the
   others stand by, and a PodDisruptionBudget keeps one running.
 - RBAC is what the operator's code calls, nothing more: a ClusterRole when it serves every

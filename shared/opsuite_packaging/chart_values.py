@@ -18,8 +18,6 @@ IMAGE_REGISTRY = "ghcr.io/opsuite"
 """Where the release workflow publishes the operator images (``<registry>/<chart name>``)."""
 CHART_REPOSITORY = f"oci://{IMAGE_REGISTRY}/charts"
 """Where the release workflow publishes the charts (OCI)."""
-RUN_AS_USER = 65532
-"""The images' numeric non-root user and group."""
 
 
 class ImageValues(KubeModel):
@@ -162,12 +160,11 @@ class ChartValues(KubeModel):
     pod_security_context: dict[str, Any] = Field(
         default_factory=lambda: {
             "runAsNonRoot": True,
-            "runAsUser": RUN_AS_USER,
-            "runAsGroup": RUN_AS_USER,
             "seccompProfile": {"type": "RuntimeDefault"},
         }
     )
-    """Pod security context (the default passes Pod Security "restricted")."""
+    """Pod security context (the default passes Pod Security "restricted"; no runAsUser, so the
+    image's user 65532 runs, or the uid OpenShift assigns from the namespace's range)."""
     security_context: dict[str, Any] = Field(
         default_factory=lambda: {
             "allowPrivilegeEscalation": False,
