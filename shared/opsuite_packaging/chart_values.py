@@ -120,12 +120,54 @@ class DashboardValues(KubeModel):
     """Labels the Grafana sidecar selects dashboards by."""
 
 
+class ProbeValues(KubeModel):
+    """The timing of one of the operator's probes; what it asks and where is the operator's."""
+
+    initial_delay_seconds: int = Field(0, ge=0)
+    """Seconds before the first probe."""
+    period_seconds: int = Field(10, ge=1)
+    """Seconds between probes."""
+    timeout_seconds: int = Field(1, ge=1)
+    """Seconds a probe may take."""
+    failure_threshold: int = Field(3, ge=1)
+    """Failed probes in a row that count as a failure."""
+
+
+class ProbesValues(KubeModel):
+    """The operator's probes: /healthz (the watches are alive) for startup and liveness,
+    /readyz (caches synced, or standing by) for readiness."""
+
+    startup: ProbeValues = Field(
+        default_factory=lambda: ProbeValues(period_seconds=2, failure_threshold=30)
+    )
+    """Startup probe: periodSeconds × failureThreshold is how long a start may take."""
+    liveness: ProbeValues = Field(default_factory=ProbeValues)
+    """Liveness probe: the kubelet restarts the operator when it fails."""
+    readiness: ProbeValues = Field(default_factory=lambda: ProbeValues(period_seconds=5))
+    """Readiness probe."""
+
+
+IntOrPercent = int | Annotated[str, Field(pattern=r"^[0-9]+%$")]
+
+
+class PodDisruptionBudgetValues(KubeModel):
+    """The PodDisruptionBudget of the operator pods, made when replicaCount is 2 or more."""
+
+    enabled: bool = True
+    """Make it (with replicaCount 2 or more)."""
+    min_available: IntOrPercent = 1
+    """Pods that must stay available during a voluntary disruption (a number or a percentage)."""
+    max_unavailable: IntOrPercent | None = None
+    """Pods that may be unavailable instead; when set, used in place of minAvailable."""
+
+
 class ChartValues(KubeModel):
     """Values of an opsuite operator chart."""
 
     replica_count: int = Field(1, ge=1, le=10)
     """Operator pods. One leads (Lease), the others stand by; 2 or more for HA, which also
-    creates a PodDisruptionBudget (minAvailable 1)."""
+    creates a PodDisruptionBudget (podDisruptionBudget) and, unless affinity is set, prefers
+    to put them on different nodes."""
     image: ImageValues
     """The operator's container image."""
     image_pull_secrets: list[NameReference] = Field(default_factory=list)
@@ -153,6 +195,9 @@ class ChartValues(KubeModel):
     """The ServiceAccount."""
     rbac: RbacValues = Field(default_factory=RbacValues)
     """RBAC."""
+    common_labels: dict[str, str] = Field(default_factory=dict)
+    """Labels on every object the chart templates (not in its selectors; Helm installs the CRDs
+    in crds/ untemplated)."""
     pod_annotations: dict[str, str] = Field(default_factory=dict)
     """Annotations on the operator pods."""
     pod_labels: dict[str, str] = Field(default_factory=dict)
@@ -185,11 +230,24 @@ class ChartValues(KubeModel):
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
     """Tolerations."""
     affinity: dict[str, Any] = Field(default_factory=dict)
-    """Affinity."""
+    """Affinity; empty with replicaCount 2 or more: the operator pods prefer different nodes
+    (podAntiAffinity on kubernetes.io/hostname)."""
     topology_spread_constraints: list[dict[str, Any]] = Field(default_factory=list)
     """Topology spread constraints."""
     priority_class_name: str = ""
     """Priority class of the operator pods."""
+    termination_grace_period_seconds: int = Field(30, ge=0)
+    """Seconds a stopping operator pod has to finish the reconciles in hand and step down."""
+    probes: ProbesValues = Field(default_factory=ProbesValues)
+    """The operator's probes."""
+    pod_disruption_budget: PodDisruptionBudgetValues = Field(
+        default_factory=PodDisruptionBudgetValues
+    )
+    """PodDisruptionBudget."""
+    extra_volumes: list[dict[str, Any]] = Field(default_factory=list)
+    """More volumes of the operator pods (Kubernetes Volume objects)."""
+    extra_volume_mounts: list[dict[str, Any]] = Field(default_factory=list)
+    """More volume mounts of the operator container (Kubernetes VolumeMount objects)."""
     metrics: MetricsValues = Field(default_factory=MetricsValues)
     """Metrics."""
     user_roles: UserRolesValues = Field(default_factory=UserRolesValues)

@@ -25,6 +25,9 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/component: operator
 app.kubernetes.io/part-of: opsuite
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* Labels selecting the operator pods. */}}
@@ -48,5 +51,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
 {{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The operator pods' affinity: the user's, or with two or more pods a preference for
+different nodes, so that one node's loss leaves a standby to take the Lease. */}}
+{{- define "pod-debugger-operator.affinity" -}}
+{{- if .Values.affinity }}
+{{- toYaml .Values.affinity }}
+{{- else if gt (int .Values.replicaCount) 1 }}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "pod-debugger-operator.selectorLabels" . | nindent 12 }}
 {{- end }}
 {{- end }}

@@ -1,0 +1,129 @@
+"""The chart options platform teams look for, as `helm template` renders them: labels on every
+object, extra volumes, the probes' timing, the grace period, the PodDisruptionBudget, and
+operator pods spread over nodes once there are two."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opsuite_packaging.bundle import find, rendered_objects
+from opsuite_packaging.operators import OPERATORS
+
+ROOT = Path(__file__).resolve().parents[2]
+HELM = ROOT / ".local" / "bin" / "helm"
+CHARTS = [importlib.import_module(op.manifests).CHART_SPEC.name for op in OPERATORS]
+
+
+def _render(chart: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    command = [str(HELM), "template", "r", str(ROOT / "charts" / chart), "--namespace", "ns"]
+    if values:
+        command += ["--values", "-"]
+    done = subprocess.run(
+        command, input=json.dumps(values or {}), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return list(rendered_objects(done.stdout))
+
+
+def _pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = find(objects, "Deployment")
+    pod: dict[str, Any] = deployment["spec"]["template"]
+    return pod
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_common_labels_go_on_every_object_but_not_into_selectors(chart: str) -> None:
+    objects = _render(chart, {"commonLabels": {"team": "platform"}, "replicaCount": 2})
+    assert objects
+    for obj in objects:
+        assert obj["metadata"]["labels"]["team"] == "platform", obj["metadata"]["name"]
+    assert _pod(objects)["metadata"]["labels"]["team"] == "platform"
+    (deployment,) = find(objects, "Deployment")
+    assert "team" not in deployment["spec"]["selector"]["matchLabels"]
+    (budget,) = find(objects, "PodDisruptionBudget")
+    assert "team" not in budget["spec"]["selector"]["matchLabels"]
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_extra_volumes_are_mounted_beside_the_charts_own(chart: str) -> None:
+    volume = {"name": "ca", "configMap": {"name": "corporate-ca"}}
+    mount = {"name": "ca", "mountPath": "/etc/ssl/corporate", "readOnly": True}
+    spec = _pod(_render(chart, {"extraVolumes": [volume], "extraVolumeMounts": [mount]}))["spec"]
+    assert spec["volumes"][0]["name"] == "tmp"
+    assert spec["volumes"][-1] == volume
+    (container,) = spec["containers"]
+    assert container["volumeMounts"][0]["mountPath"] == "/tmp"
+    assert container["volumeMounts"][-1] == mount
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_probes_and_grace_period_are_configurable(chart: str) -> None:
+    defaults = _pod(_render(chart))["spec"]
+    (container,) = defaults["containers"]
+    assert defaults["terminationGracePeriodSeconds"] == 30
+    assert container["startupProbe"]["periodSeconds"] == 2
+    assert container["startupProbe"]["failureThreshold"] == 30
+    assert container["livenessProbe"]["periodSeconds"] == 10
+    assert container["readinessProbe"]["periodSeconds"] == 5
+    values = {
+        "terminationGracePeriodSeconds": 60,
+        "probes": {
+            "startup": {"failureThreshold": 90},
+            "liveness": {"periodSeconds": 20, "timeoutSeconds": 5},
+            "readiness": {"initialDelaySeconds": 1},
+        },
+    }
+    spec = _pod(_render(chart, values))["spec"]
+    (container,) = spec["containers"]
+    assert spec["terminationGracePeriodSeconds"] == 60
+    assert container["startupProbe"]["failureThreshold"] == 90
+    assert container["startupProbe"]["periodSeconds"] == 2  # the rest keep their defaults
+    assert container["livenessProbe"]["periodSeconds"] == 20
+    assert container["livenessProbe"]["timeoutSeconds"] == 5
+    assert container["readinessProbe"]["initialDelaySeconds"] == 1
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_the_disruption_budget_is_configurable(chart: str) -> None:
+    assert not find(_render(chart), "PodDisruptionBudget")  # one pod: nothing to keep
+    (budget,) = find(_render(chart, {"replicaCount": 3}), "PodDisruptionBudget")
+    assert budget["spec"]["minAvailable"] == 1
+    values = {"replicaCount": 3, "podDisruptionBudget": {"maxUnavailable": "50%"}}
+    (budget,) = find(_render(chart, values), "PodDisruptionBudget")
+    assert budget["spec"]["maxUnavailable"] == "50%"
+    assert "minAvailable" not in budget["spec"]
+    values = {"replicaCount": 3, "podDisruptionBudget": {"enabled": False}}
+    assert not find(_render(chart, values), "PodDisruptionBudget")
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_two_or_more_pods_prefer_different_nodes_unless_told_otherwise(chart: str) -> None:
+    assert "affinity" not in _pod(_render(chart))["spec"]
+    objects = _render(chart, {"replicaCount": 2})
+    (deployment,) = find(objects, "Deployment")
+    (term,) = _pod(objects)["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert term["podAffinityTerm"]["labelSelector"] == {"matchLabels": selector}
+    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["system"]}]}]}}}  # fmt: skip
+    spec = _pod(_render(chart, {"replicaCount": 2, "affinity": own}))["spec"]
+    assert spec["affinity"] == own
+
+
+def test_the_schema_refuses_a_budget_that_is_no_number_or_percentage() -> None:
+    command = [str(HELM), "template", "r", str(ROOT / "charts" / CHARTS[0]), "--values", "-"]
+    values = {"podDisruptionBudget": {"maxUnavailable": "half"}}
+    done = subprocess.run(command, input=json.dumps(values), capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "/podDisruptionBudget/maxUnavailable" in done.stderr
