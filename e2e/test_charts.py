@@ -257,6 +257,28 @@ def test_install_upgrade_uninstall(
     client.ApiextensionsV1Api(api).read_custom_resource_definition(spec.crd_name)
 
 
+@pytest.mark.local_operators("installs a second release of each chart beside the cluster's")
+@pytest.mark.parametrize("spec", SPECS, ids=CHART_IDS)
+def test_a_release_named_like_one_in_another_namespace_is_refused(
+    cluster: Cluster, api: client.ApiClient, namespace: str, watched: list[str], spec: ChartSpec
+) -> None:
+    """Two releases named alike in two namespaces would share their cluster-scoped names: the
+    second install is refused before anything is created, naming the release that has them."""
+    release = f"e2e-{uuid.uuid4().hex[:6]}"
+    other = watched[0]
+    helm(cluster, "install", release, str(chart_dir(spec)), "-n", namespace)
+    try:
+        with pytest.raises(RuntimeError) as refused:
+            helm(cluster, "install", release, str(chart_dir(spec)), "-n", other)
+        assert f"belongs to release {release} in namespace {namespace}" in str(refused.value)
+        assert "fullnameOverride" in str(refused.value)
+        deployments = client.AppsV1Api(api).list_namespaced_deployment(other).items
+        assert not deployments, "nothing of the refused release was created"
+        helm(cluster, "upgrade", release, str(chart_dir(spec)), "-n", namespace)  # its own: fine
+    finally:
+        helm(cluster, "uninstall", release, "-n", namespace, "--wait")
+
+
 def test_installed_image_allowlist_policy_denies_other_images(
     cluster: Cluster, api: client.ApiClient, namespace: str
 ) -> None:

@@ -70,3 +70,19 @@ podAntiAffinity:
             {{- include "opsuite.selectorLabels" . | nindent 12 }}
 {{- end }}
 {{- end }}
+
+{{/* Refuse an install whose cluster-scoped names another release already has: two releases
+named alike in two namespaces share them (fullname), and Helm's own refusal names neither the
+other release nor a way out. Nothing to look up under `helm template`. */}}
+{{- define "opsuite.refuseClusterNameClash" -}}
+{{- $fullname := include "opsuite.fullname" . }}
+{{- range $suffix := list "" "-metrics-reader" "-view" "-edit" }}
+{{- $name := printf "%s%s" $fullname $suffix }}
+{{- $found := lookup "rbac.authorization.k8s.io/v1" "ClusterRole" "" $name }}
+{{- $owner := dig "metadata" "annotations" "meta.helm.sh/release-namespace" "" $found }}
+{{- $release := dig "metadata" "annotations" "meta.helm.sh/release-name" "" $found }}
+{{- if and $owner (or (ne $owner $.Release.Namespace) (ne $release $.Release.Name)) }}
+{{- fail (printf "ClusterRole %s belongs to release %s in namespace %s: a release's cluster-scoped objects are named after it, so two releases named alike in two namespaces collide. Install under another release name, or set fullnameOverride." $name $release $owner) }}
+{{- end }}
+{{- end }}
+{{- end }}
