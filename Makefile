@@ -77,14 +77,14 @@ ifeq ($(E2E_OPERATORS),in-cluster)
 else
 	@echo "==================== e2e tests ====================="
 	@if [[ -z "$${E2E_KUBECONFIG:-}" ]] && ! docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory cluster; fi
-	hack/build-tools.sh helm
+	hack/build-tools.sh helm argocd-health
 	$(PYTEST) e2e -m "not chaos"
 endif
 
 e2e-in-cluster: deps images ## The charts with the real images on the local plane's real node: the previous release, the Helm upgrade under load, then e2e (E2E_MARKERS)
 	@echo "============= e2e tests, operators in-cluster ======"
 	@if [[ -z "$${KUBECONFIG:-}" ]]; then $(MAKE) --no-print-directory cluster; fi
-	hack/build-tools.sh helm
+	hack/build-tools.sh helm argocd-health
 	hack/e2e-in-cluster.sh load
 	hack/e2e-in-cluster.sh install-previous
 	hack/e2e-in-cluster.sh upgrade

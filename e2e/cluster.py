@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from e2e import argocd_health
+
 ROOT = Path(__file__).resolve().parent.parent
 KUBECTL_CACHE = tempfile.mkdtemp(prefix="opsuite-e2e-kubectl-cache-")
 """kubectl's discovery cache for this run only: a cache kept from an earlier cluster on the same
@@ -149,7 +151,9 @@ def wait_until(
 
 
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    """The condition of ``type_`` in ``obj.status.conditions`` ({} when absent)."""
+    """The condition of ``type_`` in ``obj.status.conditions`` ({} when absent). The object is
+    also kept for e2e/test_argocd_health.py, which checks what Argo CD would make of it."""
+    argocd_health.observe(obj)
     for c in obj.get("status", {}).get("conditions", []):
         if c["type"] == type_:
             return dict(c)

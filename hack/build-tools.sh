@@ -37,6 +37,7 @@ tool_packages() {
     coredns) echo "github.com/coredns/coredns" ;;
     grpc-health-probe) echo "github.com/grpc-ecosystem/grpc-health-probe" ;;
     bundle-validate) echo "opsuite.dev/hack/tools/bundle-validate" ;;
+    argocd-health) echo "opsuite.dev/hack/tools/argocd-health" ;;
     operator-sdk) echo "github.com/operator-framework/operator-sdk/cmd/operator-sdk github.com/operator-framework/operator-sdk/images/scorecard-test" ;;
     *) echo "unknown tool $1" >&2; return 1 ;;
   esac
@@ -99,8 +100,10 @@ tool_cgo() {
 build_tool() {
   local name="$1" mod_dir="$root/hack/tools/$1"
   local key
-  # The module, the Go and the build recipe: a changed flag or package list builds again.
-  key="$({ cat "$mod_dir/go.mod" "$mod_dir/go.sum"; echo "$GOTOOLCHAIN"
+  # The module (and the sources of our own tools), the Go and the build recipe: a changed
+  # flag or package list builds again.
+  key="$({ cat "$mod_dir/go.mod" "$mod_dir/go.sum"; cat "$mod_dir"/*.go 2>/dev/null || true
+    echo "$GOTOOLCHAIN"
     echo "$(tool_packages "$name")|$(tool_ldflags "$name")|$(tool_tags "$name")|$(tool_cgo "$name")"
   } | sha256sum | cut -c1-16)"
   local out="$cache_root/$name-$key"
@@ -127,5 +130,5 @@ build_tool() {
 
 command -v go >/dev/null || { echo "go is required (hack/install-deps.sh installs it)" >&2; exit 1; }
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes containerd runc buildkit helm actionlint opm bundle-validate olm registry coredns grpc-health-probe)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes containerd runc buildkit helm actionlint opm bundle-validate olm registry coredns grpc-health-probe argocd-health)
 for t in "${tools[@]}"; do build_tool "$t"; done
