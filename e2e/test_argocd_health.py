@@ -62,7 +62,6 @@ def test_each_observed_status_has_the_promised_health(operator: str) -> None:
     assert _healths(operator)
 
 
-@pytest.mark.local_operators("the tests that make each kind Degraded run the operators locally")
 @pytest.mark.parametrize("operator", [op.name for op in OPERATORS])
 def test_the_suite_saw_each_kind_in_each_health(operator: str) -> None:
     seen = _healths(operator)
