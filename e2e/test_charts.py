@@ -38,7 +38,8 @@ CHART_IDS = [s.name for s in SPECS]
 
 
 def non_default_values(spec: ChartSpec, namespaces: list[str]) -> dict[str, Any]:
-    """Values exercising every optional part: HA, namespaced RBAC, ServiceMonitor, dashboard."""
+    """Values exercising every optional part: HA, namespaced RBAC, ServiceMonitor, dashboard,
+    NetworkPolicy, and the options of the pods."""
     values: dict[str, Any] = {
         "replicaCount": 2,
         "watchNamespaces": namespaces,
@@ -52,6 +53,13 @@ def non_default_values(spec: ChartSpec, namespaces: list[str]) -> dict[str, Any]
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
         "serviceAccount": {"annotations": {"example.com/role": "operator"}},
+        "commonLabels": {"example.com/team": "platform"},
+        "extraVolumes": [{"name": "ca", "configMap": {"name": "corporate-ca"}}],
+        "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/ssl/corporate"}],
+        "probes": {"startup": {"failureThreshold": 60}, "liveness": {"timeoutSeconds": 3}},
+        "terminationGracePeriodSeconds": 45,
+        "podDisruptionBudget": {"maxUnavailable": "50%"},
+        "networkPolicy": {"enabled": True},
     }
     if spec is PODDEBUGGER_CHART:
         values["imageAllowlist"] = {"prefixes": ["registry.example.com/debug/", "busybox"]}
@@ -138,7 +146,7 @@ def test_rendered_objects_are_accepted_by_the_api_server(
     kinds = {d["kind"] for d in objects}
     assert {"Deployment", "ServiceAccount", "Role", "RoleBinding", "Service"} <= kinds
     if variant == "non-default":
-        assert {"PodDisruptionBudget", "ServiceMonitor", "ConfigMap"} <= kinds
+        assert {"PodDisruptionBudget", "ServiceMonitor", "ConfigMap", "NetworkPolicy"} <= kinds
         roles = [d for d in objects if d["kind"] == "Role"]
         assert {r["metadata"]["namespace"] for r in roles} == {*watched, namespace}
     # The `helm test` Pod's ServiceAccount must exist for the Pod to be admitted (Helm creates it

@@ -127,3 +127,25 @@ def test_the_schema_refuses_a_budget_that_is_no_number_or_percentage() -> None:
     done = subprocess.run(command, input=json.dumps(values), capture_output=True, text=True)
     assert done.returncode != 0
     assert "/podDisruptionBudget/maxUnavailable" in done.stderr
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_the_network_policy_admits_the_scrapers_and_the_helm_test_only(chart: str) -> None:
+    assert not find(_render(chart), "NetworkPolicy")  # off by default
+    scrapers = [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    objects = _render(chart, {"networkPolicy": {"enabled": True, "metricsFrom": scrapers}})
+    (policy,) = find(objects, "NetworkPolicy")
+    (deployment,) = find(objects, "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert policy["spec"]["podSelector"] == {"matchLabels": selector}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    metrics, probes = policy["spec"]["ingress"]
+    assert metrics == {"from": scrapers, "ports": [{"port": "metrics", "protocol": "TCP"}]}
+    (test_pod,) = [o for o in objects if o["kind"] == "Pod"]
+    (peer,) = probes["from"]
+    labels = test_pod["metadata"]["labels"]
+    assert all(labels[k] == v for k, v in peer["podSelector"]["matchLabels"].items())
+    assert probes["ports"] == [{"port": "health", "protocol": "TCP"}]
+    unscraped = {"networkPolicy": {"enabled": True}, "metrics": {"enabled": False}}
+    (policy,) = find(_render(chart, unscraped), "NetworkPolicy")
+    assert policy["spec"]["ingress"] == [probes]

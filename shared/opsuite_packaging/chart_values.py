@@ -161,6 +161,20 @@ class PodDisruptionBudgetValues(KubeModel):
     """Pods that may be unavailable instead; when set, used in place of minAvailable."""
 
 
+class NetworkPolicyValues(KubeModel):
+    """A NetworkPolicy on the operator pods that admits only the metrics scrapers (kubebuilder's
+    network-policy): the operator serves nothing else but its probes, which the kubelet sends
+    from the node. Enforced only where the cluster's network plugin enforces NetworkPolicy."""
+
+    enabled: bool = False
+    """Create the NetworkPolicy."""
+    metrics_from: list[dict[str, Any]] = Field(
+        default_factory=lambda: [{"namespaceSelector": {"matchLabels": {"metrics": "enabled"}}}]
+    )
+    """Who may reach /metrics (NetworkPolicyPeer objects); the default, kubebuilder's: pods in
+    namespaces labelled metrics=enabled."""
+
+
 class ChartValues(KubeModel):
     """Values of an opsuite operator chart."""
 
@@ -254,6 +268,8 @@ class ChartValues(KubeModel):
     """Roles for the users of the custom resources."""
     dashboard: DashboardValues = Field(default_factory=DashboardValues)
     """Grafana dashboard."""
+    network_policy: NetworkPolicyValues = Field(default_factory=NetworkPolicyValues)
+    """NetworkPolicy."""
 
 
 class AdmissionPolicyValues(KubeModel):
