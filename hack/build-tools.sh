@@ -100,9 +100,9 @@ tool_cgo() {
 build_tool() {
   local name="$1" mod_dir="$root/hack/tools/$1"
   local key
-  # The module (and the sources of our own tools), the Go and the build recipe: a changed
+  # The module (and the main.go of a tool of our own), the Go and the build recipe: a changed
   # flag or package list builds again.
-  key="$({ cat "$mod_dir/go.mod" "$mod_dir/go.sum"; cat "$mod_dir"/*.go 2>/dev/null || true
+  key="$({ cat "$mod_dir/go.mod" "$mod_dir/go.sum"; cat "$mod_dir/main.go" 2>/dev/null || true
     echo "$GOTOOLCHAIN"
     echo "$(tool_packages "$name")|$(tool_ldflags "$name")|$(tool_tags "$name")|$(tool_cgo "$name")"
   } | sha256sum | cut -c1-16)"
