@@ -29,7 +29,6 @@ from e2e.charts import (
 from e2e.cluster import Cluster, wait_until
 from e2e.operators import OperatorProcess, operator_env
 from e2e.podset_support import PodSets, condition, install_crd, podset
-from e2e.third_party import SERVICE_MONITOR_CRD, module_file
 from opsuite_packaging.chart import ChartSpec, metrics_auth_rules
 from podset_manifests import CHART_SPEC as PODSET_CHART
 
@@ -78,19 +77,6 @@ def render(cluster: Cluster, spec: ChartSpec, namespace: str, values: dict[str, 
         KUBE_VERSION,
         "--include-crds",
         values=values,
-    )
-
-
-@pytest.fixture(scope="module")
-def service_monitor_crd(cluster: Cluster) -> None:
-    """prometheus-operator's ServiceMonitor CRD, so that a ServiceMonitor can be validated."""
-    crd = module_file(*SERVICE_MONITOR_CRD)
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/servicemonitors.monitoring.coreos.com",
     )
 
 

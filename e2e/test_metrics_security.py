@@ -3,11 +3,13 @@ a release of its chart installed for the test, with secure metrics on as the cha
 (so the chart's review rules are what it needs), serves /metrics over HTTPS only to
 a token whose user the API server authenticates (TokenReview) and allows ``get /metrics``
 (SubjectAccessReview): 401 without a token or with a bad one, 403 for a ServiceAccount without
-the chart's metrics-reader ClusterRole, 200 with the metric families for one bound to it. The
-probes stay plain HTTP."""
+the chart's metrics-reader ClusterRole, 200 with the metric families for one bound to it, and
+for the token the chart's ServiceMonitor scrapes with (its scraper's). The probes stay plain
+HTTP."""
 
 from __future__ import annotations
 
+import base64
 import ssl
 import urllib.error
 import urllib.request
@@ -60,6 +62,17 @@ def _token(core: client.CoreV1Api, namespace: str, account: str) -> str:
     )
 
 
+def _scraper_token(core: client.CoreV1Api, namespace: str, secret: str) -> str:
+    """The token kube-controller-manager writes into the chart's scraper token Secret."""
+    found = wait_until(
+        lambda: core.read_namespaced_secret(secret, namespace),
+        lambda s: bool((s.data or {}).get("token")),
+        timeout=30,
+        what=f"the token in Secret {secret}",
+    )
+    return base64.b64decode(found.data["token"]).decode()
+
+
 @pytest.fixture
 def release(cluster: Cluster, namespace: str) -> Iterator[str]:
     """A unique release name in the test's namespace, uninstalled afterwards."""
@@ -89,6 +102,7 @@ def _bind_reader(rbac: client.RbacAuthorizationV1Api, role: str, namespace: str)
 def test_metrics_need_a_token_allowed_to_get_metrics(
     cluster: Cluster,
     api: client.ApiClient,
+    service_monitor_crd: None,
     namespace: str,
     release: str,
     tmp_path: Path,
@@ -98,12 +112,18 @@ def test_metrics_need_a_token_allowed_to_get_metrics(
     cluster.kubectl(
         "apply", "--server-side", "--force-conflicts", "-f", str(chart_dir(spec) / "crds")
     )
-    # The chart's default values but for its cluster-wide admission policies and users' roles.
-    values = {**POLICIES_OFF.get(spec.name, {}), "userRoles": {"create": False}}
+    # The chart's default values but for its cluster-wide admission policies and users' roles,
+    # with its ServiceMonitor, whose scraper identity scrapes below as Prometheus would.
+    values = {
+        **POLICIES_OFF.get(spec.name, {}),
+        "userRoles": {"create": False},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+    }
     helm(cluster, "install", release, str(chart_dir(spec)), "-n", namespace, "--skip-crds",
          values=values)  # fmt: skip
     fullname = f"{release}-{spec.name}"
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    scraper = _scraper_token(core, namespace, f"{fullname}-metrics-scraper-token")
     stranger = _token(core, namespace, "stranger")
     reader = _token(core, namespace, "reader")
     binding = _bind_reader(rbac, f"{fullname}-metrics-reader", namespace)
@@ -131,6 +151,8 @@ def test_metrics_need_a_token_allowed_to_get_metrics(
         )
         families = {family.name for family in text_string_to_metric_families(text)}
         assert families >= FAMILIES, sorted(families)
+        # The ServiceMonitor's credentials: the chart's scraper, bound to the metrics-reader.
+        assert _get(url, scraper)[0] == 200
         with pytest.raises(ConnectionError):  # no plain HTTP on the metrics port
             urllib.request.urlopen(f"http://127.0.0.1:{process.metrics_port}/metrics", timeout=5)
         # A refusal is cached for 30 s at most, a grant kept: still the same answers.

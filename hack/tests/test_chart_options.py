@@ -31,6 +31,10 @@ def _render(chart: str, values: dict[str, Any] | None = None) -> list[dict[str, 
     return list(rendered_objects(done.stdout))
 
 
+def _named(objects: list[dict[str, Any]], kind: str, name: str) -> list[dict[str, Any]]:
+    return [o for o in find(objects, kind) if o["metadata"]["name"] == name]
+
+
 def _pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
     (deployment,) = find(objects, "Deployment")
     pod: dict[str, Any] = deployment["spec"]["template"]
@@ -149,3 +153,44 @@ def test_the_network_policy_admits_the_scrapers_and_the_helm_test_only(chart: st
     unscraped = {"networkPolicy": {"enabled": True}, "metrics": {"enabled": False}}
     (policy,) = find(_render(chart, unscraped), "NetworkPolicy")
     assert policy["spec"]["ingress"] == [probes]
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_the_service_monitor_scrapes_as_its_own_reader_and_keeps_the_metrics_labels(
+    chart: str,
+) -> None:
+    relabel = [{"action": "replace", "targetLabel": "cluster", "replacement": "eu-1"}]
+    monitor_values = {
+        "enabled": True,
+        "namespace": "monitoring",
+        "scrapeTimeout": "10s",
+        "relabelings": relabel,
+    }
+    objects = _render(chart, {"metrics": {"serviceMonitor": monitor_values}})
+    (monitor,) = find(objects, "ServiceMonitor")
+    assert monitor["metadata"]["namespace"] == "monitoring"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["ns"]}
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["scrapeTimeout"] == "10s"
+    assert endpoint["honorLabels"] is True  # opsuite_* metrics keep their namespace label
+    assert endpoint["relabelings"] == relabel
+    assert "bearerTokenFile" not in endpoint
+    secret = endpoint["authorization"]["credentials"]["name"]
+    (token,) = _named(objects, "Secret", secret)
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert token["metadata"]["namespace"] == "monitoring"
+    account = token["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+    (scraper,) = [o for o in find(objects, "ServiceAccount") if o["metadata"]["name"] == account]
+    assert scraper["metadata"]["namespace"] == "monitoring"
+    (binding,) = [
+        o for o in find(objects, "ClusterRoleBinding") if o["metadata"]["name"] == account
+    ]
+    assert binding["roleRef"]["name"].endswith("-metrics-reader")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account, "namespace": "monitoring"}
+    ]
+    plain = {"metrics": {"secure": False, "serviceMonitor": {"enabled": True}}}
+    objects = _render(chart, plain)
+    (monitor,) = find(objects, "ServiceMonitor")
+    assert "authorization" not in monitor["spec"]["endpoints"][0]
+    assert not [o for o in find(objects, "Secret") if "scraper" in o["metadata"]["name"]]

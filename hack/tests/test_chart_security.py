@@ -75,7 +75,10 @@ def test_metrics_are_secure_by_default_with_review_rules_and_a_reader_role(
     (monitor,) = find(objects, "ServiceMonitor")
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["scheme"] == "https"
-    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["authorization"] == {
+        "type": "Bearer",
+        "credentials": {"name": f"{fullname}-metrics-scraper-token", "key": "token"},
+    }
     assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
     (deployment,) = find(objects, "Deployment")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]

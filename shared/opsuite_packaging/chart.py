@@ -420,8 +420,10 @@ over, and no change made meanwhile is lost or applied twice.
   namespace, a Role in each of `watchNamespaces` otherwise.
 - `/metrics` is served over HTTPS (`metrics.secure`, on by default), each request
   authenticated with a TokenReview and authorized with a SubjectAccessReview, as
-  controller-runtime's `WithAuthenticationAndAuthorization` does: grant the
-  `<fullname>-metrics-reader` ClusterRole (get on `/metrics`) to your Prometheus' ServiceAccount.
+  controller-runtime's `WithAuthenticationAndAuthorization` does. The ServiceMonitor
+  (`metrics.serviceMonitor.enabled`) scrapes as the chart's `<fullname>-metrics-scraper`
+  ServiceAccount; grant other scrapers the `<fullname>-metrics-reader` ClusterRole (get on
+  `/metrics`).
   The certificate is `metrics.certSecret` or, without one, self-signed. The probes
   (`/healthz`, `/readyz`, port 8081) stay plain HTTP and open, as in controller-runtime.
 - Users get ClusterRoles for `{spec.crd_name}` (`userRoles`):

@@ -63,20 +63,36 @@ class RbacValues(KubeModel):
     """Create the (Cluster)Roles and bindings; when false, grant the same rules yourself."""
 
 
+Duration = Annotated[str, Field(pattern=r"^([0-9]+(ms|s|m|h))+$")]
+
+
 class ServiceMonitorValues(KubeModel):
     """A prometheus-operator ServiceMonitor scraping the metrics Service."""
 
     enabled: bool = False
     """Create the ServiceMonitor (needs the monitoring.coreos.com CRDs)."""
-    interval: str = Field("30s", pattern=r"^([0-9]+(ms|s|m|h))+$")
+    namespace: str = ""
+    """Namespace of the ServiceMonitor (and, with metrics.secure, of its scraper's
+    ServiceAccount and token); empty: the release's."""
+    interval: Duration = "30s"
     """Scrape interval."""
+    scrape_timeout: Duration | None = None
+    """Scrape timeout, at most the interval; unset: Prometheus' default."""
+    honor_labels: bool = True
+    """Keep the labels the operator puts on its metrics (the namespace and name of a custom
+    resource) rather than have Prometheus rename them exported_namespace and so on."""
+    relabelings: list[dict[str, Any]] = Field(default_factory=list)
+    """The endpoint's relabelings (RelabelConfig objects), applied before the scrape."""
+    metric_relabelings: list[dict[str, Any]] = Field(default_factory=list)
+    """The endpoint's metricRelabelings, applied to the scraped samples."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels, e.g. the one your Prometheus selects ServiceMonitors by."""
     tls_config: dict[str, Any] = Field(default_factory=dict)
     """The endpoint's tlsConfig when metrics.secure is on, e.g. the CA of metrics.certSecret
     ({ca: {secret: {name: ..., key: ca.crt}}, serverName: ...}); empty means insecureSkipVerify
-    (the operator's certificate is self-signed). Prometheus authenticates with its
-    ServiceAccount token: bind it to the metrics-reader ClusterRole."""
+    (the operator's certificate is self-signed). Prometheus authenticates with the token of
+    the chart's <fullname>-metrics-scraper ServiceAccount, bound to the metrics-reader
+    ClusterRole (the endpoint's authorization, no bearerTokenFile)."""
 
 
 class MetricsValues(KubeModel):
