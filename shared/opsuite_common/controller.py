@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from opsuite_common.fence import WriteFence, WriteFenced
+from opsuite_common.logs import reconciling
 from opsuite_common.metrics import ReconcileMetrics, WorkQueueMetrics
 from opsuite_common.store import ObjectKey
 from opsuite_common.workqueue import ShutDown, WorkQueue
@@ -78,6 +79,10 @@ class Controller:
                 self.queue.done(key)
 
     async def _process(self, key: ObjectKey) -> None:
+        with reconciling(self.name, key):
+            await self._reconcile_once(key)
+
+    async def _reconcile_once(self, key: ObjectKey) -> None:
         try:
             with self.metrics.track() as outcome:
                 result = await self._reconcile(key) or Result()
@@ -85,20 +90,15 @@ class Controller:
                 outcome.requeue_after = result.requeue_after or 0.0
         except WriteFenced as exc:
             # Leadership ended during the reconcile; the worker is about to be cancelled.
-            log.info("reconcile %s/%s stopped: %s", *key, exc, extra={"controller": self.name})
+            log.info("reconcile %s/%s stopped: %s", *key, exc)
             return
         except TerminalError as exc:
-            log.error("reconcile %s/%s: %s", *key, exc, extra={"controller": self.name})
+            log.error("reconcile %s/%s: %s", *key, exc)
             self.queue.forget(key)
             return
         except Exception:
             delay = self.queue.add_rate_limited(key)
-            log.exception(
-                "reconcile %s/%s failed; retrying in %.3f s",
-                *key,
-                delay,
-                extra={"controller": self.name},
-            )
+            log.exception("reconcile %s/%s failed; retrying in %.3f s", *key, delay)
             return
         if result.requeue_after is not None:
             self.queue.forget(key)

@@ -156,7 +156,7 @@ class ProbesValues(KubeModel):
     startup: ProbeValues = Field(
         default_factory=lambda: ProbeValues(period_seconds=2, failure_threshold=30)
     )
-    """Startup probe: periodSeconds × failureThreshold is how long a start may take."""
+    """Startup probe: periodSeconds times failureThreshold is how long a start may take."""
     liveness: ProbeValues = Field(default_factory=ProbeValues)
     """Liveness probe: the kubelet restarts the operator when it fails."""
     readiness: ProbeValues = Field(default_factory=lambda: ProbeValues(period_seconds=5))

@@ -257,8 +257,8 @@ async def test_sigterm_stops_a_standby_at_once(
 
 
 def test_the_pods_grace_period_covers_the_whole_stop() -> None:
-    """Wherever the operators are deployed (the charts, the OLM bundles), the kubelet waits
-    longer than the worst of a leader's stop: the reconciles' grace, kopf's (its queueing exit
+    """Wherever the operators are deployed (the charts' default, the OLM bundles), the kubelet
+    waits longer than the worst of a leader's stop: the reconciles' grace, kopf's (its queueing exit
     timeout, then 5 s for the tasks started after it), the drain of the writes (up to the renew
     deadline) and the release (one Lease request)."""
     settings = kopf.OperatorSettings()
@@ -267,7 +267,7 @@ def test_the_pods_grace_period_covers_the_whole_stop() -> None:
     renew_deadline = LeaderElectionConfig("op", "ns").renew_deadline
     stop = RECONCILE_GRACE + settings.queueing.exit_timeout + 5 + renew_deadline + lease_request
     deployed = [
-        *ROOT.glob("charts/*/templates/deployment.yaml"),
+        *ROOT.glob("charts/*/values.yaml"),
         *ROOT.glob("bundle/*/manifests/*.clusterserviceversion.yaml"),
     ]
     periods = {
