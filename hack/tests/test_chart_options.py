@@ -194,3 +194,18 @@ def test_the_service_monitor_scrapes_as_its_own_reader_and_keeps_the_metrics_lab
     (monitor,) = find(objects, "ServiceMonitor")
     assert "authorization" not in monitor["spec"]["endpoints"][0]
     assert not [o for o in find(objects, "Secret") if "scraper" in o["metadata"]["name"]]
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_global_image_registry_moves_every_image_to_the_mirror(chart: str) -> None:
+    def images(values: dict[str, Any]) -> set[str]:
+        objects = _render(chart, values)
+        pods = [_pod(objects)["spec"], *(o["spec"] for o in find(objects, "Pod"))]
+        return {c["image"] for pod in pods for c in pod["containers"]}
+
+    (default,) = images({})
+    assert default.startswith(f"ghcr.io/opsuite/{chart}:")
+    mirror = {"global": {"imageRegistry": "mirror.example:5000/"}}
+    assert images(mirror) == {default.replace("ghcr.io/", "mirror.example:5000/")}
+    unhosted = mirror | {"image": {"repository": "team/operator", "digest": "sha256:" + "a" * 64}}
+    assert images(unhosted) == {"mirror.example:5000/team/operator@sha256:" + "a" * 64}

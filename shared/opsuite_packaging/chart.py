@@ -442,6 +442,9 @@ so `helm uninstall` leaves only the CRD; a failed test keeps its Pod, and
 
 ## Values
 
+`global.imageRegistry` (for a mirror, as Bitnami's charts take it) replaces the registry of
+`image.repository` (its first part, when that names a host) or goes in front of it.
+
 {values_table(spec.values)}"""
 
 

@@ -47,10 +47,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* The image reference: by digest when one is given, else by tag (default: appVersion). */}}
 {{- define "configmapsync-operator.image" -}}
+{{- $repository := .Values.image.repository }}
+{{- /* global.imageRegistry (as Bitnami's charts take it, for a mirror): it replaces the
+repository's registry, the first part when it names a host. */}}
+{{- with dig "imageRegistry" "" (.Values.global | default dict) }}
+{{- $parts := splitList "/" $repository }}
+{{- $first := first $parts }}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) }}
+{{- $repository = join "/" (rest $parts) }}
+{{- end }}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository }}
+{{- end }}
 {{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 {{- end }}
 
