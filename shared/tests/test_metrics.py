@@ -316,7 +316,7 @@ def test_dashboard_queries_only_use_exposed_metrics() -> None:
     panels = dashboard["panels"]
     assert len({panel["id"] for panel in panels}) == len(panels)
     queries = [v["definition"] for v in variables.values() if v["type"] == "query"]
-    for panel in panels:
+    for panel in (panel for panel in panels if panel["type"] != "row"):
         assert panel["datasource"]["uid"] == "${datasource}"
         assert panel["targets"], panel["title"]
         queries += [target["expr"] for target in panel["targets"]]
@@ -326,7 +326,8 @@ def test_dashboard_queries_only_use_exposed_metrics() -> None:
     for query in queries:
         names = metric_names(query)
         assert names, query
-        assert names <= known, f"{names - known} in {query}"
+        # The operators' own opsuite_* metrics: hack/tests/test_dashboard.py.
+        assert {n for n in names if not n.startswith("opsuite_")} <= known, query
         used |= names
     assert {
         "controller_runtime_reconcile_total",
