@@ -68,7 +68,7 @@ typecheck: deps ## mypy --strict
 
 unit: deps ## Unit and property tests (no cluster)
 	@echo "==================== unit tests ===================="
-	hack/build-tools.sh helm opm bundle-validate registry
+	hack/build-tools.sh helm opm bundle-validate registry promtool
 	$(PYTEST) shared/tests operators hack/tests bench/tests -p no:kind
 
 e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plane (E2E_OPERATORS=in-cluster: make e2e-in-cluster)

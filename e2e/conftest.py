@@ -21,7 +21,7 @@ from e2e.ordering import after_suite_last
 from e2e.poddebugger_support import Debuggers
 from e2e.podset_support import PodSets, install_crd, podset_operator
 from e2e.resources import NamespacePool
-from e2e.third_party import SERVICE_MONITOR_CRD, module_file
+from e2e.third_party import PROMETHEUS_RULE_CRD, SERVICE_MONITOR_CRD, module_file
 
 pytestmark = pytest.mark.e2e
 
@@ -154,12 +154,17 @@ def debuggers(api: client.ApiClient, pdbg_op: OperatorHandle) -> Iterator[Debugg
 
 @pytest.fixture(scope="session")
 def service_monitor_crd(cluster: Cluster) -> None:
-    """prometheus-operator's ServiceMonitor CRD, so that a chart's ServiceMonitor installs."""
-    crd = module_file(*SERVICE_MONITOR_CRD)
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/servicemonitors.monitoring.coreos.com",
-    )
+    """prometheus-operator's ServiceMonitor and PrometheusRule CRDs, so that a chart's
+    ServiceMonitor and PrometheusRule install."""
+    for crd, name in (
+        (SERVICE_MONITOR_CRD, "servicemonitors"),
+        (PROMETHEUS_RULE_CRD, "prometheusrules"),
+    ):
+        path = module_file(*crd)
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+        cluster.kubectl(
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            f"crd/{name}.monitoring.coreos.com",
+        )

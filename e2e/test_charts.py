@@ -43,7 +43,10 @@ def non_default_values(spec: ChartSpec, namespaces: list[str]) -> dict[str, Any]
         "replicaCount": 2,
         "watchNamespaces": namespaces,
         "image": {"digest": "sha256:" + "0" * 64},
-        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+        "metrics": {
+            "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
+            "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},
+        },
         "dashboard": {"enabled": True},
         "extraArgs": ["--watch-timeout=30"],
         "extraEnv": [{"name": "EXTRA", "value": "1"}],
@@ -132,7 +135,8 @@ def test_rendered_objects_are_accepted_by_the_api_server(
     kinds = {d["kind"] for d in objects}
     assert {"Deployment", "ServiceAccount", "Role", "RoleBinding", "Service"} <= kinds
     if variant == "non-default":
-        assert {"PodDisruptionBudget", "ServiceMonitor", "ConfigMap", "NetworkPolicy"} <= kinds
+        extras = {"PodDisruptionBudget", "ServiceMonitor", "PrometheusRule", "ConfigMap"}
+        assert extras | {"NetworkPolicy"} <= kinds
         roles = [d for d in objects if d["kind"] == "Role"]
         assert {r["metadata"]["namespace"] for r in roles} == {*watched, namespace}
     # The `helm test` Pod's ServiceAccount must exist for the Pod to be admitted (Helm creates it

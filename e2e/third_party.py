@@ -21,6 +21,11 @@ SERVICE_MONITOR_CRD = (
     "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
 )
 """prometheus-operator's ServiceMonitor CRD: module, version, module hash, path in the module."""
+PROMETHEUS_RULE_CRD = (
+    *SERVICE_MONITOR_CRD[:3],
+    "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml",
+)
+"""Its PrometheusRule CRD, from the same module."""
 
 
 def module_file(module: str, version: str, module_hash: str, path: str) -> Path:

@@ -38,6 +38,7 @@ tool_packages() {
     grpc-health-probe) echo "github.com/grpc-ecosystem/grpc-health-probe" ;;
     bundle-validate) echo "opsuite.dev/hack/tools/bundle-validate" ;;
     argocd-health) echo "opsuite.dev/hack/tools/argocd-health" ;;
+    promtool) echo "github.com/prometheus/prometheus/cmd/promtool" ;;
     operator-sdk) echo "github.com/operator-framework/operator-sdk/cmd/operator-sdk github.com/operator-framework/operator-sdk/images/scorecard-test" ;;
     *) echo "unknown tool $1" >&2; return 1 ;;
   esac
@@ -130,5 +131,5 @@ build_tool() {
 
 command -v go >/dev/null || { echo "go is required (hack/install-deps.sh installs it)" >&2; exit 1; }
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes containerd runc buildkit helm actionlint opm bundle-validate olm registry coredns grpc-health-probe argocd-health)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes containerd runc buildkit helm actionlint opm bundle-validate olm registry coredns grpc-health-probe argocd-health promtool)
 for t in "${tools[@]}"; do build_tool "$t"; done

@@ -50,6 +50,7 @@ from opsuite_common.kubeconfig import load_configuration
 from opsuite_common.leader_election import LeadershipLost, default_identity
 from opsuite_common.leading import Election, WatchDead, Watchdog, lease_elector
 from opsuite_common.logs import configure_logging
+from opsuite_common.metrics import STALE_WATCH_STREAMS
 from opsuite_common.options import ManagerOptions, parse_options
 from opsuite_common.protofields import Fields
 from opsuite_common.runnable import Runnable, run_group, running
@@ -116,6 +117,7 @@ class Manager:
         )
         """What the process runs, in the order it starts them: /metrics first, so that once the
         probes answer ready it is there to scrape; kopf last (:func:`run_group`)."""
+        STALE_WATCH_STREAMS.set_function(lambda: len(self._stale_streams()))
 
     def event_recorder(self) -> EventRecorder:
         """The recorder of this operator's Events, with its own small bound on writes in
@@ -173,12 +175,16 @@ class Manager:
         if not self._watches.ready or not self.caches.synced.is_set():
             missing = self.caches.unlisted()
             return f"caches not synced yet: {', '.join(missing) or 'applying the listings'}"
-        stale = self.caches.silent(2 * self.options.watch_timeout)
+        stale = self._stale_streams()
         if stale:
             return (
                 f"watch silent for over {2 * self.options.watch_timeout:.0f} s: {', '.join(stale)}"
             )
         return None
+
+    def _stale_streams(self) -> list[str]:
+        """The leader's watch streams silent for over twice the watch timeout."""
+        return self.caches.silent(2 * self.options.watch_timeout) if self._leading else []
 
     def liveness(self) -> str | None:
         """None when alive: failing once a watch stream of the leader is dead (from then on

@@ -156,6 +156,12 @@ LEADER_ELECTION_MASTER_STATUS = Gauge(
     ["name"],
     registry=REGISTRY,
 )
+STALE_WATCH_STREAMS = Gauge(
+    "opsuite_watch_stale_streams",
+    "Watch streams of the leader silent (no event, bookmark or clean end) for over twice the "
+    "watch timeout, when /readyz fails; 0 on a standby.",
+    registry=REGISTRY,
+)
 
 CollectorT = TypeVar("CollectorT", bound=Collector)
 

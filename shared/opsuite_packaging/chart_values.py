@@ -95,6 +95,21 @@ class ServiceMonitorValues(KubeModel):
     ClusterRole (the endpoint's authorization, no bearerTokenFile)."""
 
 
+class PrometheusRuleValues(KubeModel):
+    """A prometheus-operator PrometheusRule with the operator's alerts: no pod up and scraped,
+    no leader, a watch silent too long, reconcile errors, a deep or slow work queue."""
+
+    enabled: bool = False
+    """Create the PrometheusRule (needs the monitoring.coreos.com CRDs)."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Extra labels, e.g. the one your Prometheus selects rules by."""
+    workqueue_depth: int = Field(100, ge=1)
+    """Keys in a work queue, for 15 minutes, that raise the WorkqueueDepth alert."""
+    workqueue_latency_seconds: int = Field(60, ge=1)
+    """The 99th percentile of a key's wait in a work queue, for 15 minutes, that raises the
+    WorkqueueLatency alert."""
+
+
 class MetricsValues(KubeModel):
     """The Prometheus /metrics endpoint."""
 
@@ -113,6 +128,8 @@ class MetricsValues(KubeModel):
     makes a self-signed certificate at start-up. A renewal is picked up without a restart."""
     service_monitor: ServiceMonitorValues = Field(default_factory=ServiceMonitorValues)
     """Optional ServiceMonitor."""
+    prometheus_rule: PrometheusRuleValues = Field(default_factory=PrometheusRuleValues)
+    """Optional PrometheusRule with the operator's alerts."""
 
 
 class UserRolesValues(KubeModel):

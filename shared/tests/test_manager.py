@@ -24,6 +24,7 @@ from opsuite_common.kopfwatch.runner import connection_info
 from opsuite_common.kopfwatch.settings import watch_dead_after
 from opsuite_common.leading import WatchDead
 from opsuite_common.manager import Manager
+from opsuite_common.metrics import REGISTRY
 from opsuite_common.store import JSON, Store, object_key
 from opsuite_testkit import FakeClock, offline_manager
 
@@ -266,6 +267,11 @@ async def test_metrics_listen_before_the_probes_answer(
     assert listening == [True]
 
 
+def stale_streams() -> float | None:
+    """opsuite_watch_stale_streams as /metrics would serve it now."""
+    return REGISTRY.get_sample_value("opsuite_watch_stale_streams")
+
+
 async def test_a_dead_watch_stream_fails_liveness_and_makes_the_leader_step_down(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -294,6 +300,7 @@ async def test_a_dead_watch_stream_fails_liveness_and_makes_the_leader_step_down
         manager.activity.listed("pods", namespace, set())
     await asyncio.sleep(0.05)
     assert manager.readiness() is None
+    assert stale_streams() == 0
     limit = watch_dead_after(5)
     assert limit == 60
 
@@ -303,6 +310,7 @@ async def test_a_dead_watch_stream_fails_liveness_and_makes_the_leader_step_down
 
     tick(11)
     assert manager.readiness() == "watch silent for over 10 s: pods in b"
+    assert stale_streams() == 1  # what the alert on an unhealthy watch reads
     assert manager.liveness() is None
     tick(limit)
     await asyncio.sleep(0.05)
