@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from e2e.charts import CHARTS, RELEASE_NAMESPACE
 from e2e.cluster import Cluster, wait_until
@@ -252,29 +252,29 @@ class InClusterOperator:
         self.wait_ready()
         self._pods = self._ready_pods()
 
+    def _ready(self) -> list[dict[str, Any]]:
+        """The Deployment's pods that are Ready and not being deleted."""
+        listing = json.loads(
+            self.cluster.kubectl("get", "pods", "-n", self.namespace, "-o", "json",
+                                 "-l", self._selector)
+        )  # fmt: skip
+        ready = []
+        for pod in listing["items"]:
+            conditions = pod.get("status", {}).get("conditions", [])
+            if "deletionTimestamp" not in pod["metadata"] and any(
+                c["type"] == "Ready" and c["status"] == "True" for c in conditions
+            ):
+                ready.append(pod)
+        return ready
+
     def _ready_pods(self) -> dict[str, int]:
         """Ready pods of the Deployment: uid -> restart count."""
-        listing = json.loads(
-            self.cluster.kubectl(
-                "get",
-                "pods",
-                "-n",
-                self.namespace,
-                "-o",
-                "json",
-                "-l",
-                self._selector,
+        return {
+            pod["metadata"]["uid"]: sum(
+                c.get("restartCount", 0) for c in pod["status"].get("containerStatuses", [])
             )
-        )
-        pods = {}
-        for pod in listing["items"]:
-            status = pod.get("status", {})
-            conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
-            if "deletionTimestamp" in pod["metadata"] or conditions.get("Ready") != "True":
-                continue
-            restarts = sum(c.get("restartCount", 0) for c in status.get("containerStatuses", []))
-            pods[pod["metadata"]["uid"]] = restarts
-        return pods
+            for pod in self._ready()
+        }
 
     def wait_ready(self, timeout: float = 120) -> None:
         """Wait until exactly one pod of the Deployment is ready."""
@@ -286,11 +286,24 @@ class InClusterOperator:
         )
 
     def metrics(self) -> str:
-        return self.cluster.kubectl(
-            "get",
-            "--raw",
-            f"/api/v1/namespaces/{self.namespace}/services/{self.name}-metrics:metrics/proxy/metrics",
-        )
+        """The leader's /metrics: the pod holding the Lease, through the API server's pod proxy.
+        Through the Service, a standby or a pod on its way out (just after a scale-down) could
+        answer, with counters of its own."""
+        leader = wait_until(
+            lambda: self.cluster.kubectl(
+                "get", "lease", self.name, "-n", self.namespace,
+                "-o", "jsonpath={.spec.holderIdentity}",
+            ),
+            lambda holder: holder in {pod["metadata"]["name"] for pod in self._ready()},
+            timeout=60,
+            what=f"a ready pod of {self.namespace}/{self.name} holding its Lease",
+        )  # fmt: skip
+        port = self.cluster.kubectl(
+            "get", "pod", leader, "-n", self.namespace,
+            "-o", 'jsonpath={.spec.containers[0].ports[?(@.name=="metrics")].containerPort}',
+        )  # fmt: skip
+        path = f"/api/v1/namespaces/{self.namespace}/pods/{leader}:{port}/proxy/metrics"
+        return self.cluster.kubectl("get", "--raw", path)
 
     def alive(self) -> bool:
         return self._ready_pods() == self._pods
