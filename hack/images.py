@@ -78,14 +78,16 @@ def build(args: argparse.Namespace) -> None:
 
 def write_listing(images: Sequence[Built]) -> None:
     """images.json: the images just built, and those of an earlier build that still exist
-    (a build of some images, such as the plane's workload images, keeps the others listed)."""
+    (a build of some images, such as the plane's workload images, keeps the others listed); an
+    archive built again lists only the names it carries now."""
     listing = OUT / "images.json"
     built = {full_name(name): str(image.archive) for image in images for name in image.names}
     earlier = json.loads(listing.read_text()) if listing.exists() else []
+    rebuilt = set(built.values())
     kept = {
         entry["name"]: entry["archive"]
         for entry in earlier
-        if entry["name"] not in built and Path(entry["archive"]).exists()
+        if entry["archive"] not in rebuilt and Path(entry["archive"]).exists()
     }
     entries = [{"name": name, "archive": archive} for name, archive in {**kept, **built}.items()]
     listing.write_text(json.dumps(entries, indent=2) + "\n")

@@ -339,3 +339,18 @@ def test_the_command_line_runs_as_a_script_from_any_directory(tmp_path: Path) ->
         )
         assert done.returncode == 0, done.stderr
     assert f"default: {' '.join(images.TARGETS)}" in done.stdout
+
+
+def test_a_rebuilt_archive_lists_only_the_names_it_now_carries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator rebuilt after a change gets a new content tag in the same archive: the old
+    tag is no longer in it, so it leaves images.json (hack/e2e-in-cluster.sh takes the one
+    content tag listed)."""
+    monkeypatch.setattr(images, "OUT", tmp_path)
+    archive = tmp_path / "podset-operator.tar"
+    archive.write_bytes(b"")
+    images.write_listing([Built(archive, ["opsuite.local/podset-operator:aaaa"])])
+    images.write_listing([Built(archive, ["opsuite.local/podset-operator:bbbb"])])
+    listed = [e["name"] for e in json.loads((tmp_path / "images.json").read_text())]
+    assert listed == [full_name("opsuite.local/podset-operator:bbbb")]
