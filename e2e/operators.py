@@ -290,20 +290,26 @@ class InClusterOperator:
         Through the Service, a standby or a pod on its way out (just after a scale-down) could
         answer, with counters of its own."""
         leader = wait_until(
-            lambda: self.cluster.kubectl(
-                "get", "lease", self.name, "-n", self.namespace,
-                "-o", "jsonpath={.spec.holderIdentity}",
-            ),
-            lambda holder: holder in {pod["metadata"]["name"] for pod in self._ready()},
+            self._leader,
+            lambda pod: pod is not None,
             timeout=60,
             what=f"a ready pod of {self.namespace}/{self.name} holding its Lease",
-        )  # fmt: skip
-        port = self.cluster.kubectl(
-            "get", "pod", leader, "-n", self.namespace,
-            "-o", 'jsonpath={.spec.containers[0].ports[?(@.name=="metrics")].containerPort}',
-        )  # fmt: skip
-        path = f"/api/v1/namespaces/{self.namespace}/pods/{leader}:{port}/proxy/metrics"
+        )
+        assert leader is not None
+        (port,) = [
+            p["containerPort"] for p in leader["spec"]["containers"][0]["ports"]
+            if p["name"] == "metrics"
+        ]  # fmt: skip
+        name = leader["metadata"]["name"]
+        path = f"/api/v1/namespaces/{self.namespace}/pods/{name}:{port}/proxy/metrics"
         return self.cluster.kubectl("get", "--raw", path)
+
+    def _leader(self) -> dict[str, Any] | None:
+        """The ready pod that holds the Lease (named after the Deployment), if one does."""
+        holder = self.cluster.kubectl(
+            "get", "lease", self.name, "-n", self.namespace, "-o", "jsonpath={.spec.holderIdentity}"
+        )
+        return next((pod for pod in self._ready() if pod["metadata"]["name"] == holder), None)
 
     def alive(self) -> bool:
         return self._ready_pods() == self._pods
