@@ -47,7 +47,7 @@ run: doctor deps ## Build and start the local plane, run the operators with thei
 manifests: deps ## Generate CRDs (charts/*/crds) and samples from the pydantic models
 	$(PY) hack/manifests.py write
 
-bundle: manifests ## Generate the OLM bundles (bundle/) and the catalog (catalog/) from the charts
+bundle: manifests ## Generate the OLM bundles (bundle/), the catalog (catalog/) and the plain install manifests (deploy/) from the charts
 	hack/build-tools.sh helm opm
 	$(PY) hack/bundle.py write
 
@@ -90,6 +90,7 @@ e2e-in-cluster: deps images ## The charts with the real images on the local plan
 	hack/e2e-in-cluster.sh upgrade
 	hack/e2e-in-cluster.sh test
 	hack/e2e-in-cluster.sh uninstall
+	hack/e2e-in-cluster.sh plain
 
 e2e-olm: deps images ## OLM on the local plane's real node: images in its registry, OLM, a Subscription per operator (previous release), the upgrade along the catalog, the smoke subset
 	@echo "============= e2e tests, operators from OLM ========"

@@ -1,4 +1,5 @@
-"""Generate the OLM bundles (bundle/<chart>/) and the file-based catalog (catalog/), or check them.
+"""Generate the OLM bundles (bundle/<chart>/), the file-based catalog (catalog/) and the plain
+install manifests (deploy/<chart>/), or check them.
 
     python hack/bundle.py write   # make bundle
     python hack/bundle.py check   # make verify: exit 1 listing stale, missing or extra files
@@ -6,9 +7,10 @@
 Sources: each operator's ``manifests`` module (CRD, SAMPLES, CHART_SPEC, BUNDLE_TEXT), its
 chart under charts/ rendered by ``helm template`` with the default values (Deployment, metrics
 Service, metrics-reader ClusterRole), pyproject's version and docs/assets/opsuite-icon.svg. Each
-catalog bundle entry is what ``opm render`` makes of the bundle directory. The CSV's createdAt is
-the one on disk while nothing else in the CSV changed, else the time of the run. helm and opm come
-from ``make tools``.
+catalog bundle entry is what ``opm render`` makes of the bundle directory; deploy/<chart>/ holds
+the chart rendered as plain manifests (opsuite_packaging/plain_install.py). The CSV's createdAt
+is the one on disk while nothing else in the CSV changed, else the time of the run. helm and opm
+come from ``make tools``.
 
 The catalog keeps its channel's history: the bundles it holds of versions below pyproject's are
 released and stay as they are, with their channel entries; pyproject's version is (re)generated
@@ -50,6 +52,7 @@ from opsuite_packaging.chart_values import CHART_REPOSITORY, IMAGE_REGISTRY
 from opsuite_packaging.crd import build_crd
 from opsuite_packaging.generated import run
 from opsuite_packaging.operators import OPERATORS
+from opsuite_packaging.plain_install import MUTATION_API, MUTATION_KUBE_VERSION, install_files
 from opsuite_packaging.previous_release import without_spec_field
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,25 +90,21 @@ def _chart_dir(spec: ChartSpec, version: str, scratch: Path) -> Path:
     return chart
 
 
+def _template(
+    spec: ChartSpec, chart_dir: Path, *flags: str, kube_version: str = MIN_KUBE_VERSION
+) -> list[JSON]:
+    """The chart's objects with its default values, as installed in the suggested namespace."""
+    command = [_tool("helm"), "template", spec.name, str(chart_dir)]
+    command += ["--namespace", SUGGESTED_NAMESPACE, "--kube-version", kube_version, *flags]
+    return list(rendered_objects(_run(*command)))
+
+
 def _inputs(
     module: ModuleType, version: str, icon: bytes, scratch: Path, without: str | None
 ) -> tuple[BundleInputs, list[JSON]]:
     spec = module.CHART_SPEC
     chart_dir = _chart_dir(spec, version, scratch)
-    rendered = list(
-        rendered_objects(
-            _run(
-                _tool("helm"),
-                "template",
-                spec.name,
-                str(chart_dir),
-                "--namespace",
-                SUGGESTED_NAMESPACE,
-                "--kube-version",
-                MIN_KUBE_VERSION,
-            )
-        )
-    )
+    rendered = _template(spec, chart_dir)
     (deployment,) = find(rendered, "Deployment")
     readers = [r for r in find(rendered, "ClusterRole") if r["metadata"]["name"].endswith(READER)]
     crds = [build_crd(d) for d in (module.CRD, *getattr(module, "EXTRA_CRDS", ()))]
@@ -190,15 +189,41 @@ def generate(
     return files
 
 
+def plain_installs(version: str, out: Path) -> dict[Path, str]:
+    """deploy/<chart>/install.yaml and requester-mutation.yaml of ``version`` under ``out``."""
+    files: dict[Path, str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for module_name in MANIFESTS:
+            spec = importlib.import_module(module_name).CHART_SPEC
+            chart_dir = _chart_dir(spec, version, Path(tmp))
+            plain = ("--include-crds", "--no-hooks")
+            rendered = _template(spec, chart_dir, *plain)
+            with_mutation = _template(
+                spec,
+                chart_dir,
+                *plain,
+                "--api-versions",
+                MUTATION_API,
+                kube_version=MUTATION_KUBE_VERSION,
+            )
+            generated = install_files(
+                spec.name, version, SUGGESTED_NAMESPACE, rendered, with_mutation
+            )
+            for name, content in generated.items():
+                files[out / "deploy" / spec.name / name] = content
+    return files
+
+
 def expected_files() -> dict[Path, str]:
-    """Every generated file of bundle/ and catalog/ with its expected content: pyproject's
-    version, after the released history catalog/ holds."""
-    return generate(project_version(), ROOT / "catalog", ROOT)
+    """Every generated file of bundle/, catalog/ and deploy/ with its expected content:
+    pyproject's version, after the released history catalog/ holds."""
+    version = project_version()
+    return generate(version, ROOT / "catalog", ROOT) | plain_installs(version, ROOT)
 
 
 def _generated_on_disk() -> set[Path]:
     present = set()
-    for directory in ("bundle", "catalog"):
+    for directory in ("bundle", "catalog", "deploy"):
         for path in (ROOT / directory).rglob("*"):
             if path.is_file() and path.name != "README.md":
                 present.add(path)
@@ -211,7 +236,7 @@ def main() -> int:
         expected_files,
         root=ROOT,
         make_target="bundle",
-        what="bundle and catalog files",
+        what="bundle, catalog and plain install files",
         on_disk=_generated_on_disk,
     )
 

@@ -16,9 +16,13 @@
 #   hack/e2e-in-cluster.sh install   helm install (or upgrade) of this tree's three charts with
 #                                    those images (hack/e2e-install.sh)
 #   hack/e2e-in-cluster.sh test      the e2e suite against the operators the charts run
-#                                    (E2E_MARKERS, default "not chaos and not helm_upgrade")
+#                                    (E2E_MARKERS, default: not chaos, helm_upgrade nor
+#                                    plain_install)
 #   hack/e2e-in-cluster.sh uninstall the three releases (make e2e-in-cluster, after a pass, so a
 #                                    later run with local operators has the cluster to itself)
+#   hack/e2e-in-cluster.sh plain     no release left: the operators' CRDs removed, then the plain
+#                                    install (deploy/<chart>/install.yaml) with those images, its
+#                                    checks, and its removal (e2e/test_plain_install.py)
 #
 # Environment: IMAGE_PREFIX and IMAGE_TAG (the images; defaults: what hack/images.py built),
 # KUBECONFIG (default: the local plane's), KIND_CLUSTER.
@@ -49,6 +53,24 @@ prefix, _, tag = ref.rpartition(image)
 print(prefix, tag)' "$built" "${charts[0]}"
 }
 
+# The operators' CRDs, gone once no custom resource is left (the namespaces of the e2e tests go
+# in the background, their custom resources with them): a first install creates them.
+remove_crds() {
+  for crd in "${crds[@]}"; do
+    kubectl get crd "$crd" >/dev/null 2>&1 || continue
+    for _ in $(seq 60); do
+      [[ -z "$(kubectl get "$crd" -A -o name 2>/dev/null)" ]] && break
+      sleep 2
+    done
+    if [[ -n "$(kubectl get "$crd" -A -o name)" ]]; then
+      echo "$crd still has custom resources; a first install needs none:" >&2
+      kubectl get "$crd" -A >&2
+      exit 1
+    fi
+    kubectl delete crd "$crd" --wait --timeout=120s
+  done
+}
+
 # The three releases, gone (none left is fine).
 uninstall_releases() {
   for chart in "${charts[@]}"; do
@@ -76,20 +98,7 @@ print("\n".join(i["archive"] for i in json.load(open(sys.argv[1]))))' "$built" |
     # A first install: releases an earlier e2e phase left (its charts' identities) go first, as
     # helm upgrade would not create the previous release's CRDs.
     uninstall_releases
-    for crd in "${crds[@]}"; do
-      kubectl get crd "$crd" >/dev/null 2>&1 || continue
-      # The namespaces of the e2e tests go in the background, their custom resources with them.
-      for _ in $(seq 60); do
-        [[ -z "$(kubectl get "$crd" -A -o name 2>/dev/null)" ]] && break
-        sleep 2
-      done
-      if [[ -n "$(kubectl get "$crd" -A -o name)" ]]; then
-        echo "$crd still has custom resources; a first install needs none:" >&2
-        kubectl get "$crd" -A >&2
-        exit 1
-      fi
-      kubectl delete crd "$crd" --wait --timeout=120s
-    done
+    remove_crds
     previous="$root/.local/previous-release/charts"
     .venv/bin/python -m opsuite_packaging.previous_release charts "$previous" >/dev/null
     read -r prefix tag < <(image_ref)
@@ -105,13 +114,21 @@ print("\n".join(i["archive"] for i in json.load(open(sys.argv[1]))))' "$built" |
     ;;
   test)
     E2E_OPERATORS=in-cluster E2E_KUBECONFIG="$KUBECONFIG" \
-      .venv/bin/pytest e2e -m "${E2E_MARKERS:-not chaos and not helm_upgrade}" -p no:kind
+      .venv/bin/pytest e2e -m "${E2E_MARKERS:-not chaos and not helm_upgrade and not plain_install}" \
+      -p no:kind
     ;;
   uninstall)
     uninstall_releases
     ;;
+  plain)
+    uninstall_releases
+    remove_crds
+    read -r prefix tag < <(image_ref)
+    E2E_OPERATORS=in-cluster E2E_KUBECONFIG="$KUBECONFIG" E2E_IMAGE_PREFIX="$prefix" \
+      E2E_IMAGE_TAG="$tag" .venv/bin/pytest e2e -m plain_install -p no:kind
+    ;;
   *)
-    echo "usage: $0 load|install-previous|upgrade|install|test|uninstall" >&2
+    echo "usage: $0 load|install-previous|upgrade|install|test|uninstall|plain" >&2
     exit 2
     ;;
 esac

@@ -128,13 +128,12 @@ class BundleText:
     requires on every owned CRD."""
 
 
-def olm_object(obj: JSON) -> JSON:
-    """A rendered chart object as OLM installs it: no namespace (OLM picks the operator's), and
-    the chart's Helm labels replaced by ``managed-by: olm`` (on the pod template too)."""
+def relabelled(obj: JSON, managed_by: str) -> JSON:
+    """A rendered chart object without the chart's Helm labels: ``helm.sh/chart`` dropped and
+    ``app.kubernetes.io/managed-by`` naming what installs it (on the pod template too). No
+    selector uses either label, so selectors stay as the chart renders them."""
     result = copy.deepcopy(obj)
-    metadata = result.get("metadata", {})
-    metadata.pop("namespace", None)
-    holders = [metadata]
+    holders = [result.get("metadata", {})]
     template = result.get("spec", {}).get("template")
     if template is not None:
         holders.append(template.setdefault("metadata", {}))
@@ -145,7 +144,15 @@ def olm_object(obj: JSON) -> JSON:
         for key in _HELM_LABELS:
             labels.pop(key, None)
         if _MANAGED_BY in labels:
-            labels[_MANAGED_BY] = "olm"
+            labels[_MANAGED_BY] = managed_by
+    return result
+
+
+def olm_object(obj: JSON) -> JSON:
+    """A rendered chart object as OLM installs it: no namespace (OLM picks the operator's), and
+    ``managed-by: olm``."""
+    result = relabelled(obj, "olm")
+    result.get("metadata", {}).pop("namespace", None)
     return result
 
 
