@@ -1,6 +1,7 @@
 """kube-score, the linter users' CI runs on charts, on every chart as ``helm template`` renders it:
 with its defaults, and with every optional object on (the PodDisruptionBudget of two replicas,
-the NetworkPolicy, ServiceMonitor, PrometheusRule, dashboard, a mounted metrics certificate).
+the NetworkPolicy, ServiceMonitor, PrometheusRule, dashboard, a mounted metrics certificate):
+its default checks, and the optional ones the charts pass (OPTIONAL_CHECKS).
 
 Each warning or critical finding fails unless charts/kube-score-waivers.yaml waives it, with the
 reason, by check ID (and a part of the finding's summary, to waive one finding of a check that
@@ -46,6 +47,10 @@ EVERYTHING_ON: Mapping[str, Any] = {
     "dashboard": {"enabled": True},
 }
 RENDERINGS: Mapping[str, Mapping[str, Any]] = {"defaults": {}, "everything on": EVERYTHING_ON}
+
+OPTIONAL_CHECKS = ("container-seccomp-profile", "container-ports-check")
+"""kube-score's optional checks the charts pass (a seccomp profile; ports named, unique and in
+range), on so that they keep passing."""
 
 WARNING = 5
 """kube-score's grade of a warning (critical is 1, OK 10): at or below it is a finding."""
@@ -109,12 +114,12 @@ def known_checks() -> set[str]:
 
 
 def score(manifests: str, where: str) -> list[Finding]:
-    """kube-score's default checks on a manifest stream: the warnings and critical findings."""
-    scored = json.loads(
-        _kube_score(
-            "score", "--kubernetes-version", KUBERNETES_VERSION, "-o", "json", "-", stdin=manifests
-        )
-    )
+    """kube-score's default and OPTIONAL_CHECKS on a manifest stream: the warnings and critical
+    findings."""
+    command = ["score", "--kubernetes-version", KUBERNETES_VERSION, "-o", "json"]
+    for check in OPTIONAL_CHECKS:
+        command += ["--enable-optional-test", check]
+    scored = json.loads(_kube_score(*command, "-", stdin=manifests))
     findings = []
     for obj in scored:
         meta, kind = obj["object_meta"], obj["type_meta"]["kind"]
@@ -142,7 +147,7 @@ def chart_findings(names: Iterable[str]) -> list[Finding]:
 
 def problems(findings: Sequence[Finding], waivers: Sequence[Waiver], known: set[str]) -> list[str]:
     """What fails the gate: findings no waiver covers, waivers of unknown checks, stale ones."""
-    out = [f"{f}" for f in findings if not any(f.waived_by(w) for w in waivers)]
+    out = [str(f) for f in findings if not any(f.waived_by(w) for w in waivers)]
     for waiver in waivers:
         label = f"waiver {waiver.check}" + (f" ({waiver.summary!r})" if waiver.summary else "")
         if waiver.check not in known:

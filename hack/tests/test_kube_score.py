@@ -41,6 +41,13 @@ def test_a_deployment_without_a_readiness_probe_is_a_finding_the_gate_reports() 
     assert problems == [str(probe)]
 
 
+def test_a_pod_without_a_seccomp_profile_is_a_finding() -> None:
+    """An optional check the charts keep on (kube_score.OPTIONAL_CHECKS)."""
+    manifests = helm_template(CHART, "podSecurityContext.seccompProfile=null")
+    found = {f.summary for f in kube_score.score(manifests, CHART)}
+    assert {"operator: The container has not configured Seccomp"} <= found
+
+
 def test_an_unknown_or_stale_waiver_fails() -> None:
     findings = kube_score.score(helm_template(CHART), CHART)
     waivers = [
