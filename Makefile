@@ -56,19 +56,21 @@ verify: deps ## Fail when a generated file is out of date
 	hack/build-tools.sh helm opm
 	$(PY) hack/bundle.py check
 
-lint: deps ## ruff (lint + format check), hadolint on the Dockerfile, actionlint on the workflows
+lint: deps ## ruff (lint + format check), hadolint on the Dockerfile, actionlint on the workflows, kube-score on the rendered charts
 	$(VENV)/ruff check $(PY_SOURCES)
 	$(VENV)/ruff format --check $(PY_SOURCES)
 	$(VENV)/hadolint Dockerfile
 	hack/build-tools.sh actionlint
 	actionlint
+	hack/build-tools.sh helm kube-score
+	$(PY) hack/kube_score.py
 
 typecheck: deps ## mypy --strict
-	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/plane_pki.py hack/plane_config.py hack/node.py hack/images.py hack/oci hack/oci_push.py hack/olm_images.py hack/olm_manifest.py hack/scorecard.py hack/pin_digests.py hack/workflow_actions.py hack/poetry_requirements.py hack/doctor.py hack/run.py hack/manifests.py hack/bundle.py hack/tests
+	$(VENV)/mypy shared operators e2e bench hack/localplane.py hack/plane_pki.py hack/plane_config.py hack/node.py hack/images.py hack/oci hack/oci_push.py hack/olm_images.py hack/olm_manifest.py hack/scorecard.py hack/pin_digests.py hack/workflow_actions.py hack/poetry_requirements.py hack/doctor.py hack/run.py hack/manifests.py hack/bundle.py hack/helm_render.py hack/kube_score.py hack/tests
 
 unit: deps ## Unit and property tests (no cluster)
 	@echo "==================== unit tests ===================="
-	hack/build-tools.sh helm opm bundle-validate registry promtool
+	hack/build-tools.sh helm opm bundle-validate registry promtool kube-score
 	$(PYTEST) shared/tests operators hack/tests bench/tests -p no:kind
 
 e2e: deps ## End-to-end tests on E2E_KUBECONFIG, kind (Docker) or the local plane (E2E_OPERATORS=in-cluster: make e2e-in-cluster)

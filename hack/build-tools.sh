@@ -39,6 +39,7 @@ tool_packages() {
     bundle-validate) echo "opsuite.dev/hack/tools/bundle-validate" ;;
     argocd-health) echo "opsuite.dev/hack/tools/argocd-health" ;;
     promtool) echo "github.com/prometheus/prometheus/cmd/promtool" ;;
+    kube-score) echo "github.com/zegl/kube-score/cmd/kube-score" ;;
     operator-sdk) echo "github.com/operator-framework/operator-sdk/cmd/operator-sdk github.com/operator-framework/operator-sdk/images/scorecard-test" ;;
     *) echo "unknown tool $1" >&2; return 1 ;;
   esac
@@ -58,10 +59,18 @@ helm_ldflags() {
   done
 }
 
+# kube-score's version, as its release builds set it (`kube-score version` says "development"
+# without it).
+kube_score_ldflags() {
+  printf -- '-X main.version=%s' \
+    "$(awk '{sub(/^require /, "")} $1=="github.com/zegl/kube-score"{print $2}' "$root/hack/tools/kube-score/go.mod")"
+}
+
 tool_ldflags() {
   case "$1" in
     kubernetes) echo "$kube_ldflags" ;;
     helm) helm_ldflags ;;
+    kube-score) kube_score_ldflags ;;
     *) echo "" ;;
   esac
 }
@@ -131,5 +140,5 @@ build_tool() {
 
 command -v go >/dev/null || { echo "go is required (hack/install-deps.sh installs it)" >&2; exit 1; }
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes containerd runc buildkit helm actionlint opm bundle-validate olm registry coredns grpc-health-probe argocd-health promtool)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok kubernetes containerd runc buildkit helm actionlint opm bundle-validate olm registry coredns grpc-health-probe argocd-health promtool kube-score)
 for t in "${tools[@]}"; do build_tool "$t"; done

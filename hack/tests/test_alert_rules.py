@@ -8,13 +8,17 @@ from __future__ import annotations
 import importlib
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from opsuite_packaging.bundle import find, rendered_objects
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from helm_render import render
+
+from opsuite_packaging.bundle import find
 from opsuite_packaging.operators import OPERATORS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,10 +29,7 @@ ALERTS = ("Down", "NoLeader", "WatchUnhealthy", "ReconcileErrors", "WorkqueueDep
 
 
 def _groups(chart: str) -> list[dict[str, Any]]:
-    command = [str(BIN / "helm"), "template", "r", str(ROOT / "charts" / chart), "-n", "ns"]
-    command += ["--set", "metrics.prometheusRule.enabled=true"]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
-    (rule,) = find(list(rendered_objects(done.stdout)), "PrometheusRule")
+    (rule,) = find(render(chart, "metrics.prometheusRule.enabled=true"), "PrometheusRule")
     groups: list[dict[str, Any]] = rule["spec"]["groups"]
     return groups
 

@@ -13,11 +13,15 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from helm_render import render
 
 from opsuite_packaging.bundle import (
     CHANNEL,
@@ -25,7 +29,6 @@ from opsuite_packaging.bundle import (
     SCORECARD_IMAGE,
     find,
     is_rfc3339,
-    rendered_objects,
 )
 from opsuite_packaging.chart import MIN_KUBE_VERSION, ChartSpec
 from opsuite_packaging.operators import OPERATORS
@@ -79,14 +82,14 @@ def _key(rule: dict[str, Any]) -> str:
 
 
 def _chart(spec: ChartSpec, *set_values: str) -> list[dict[str, Any]]:
-    command = [_tool("helm"), "template", spec.name, str(ROOT / "charts" / spec.name)]
-    command += ["--namespace", "opsuite-system", "--kube-version", MIN_KUBE_VERSION]
-    command += ["--skip-tests"]  # the `helm test` hooks' RBAC is the test's, not the operator's
-    for value in set_values:
-        command += ["--set", value]
-    done = _run(*command)
-    assert done.returncode == 0, done.stderr
-    return list(rendered_objects(done.stdout))
+    return render(
+        spec.name,
+        *set_values,
+        release=spec.name,
+        namespace="opsuite-system",
+        kube_version=MIN_KUBE_VERSION,
+        skip_tests=True,  # the `helm test` hooks' RBAC is the test's, not the operator's
+    )
 
 
 @pytest.mark.parametrize("package", sorted(SPECS))

@@ -5,30 +5,19 @@ operator pods spread over nodes once there are two."""
 from __future__ import annotations
 
 import importlib
-import json
-import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from opsuite_packaging.bundle import find, rendered_objects
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from helm_render import HelmError, render
+
+from opsuite_packaging.bundle import find
 from opsuite_packaging.operators import OPERATORS
 
-ROOT = Path(__file__).resolve().parents[2]
-HELM = ROOT / ".local" / "bin" / "helm"
 CHARTS = [importlib.import_module(op.manifests).CHART_SPEC.name for op in OPERATORS]
-
-
-def _render(chart: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    command = [str(HELM), "template", "r", str(ROOT / "charts" / chart), "--namespace", "ns"]
-    if values:
-        command += ["--values", "-"]
-    done = subprocess.run(
-        command, input=json.dumps(values or {}), capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return list(rendered_objects(done.stdout))
 
 
 def _named(objects: list[dict[str, Any]], kind: str, name: str) -> list[dict[str, Any]]:
@@ -43,7 +32,7 @@ def _pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("chart", CHARTS)
 def test_common_labels_go_on_every_object_but_not_into_selectors(chart: str) -> None:
-    objects = _render(chart, {"commonLabels": {"team": "platform"}, "replicaCount": 2})
+    objects = render(chart, values={"commonLabels": {"team": "platform"}, "replicaCount": 2})
     assert objects
     for obj in objects:
         assert obj["metadata"]["labels"]["team"] == "platform", obj["metadata"]["name"]
@@ -58,7 +47,8 @@ def test_common_labels_go_on_every_object_but_not_into_selectors(chart: str) -> 
 def test_extra_volumes_are_mounted_beside_the_charts_own(chart: str) -> None:
     volume = {"name": "ca", "configMap": {"name": "corporate-ca"}}
     mount = {"name": "ca", "mountPath": "/etc/ssl/corporate", "readOnly": True}
-    spec = _pod(_render(chart, {"extraVolumes": [volume], "extraVolumeMounts": [mount]}))["spec"]
+    values = {"extraVolumes": [volume], "extraVolumeMounts": [mount]}
+    spec = _pod(render(chart, values=values))["spec"]
     assert spec["volumes"][0]["name"] == "tmp"
     assert spec["volumes"][-1] == volume
     (container,) = spec["containers"]
@@ -68,7 +58,7 @@ def test_extra_volumes_are_mounted_beside_the_charts_own(chart: str) -> None:
 
 @pytest.mark.parametrize("chart", CHARTS)
 def test_probes_and_grace_period_are_configurable(chart: str) -> None:
-    defaults = _pod(_render(chart))["spec"]
+    defaults = _pod(render(chart))["spec"]
     (container,) = defaults["containers"]
     assert defaults["terminationGracePeriodSeconds"] == 30
     assert container["startupProbe"]["periodSeconds"] == 2
@@ -83,7 +73,7 @@ def test_probes_and_grace_period_are_configurable(chart: str) -> None:
             "readiness": {"initialDelaySeconds": 1},
         },
     }
-    spec = _pod(_render(chart, values))["spec"]
+    spec = _pod(render(chart, values=values))["spec"]
     (container,) = spec["containers"]
     assert spec["terminationGracePeriodSeconds"] == 60
     assert container["startupProbe"]["failureThreshold"] == 90
@@ -96,21 +86,21 @@ def test_probes_and_grace_period_are_configurable(chart: str) -> None:
 
 @pytest.mark.parametrize("chart", CHARTS)
 def test_the_disruption_budget_is_configurable(chart: str) -> None:
-    assert not find(_render(chart), "PodDisruptionBudget")  # one pod: nothing to keep
-    (budget,) = find(_render(chart, {"replicaCount": 3}), "PodDisruptionBudget")
+    assert not find(render(chart), "PodDisruptionBudget")  # one pod: nothing to keep
+    (budget,) = find(render(chart, values={"replicaCount": 3}), "PodDisruptionBudget")
     assert budget["spec"]["minAvailable"] == 1
     values = {"replicaCount": 3, "podDisruptionBudget": {"maxUnavailable": "50%"}}
-    (budget,) = find(_render(chart, values), "PodDisruptionBudget")
+    (budget,) = find(render(chart, values=values), "PodDisruptionBudget")
     assert budget["spec"]["maxUnavailable"] == "50%"
     assert "minAvailable" not in budget["spec"]
     values = {"replicaCount": 3, "podDisruptionBudget": {"enabled": False}}
-    assert not find(_render(chart, values), "PodDisruptionBudget")
+    assert not find(render(chart, values=values), "PodDisruptionBudget")
 
 
 @pytest.mark.parametrize("chart", CHARTS)
 def test_two_or_more_pods_prefer_different_nodes_unless_told_otherwise(chart: str) -> None:
-    assert "affinity" not in _pod(_render(chart))["spec"]
-    objects = _render(chart, {"replicaCount": 2})
+    assert "affinity" not in _pod(render(chart))["spec"]
+    objects = render(chart, values={"replicaCount": 2})
     (deployment,) = find(objects, "Deployment")
     (term,) = _pod(objects)["spec"]["affinity"]["podAntiAffinity"][
         "preferredDuringSchedulingIgnoredDuringExecution"
@@ -121,23 +111,21 @@ def test_two_or_more_pods_prefer_different_nodes_unless_told_otherwise(chart: st
     own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [
             {"key": "pool", "operator": "In", "values": ["system"]}]}]}}}  # fmt: skip
-    spec = _pod(_render(chart, {"replicaCount": 2, "affinity": own}))["spec"]
+    spec = _pod(render(chart, values={"replicaCount": 2, "affinity": own}))["spec"]
     assert spec["affinity"] == own
 
 
 def test_the_schema_refuses_a_budget_that_is_no_number_or_percentage() -> None:
-    command = [str(HELM), "template", "r", str(ROOT / "charts" / CHARTS[0]), "--values", "-"]
     values = {"podDisruptionBudget": {"maxUnavailable": "half"}}
-    done = subprocess.run(command, input=json.dumps(values), capture_output=True, text=True)
-    assert done.returncode != 0
-    assert "/podDisruptionBudget/maxUnavailable" in done.stderr
+    with pytest.raises(HelmError, match="/podDisruptionBudget/maxUnavailable"):
+        render(CHARTS[0], values=values)
 
 
 @pytest.mark.parametrize("chart", CHARTS)
 def test_the_network_policy_admits_the_scrapers_and_the_helm_test_only(chart: str) -> None:
-    assert not find(_render(chart), "NetworkPolicy")  # off by default
+    assert not find(render(chart), "NetworkPolicy")  # off by default
     scrapers = [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
-    objects = _render(chart, {"networkPolicy": {"enabled": True, "metricsFrom": scrapers}})
+    objects = render(chart, values={"networkPolicy": {"enabled": True, "metricsFrom": scrapers}})
     (policy,) = find(objects, "NetworkPolicy")
     (deployment,) = find(objects, "Deployment")
     selector = deployment["spec"]["selector"]["matchLabels"]
@@ -151,7 +139,7 @@ def test_the_network_policy_admits_the_scrapers_and_the_helm_test_only(chart: st
     assert all(labels[k] == v for k, v in peer["podSelector"]["matchLabels"].items())
     assert probes["ports"] == [{"port": "health", "protocol": "TCP"}]
     unscraped = {"networkPolicy": {"enabled": True}, "metrics": {"enabled": False}}
-    (policy,) = find(_render(chart, unscraped), "NetworkPolicy")
+    (policy,) = find(render(chart, values=unscraped), "NetworkPolicy")
     assert policy["spec"]["ingress"] == [probes]
 
 
@@ -166,7 +154,7 @@ def test_the_service_monitor_scrapes_as_its_own_reader_and_keeps_the_metrics_lab
         "scrapeTimeout": "10s",
         "relabelings": relabel,
     }
-    objects = _render(chart, {"metrics": {"serviceMonitor": monitor_values}})
+    objects = render(chart, values={"metrics": {"serviceMonitor": monitor_values}})
     (monitor,) = find(objects, "ServiceMonitor")
     assert monitor["metadata"]["namespace"] == "monitoring"
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["ns"]}
@@ -190,7 +178,7 @@ def test_the_service_monitor_scrapes_as_its_own_reader_and_keeps_the_metrics_lab
         {"kind": "ServiceAccount", "name": account, "namespace": "monitoring"}
     ]
     plain = {"metrics": {"secure": False, "serviceMonitor": {"enabled": True}}}
-    objects = _render(chart, plain)
+    objects = render(chart, values=plain)
     (monitor,) = find(objects, "ServiceMonitor")
     assert "authorization" not in monitor["spec"]["endpoints"][0]
     assert not [o for o in find(objects, "Secret") if "scraper" in o["metadata"]["name"]]
@@ -199,7 +187,7 @@ def test_the_service_monitor_scrapes_as_its_own_reader_and_keeps_the_metrics_lab
 @pytest.mark.parametrize("chart", CHARTS)
 def test_global_image_registry_moves_every_image_to_the_mirror(chart: str) -> None:
     def images(values: dict[str, Any]) -> set[str]:
-        objects = _render(chart, values)
+        objects = render(chart, values=values)
         pods = [_pod(objects)["spec"], *(o["spec"] for o in find(objects, "Pod"))]
         return {c["image"] for pod in pods for c in pod["containers"]}
 

@@ -5,20 +5,21 @@ aggregated into the built-in roles, PodDebugger's edit role only when asked."""
 from __future__ import annotations
 
 import importlib
-import shutil
-import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from opsuite_packaging.bundle import find, rendered_objects
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from helm_render import render
+
+from opsuite_packaging.bundle import find
 from opsuite_packaging.chart import METRICS_AUTH_RULES, MIN_KUBE_VERSION, ChartSpec
 from opsuite_packaging.operators import OPERATORS
 from poddebugger_manifests import CHART_SPEC as PODDEBUGGER_CHART
 from podset_manifests import CHART_SPEC as PODSET_CHART
 
-ROOT = Path(__file__).resolve().parents[2]
 SPECS = tuple(importlib.import_module(op.manifests).CHART_SPEC for op in OPERATORS)
 IDS = [spec.name for spec in SPECS]
 AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
@@ -26,14 +27,7 @@ REVIEW_RULES = [rule.to_kube() for rule in METRICS_AUTH_RULES]
 
 
 def _render(spec: ChartSpec, *set_values: str) -> list[dict[str, Any]]:
-    helm = shutil.which("helm") or str(ROOT / ".local" / "bin" / "helm")
-    command = [helm, "template", "r", str(ROOT / "charts" / spec.name), "--namespace", "ns"]
-    command += ["--kube-version", MIN_KUBE_VERSION]
-    for value in set_values:
-        command += ["--set", value]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    return list(rendered_objects(done.stdout))
+    return render(spec.name, *set_values, kube_version=MIN_KUBE_VERSION)
 
 
 def _cluster_role(objects: list[dict[str, Any]], name: str) -> dict[str, Any] | None:

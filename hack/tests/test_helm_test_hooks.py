@@ -6,27 +6,22 @@ from __future__ import annotations
 
 import importlib
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from opsuite_packaging.bundle import find, rendered_objects
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from helm_render import HELM, ROOT, render
+
+from opsuite_packaging.bundle import find
 from opsuite_packaging.operators import OPERATORS
 
-ROOT = Path(__file__).resolve().parents[2]
-HELM = ROOT / ".local" / "bin" / "helm"
 TEST_HOOK = "test"
 CHART_SPECS = {
     s.name: s for s in (importlib.import_module(op.manifests).CHART_SPEC for op in OPERATORS)
 }
-
-
-def _render(chart: str, *args: str) -> list[dict[str, Any]]:
-    command = [str(HELM), "template", "r", str(ROOT / "charts" / chart), "--namespace", "ns"]
-    done = subprocess.run([*command, *args], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    return list(rendered_objects(done.stdout))
 
 
 def _hooks(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -39,7 +34,7 @@ def _hooks(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("chart", sorted(CHART_SPECS))
 def test_test_pod_checks_the_operator_in_its_own_image(chart: str) -> None:
-    objects = _render(chart)
+    objects = render(chart)
     hooks = _hooks(objects)
     (pod,) = find(hooks, "Pod")
     (deployment,) = find(objects, "Deployment")
@@ -66,7 +61,7 @@ def test_test_pod_checks_the_operator_in_its_own_image(chart: str) -> None:
 
 @pytest.mark.parametrize("chart", sorted(CHART_SPECS))
 def test_test_pod_passes_restricted(chart: str) -> None:
-    (pod,) = find(_hooks(_render(chart)), "Pod")
+    (pod,) = find(_hooks(render(chart)), "Pod")
     spec = pod["spec"]
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -78,14 +73,14 @@ def test_test_pod_passes_restricted(chart: str) -> None:
 
 
 def test_test_pod_follows_the_operators_placement() -> None:
-    objects = _render("podset-operator", "--set-string", "nodeSelector.real=true")
+    objects = render("podset-operator", values={"nodeSelector": {"real": "true"}})
     (pod,) = find(_hooks(objects), "Pod")
     assert pod["spec"]["nodeSelector"] == {"real": "true"}
 
 
 @pytest.mark.parametrize("chart", sorted(CHART_SPECS))
 def test_test_account_may_only_list_pods_and_get_the_crd(chart: str) -> None:
-    hooks = _hooks(_render(chart))
+    hooks = _hooks(render(chart))
     (pod,) = find(hooks, "Pod")
     account = pod["spec"]["serviceAccountName"]
     assert [a["metadata"]["name"] for a in find(hooks, "ServiceAccount")] == [account]

@@ -168,7 +168,7 @@ def _setup_go_steps(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_the_analysis_finds_the_go_builds_of_each_job() -> None:
     """The reading of a job is not vacuous: the check job builds what make unit and make lint
-    build; the e2e job installs kind."""
+    build (kube-score for make lint); the e2e job installs kind."""
     jobs = {(file, job_id): text for file, job_id, _, text in _go_jobs()}
     checks = _go_modules_built(jobs[("ci.yaml", "checks")])
     assert {
@@ -176,6 +176,7 @@ def test_the_analysis_finds_the_go_builds_of_each_job() -> None:
         TOOLS / "actionlint",
         TOOLS / "bundle-validate",
         TOOLS / "registry",
+        TOOLS / "kube-score",
     } <= checks
     assert any(m.startswith("sigs.k8s.io/kind@") for m in _go_installs(jobs[("e2e.yaml", "e2e")]))
     assert TOOLS / "olm" in _go_modules_built(jobs[("e2e.yaml", "olm")])

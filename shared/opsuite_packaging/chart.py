@@ -418,6 +418,11 @@ over, and no change made meanwhile is lost or applied twice.
   others stand by, and a PodDisruptionBudget keeps one running.
 - RBAC is what the operator's code calls, nothing more: a ClusterRole when it serves every
   namespace, a Role in each of `watchNamespaces` otherwise.
+- kube-score (its default checks, and the optional seccomp and ports ones) finds nothing in the
+  rendered chart, with its defaults or every optional object on, but what the repository's
+  `charts/kube-score-waivers.yaml` waives, each with the reason: no CPU limit, no
+  ephemeral-storage request, `imagePullPolicy: IfNotPresent`, no fixed uid or gid, a
+  NetworkPolicy that is opt-in and restricts ingress only, one replica by default.
 - `/metrics` is served over HTTPS (`metrics.secure`, on by default), each request
   authenticated with a TokenReview and authorized with a SubjectAccessReview, as
   controller-runtime's `WithAuthenticationAndAuthorization` does. The ServiceMonitor
