@@ -46,9 +46,10 @@ from poddebugger_operator.actions import (
     slim_pod,
     write_status,
 )
+from poddebugger_operator.attribution import added, not_added
 from poddebugger_operator.gate import admission_problem
 from poddebugger_operator.injected import Injected
-from poddebugger_operator.models import GROUP, KIND, PLURAL, VERSION
+from poddebugger_operator.models import GROUP, PLURAL, VERSION
 from poddebugger_operator.pods import injection_may_be_due, pod_labels
 from poddebugger_operator.policy import POLICY_NAME, admission_policy
 from poddebugger_operator.reconcile import plan
@@ -159,30 +160,20 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
         started = seen.pop((key, injection.pod_uid), None)
         debugger = debuggers.get(*key)
         container = injection.container
+        pod = _pod_ref(dict(injection.pod))
         if result.failure is None:
             metrics.observe_injection(time.monotonic() - (started or time.monotonic()))
-            if debugger is not None:  # the kubelet reports the container's life on the pod
-                recorder.normal(
-                    debugger,
-                    "DebugContainerAdded",
-                    f"added {container['name']} (image {container['image']}) to pod "
-                    f"{injection.pod_name}",
-                )
+            message = added(injection.by, container, injection.pod_name)
+            recorder.normal(pod, "DebugContainerAdded", message)
+            if debugger is not None:
+                recorder.normal(debugger, "DebugContainerAdded", message)
             return
         failure = result.failure
         metrics.observe_failures(1)
-        recorder.warning(
-            _pod_ref(dict(injection.pod)),
-            "DebugContainerRefused",
-            f"{KIND} {key[1]} could not add ephemeral container {failure.container}: "
-            f"{failure.message}",
-        )
+        message = not_added(injection.by, failure.container, failure.pod, failure.message)
+        recorder.warning(pod, "DebugContainerRefused", message)
         if debugger is not None:
-            recorder.warning(
-                debugger,
-                "InjectionFailed",
-                f"pod {failure.pod} refused {failure.container}: {failure.message}",
-            )
+            recorder.warning(debugger, "InjectionFailed", message)
         controller.enqueue(key)  # the status reports it
 
     injector = Injector(manager.kube, pods, injected, on_result)

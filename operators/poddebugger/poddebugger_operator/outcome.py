@@ -15,11 +15,13 @@ from poddebugger_operator.refusals import Failure
 @dataclass(frozen=True)
 class Injection:
     """Add ``container`` to the pod ``pod`` (a cached record) through the subresource;
-    ``attempt`` counts the refusals in a row before it, plus one."""
+    ``attempt`` counts the refusals in a row before it, plus one; ``by`` names the PodDebugger
+    and its requester in the Events about it (:mod:`poddebugger_operator.attribution`)."""
 
     pod: Mapping[str, Any]
     container: JSON
     attempt: int = 1
+    by: str = ""
 
     @property
     def pod_name(self) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 from opsuite_common.store import JSON
 from poddebugger_operator import images
+from poddebugger_operator.attribution import attribution
 from poddebugger_operator.names import (
     container_name,
     ephemeral_container,
@@ -166,6 +167,7 @@ def plan(
     chosen = candidates[:room]
     skipped = len(candidates) - len(chosen)
     container = ephemeral_container(str(meta["name"]), spec)
+    by = attribution(debugger)
     injections: list[Injection] = []
     failures: list[Failure] = []
     retrying: list[str] = []
@@ -181,7 +183,7 @@ def plan(
             retrying.append(str(object_meta(pod)["name"]))
         else:
             attempt = 1 if refusal is None else refusal.attempts + 1
-            injections.append(Injection(pod, container, attempt))
+            injections.append(Injection(pod, container, attempt, by))
     containers = tuple(
         container_state(p, n, container_image(p, n))
         for p in matching

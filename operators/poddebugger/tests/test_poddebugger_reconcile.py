@@ -15,6 +15,7 @@ from poddebugger_operator.names import container_name, ephemeral_container
 from poddebugger_operator.pods import injection_may_be_due
 from poddebugger_operator.policy import admission_policy
 from poddebugger_operator.reconcile import IMAGE_NOT_ALLOWED, INVALID_SPEC, plan
+from poddebugger_operator.requester import REQUESTED_BY
 from poddebugger_operator.spec import InvalidSpecError, parse_spec, security_context
 from poddebugger_operator.status import CONTAINER_FAILED, DEBUGGED, INJECTION_FAILED, STARTING
 
@@ -593,3 +594,12 @@ def test_a_status_that_did_not_change_is_not_written_again() -> None:
     # The kubelet's next word is written.
     pods[1]["status"]["ephemeralContainerStatuses"][0]["state"] = running()
     assert plan({**debugger(), "status": first}, pods, later).status_patch is not None
+
+
+def test_each_injection_names_the_debugger_and_its_requester_for_its_events() -> None:
+    recorded = debugger()
+    recorded["metadata"]["annotations"] = {REQUESTED_BY: "alice"}
+    (injection,) = plan(recorded, [pod("new")], NOW).injections
+    assert injection.by == "PodDebugger ns/dbg (requested by alice)"
+    (injection,) = plan(debugger(), [pod("new")], NOW).injections
+    assert injection.by == "PodDebugger ns/dbg (requester not recorded)"
