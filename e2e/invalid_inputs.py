@@ -747,6 +747,30 @@ PODDEBUGGER: list[tuple[str, str, dict[str, Any], str]] = [
         "spec.maxPods in body must be of type integer",
     ),
     (
+        "activeDeadlineSeconds zero",
+        "a debugger that ends at its creation is a mistake",
+        _ps(activeDeadlineSeconds=0),
+        "spec.activeDeadlineSeconds in body should be greater than or equal to 1",
+    ),
+    (
+        "activeDeadlineSeconds negative",
+        "a deadline in the past is a mistake",
+        _ps(activeDeadlineSeconds=-60),
+        "spec.activeDeadlineSeconds in body should be greater than or equal to 1",
+    ),
+    (
+        "activeDeadlineSeconds above 30 days",
+        "a debug session is bounded",
+        _ps(activeDeadlineSeconds=30 * 24 * 3600 + 1),
+        "spec.activeDeadlineSeconds in body should be less than or equal to 2592000",
+    ),
+    (
+        "activeDeadlineSeconds as a duration string",
+        "seconds, as a Job's, not a duration",
+        _ps(activeDeadlineSeconds="1h"),
+        "spec.activeDeadlineSeconds in body must be of type integer",
+    ),
+    (
         "unknown spec field",
         "container for the spec's own fields is refused, not pruned (Strict)",
         _ps(container={"image": "busybox"}),

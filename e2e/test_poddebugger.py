@@ -306,6 +306,56 @@ def test_deleting_the_debugger_stops_injection_and_keeps_containers(
     assert len(ephemeral(debuggers.pod(e, "web-1"))) == 1
 
 
+DEADLINE = 20
+"""activeDeadlineSeconds of the test below (the example of docs/poddebugger.md, "An end")."""
+
+
+def test_after_its_deadline_a_debugger_adds_nothing_and_says_so_once(
+    pool: Pool, debuggers: Debuggers
+) -> None:
+    """Nothing changes after the first pod is debugged (its resourceVersion stays), yet the
+    status turns DeadlineExceeded at the deadline: the operator ran the pass itself. Then a new
+    matching pod gets nothing, the container already added stays, and the status, once it
+    counts the new pod, is not written again."""
+    end = pool.name("end")
+    debuggers.run_pod(end, "early", WEB)
+    made = debuggers.create(end, debugger_manifest("brief", WEB, activeDeadlineSeconds=DEADLINE))
+    created = datetime.fromisoformat(made["metadata"]["creationTimestamp"])
+    debuggers.wait_debugged(end, "brief", 1)
+    (added,) = ephemeral(debuggers.pod(end, "early"))
+    before = debuggers.pod(end, "early").metadata.resource_version
+    obj = debuggers.wait(
+        end,
+        "brief",
+        lambda o: condition(o, "Ready").get("reason") == "DeadlineExceeded",
+        "Ready False, DeadlineExceeded",
+        timeout=DEADLINE + 30,
+    )
+    ready = condition(obj, "Ready")
+    assert ready["status"] == "False"
+    turned = datetime.fromisoformat(ready["lastTransitionTime"])
+    at = created + timedelta(seconds=DEADLINE)
+    assert at <= turned <= at + timedelta(seconds=5), (created, turned)
+    assert debuggers.pod(end, "early").metadata.resource_version == before, "no pod event"
+    assert ready["message"].startswith(f"activeDeadlineSeconds {DEADLINE} passed (")
+    assert "an ephemeral container cannot be removed" in ready["message"]
+    assert condition(obj, "Degraded")["status"] == "False"
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+
+    debuggers.run_pod(end, "late", WEB)
+    obj = debuggers.wait(
+        end, "brief", lambda o: o["status"].get("matchedPods") == 2, "counting the late pod"
+    )
+    assert obj["status"]["debuggedCount"] == 1
+    assert condition(obj, "Ready")["reason"] == "DeadlineExceeded"
+    assert ephemeral(debuggers.pod(end, "late")) == []
+    assert ephemeral(debuggers.pod(end, "early")) == [added]
+    written = obj["metadata"]["resourceVersion"]
+    time.sleep(5)  # the status pacer's interval, several times over
+    assert debuggers.get(end, "brief")["metadata"]["resourceVersion"] == written, "quiet"
+    assert ephemeral(debuggers.pod(end, "late")) == []
+
+
 def _token_client(api: client.ApiClient, namespace: str, sa: str) -> client.ApiClient:
     """A new ServiceAccount, and an API client authenticating as it."""
     client.CoreV1Api(api).create_namespaced_service_account(namespace, {"metadata": {"name": sa}})

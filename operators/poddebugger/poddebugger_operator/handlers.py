@@ -47,6 +47,7 @@ from poddebugger_operator.actions import (
     write_status,
 )
 from poddebugger_operator.attribution import added, not_added
+from poddebugger_operator.deadline import remaining
 from poddebugger_operator.gate import admission_problem
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import GROUP, PLURAL, VERSION
@@ -120,15 +121,18 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
             policy = policies.get("", settings.admission_policy_name)
             named = {} if policy is None else {settings.admission_policy_name: policy}
             admission = admission_problem(debugger, named, bindings.items(), expected)
+        now = datetime.now(UTC)
+        spec = specs.get(debugger)
         requester = None
-        if admission is None:
+        # Past its deadline a debugger acts for nobody: no review is asked.
+        if admission is None and not (spec is not None and remaining(debugger, spec, now) == 0):
             requester = await reviews.problem(
                 debugger, GROUP, needs(debugger), required=settings.require_requester
             )
         actions = plan(
             debugger,
             pods.by_index("namespace", key[0]),
-            datetime.now(UTC),
+            now,
             allowed_prefixes=settings.allowed_prefixes,
             admission=admission,
             requester=requester,

@@ -41,6 +41,9 @@ the conventional "nonroot" user of distroless and kubebuilder images. Any uid ot
 would do; images that run as root (busybox...) have no such user, which is fine."""
 MAX_USER_ID = 2**31 - 1
 """The API server refuses a pod's runAsUser above this (apimachinery IsValidUserID)."""
+MAX_ACTIVE_DEADLINE = 30 * 24 * 3600
+"""Upper bound of spec.activeDeadlineSeconds: 30 days (a debug session is short; without the
+field there is no deadline at all)."""
 CONTAINER_PREFIX = "pdbg-"
 """Every ephemeral container a PodDebugger adds is named ``pdbg-<debugger>-<name hash><spec
 hash>`` (:func:`poddebugger_operator.names.container_name`)."""
@@ -122,6 +125,14 @@ class PodDebuggerSpec(KubeModel):
     (busybox...) start under runAsNonRoot instead of failing with CreateContainerConfigError;
     0 is refused there. With other profiles it is set only when given (the image's user
     otherwise)."""
+    active_deadline_seconds: int | None = Field(
+        default=None, ge=1, le=MAX_ACTIVE_DEADLINE, json_schema_extra={"format": "int64"}
+    )
+    """Seconds after the PodDebugger's creation (metadata.creationTimestamp) after which no
+    debug container is added any more, as a Job's activeDeadlineSeconds: Ready turns False
+    (DeadlineExceeded). Containers already added stay and run until their process exits:
+    Kubernetes cannot remove an ephemeral container. Raising it reopens the window; at most
+    30 days; none when omitted."""
     max_pods: int = Field(default=10, ge=1, le=MAX_PODS_LIMIT)
     """At most this many pods get a debug container from this PodDebugger; further matching
     pods are reported (skippedPods)."""
@@ -212,14 +223,15 @@ class PodDebuggerStatus(KubeModel):
     """Ready: True (Debugged) when every selected pod holds the debug container of the current
     spec and each is Running or Terminated with exit code 0 (NoMatchingPods when none
     match); False while some are being created or not reported yet (Starting), when one
-    failed (ContainerFailed), when the API server refused some (InjectionFailed), or when
-    nothing is to be done (InvalidSpec; PolicyMissing: the authorization admission policy is
-    not in force, or was not when the PodDebugger was created; ProfileNotAllowed: profile
-    sysadmin without the operator's consent; ImageNotAllowed). Degraded: True with
-    ContainerFailed (a debug container of the current spec Waiting with an error reason or
-    Terminated with a non-zero exit code: pods, containers and the kubelet's reasons in the
-    message), InjectionFailed, InvalidSpec, PolicyMissing, ProfileNotAllowed or
-    ImageNotAllowed; else False (AsExpected)."""
+    failed (ContainerFailed), when the API server refused some (InjectionFailed), when the
+    active deadline has passed (DeadlineExceeded: nothing more is added; Degraded still
+    reports the containers' failures), or when nothing is to be done (InvalidSpec;
+    PolicyMissing: the authorization admission policy is not in force, or was not when the
+    PodDebugger was created; ProfileNotAllowed: profile sysadmin without the operator's
+    consent; ImageNotAllowed). Degraded: True with ContainerFailed (a debug container of the
+    current spec Waiting with an error reason or Terminated with a non-zero exit code: pods,
+    containers and the kubelet's reasons in the message), InjectionFailed, InvalidSpec,
+    PolicyMissing, ProfileNotAllowed or ImageNotAllowed; else False (AsExpected)."""
 
 
 IMAGE_POLICY_KIND = "DebugImagePolicy"

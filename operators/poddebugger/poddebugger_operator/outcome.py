@@ -55,6 +55,8 @@ class Outcome:
     """Every container of this debugger in matching pods (before this pass's injections)."""
     retrying: tuple[str, ...] = ()
     """Pods chosen for the current container whose injection waits out a backoff."""
+    expired: str | None = None
+    """Why nothing more is added: the active deadline has passed (the Ready message)."""
 
     def with_results(self, injected: Iterable[Injection], failed: Iterable[Failure]) -> Outcome:
         """The outcome once injections were carried out (some maybe refused)."""

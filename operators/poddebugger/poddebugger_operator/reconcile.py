@@ -29,6 +29,8 @@ from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 from opsuite_common.store import JSON
 from poddebugger_operator import images
 from poddebugger_operator.attribution import attribution
+from poddebugger_operator.deadline import exceeded, remaining
+from poddebugger_operator.models import PodDebuggerSpec
 from poddebugger_operator.names import (
     container_name,
     ephemeral_container,
@@ -77,12 +79,43 @@ class Plan:
     new_matches: tuple[str, ...] = field(default=())
     """Uids of pods planned for injection (for the latency metric)."""
     requeue_after: float | None = None
-    """Seconds until the first refused pod may be tried again (None: none waits)."""
+    """Seconds until the next pass that no event starts: the first refused pod may be tried
+    again, or the active deadline passes (None: none)."""
 
 
 def _order(pod: Mapping[str, Any]) -> tuple[str, str]:
     meta = object_meta(pod)
     return str(meta.get("creationTimestamp") or ""), str(meta.get("name"))
+
+
+def _blocked(
+    spec: PodDebuggerSpec,
+    allowed_prefixes: Sequence[str],
+    admission: str | None,
+    requester: str | None,
+    allow_sysadmin: bool,
+) -> tuple[str, str] | None:
+    """(reason, message) when nothing may be injected for the debugger (see :func:`plan`)."""
+    if admission is not None:
+        return (POLICY_MISSING, f"{admission}; {POLICY_FIX}")
+    if requester is not None:
+        return (REQUESTER_NOT_ALLOWED, requester)
+    if spec.profile == PRIVILEGED_PROFILE and not allow_sysadmin:
+        return (PROFILE_NOT_ALLOWED, SYSADMIN_FIX)
+    if allowed_prefixes and not images.names_registry(spec.image):
+        return (
+            IMAGE_NOT_ALLOWED,
+            f"image {spec.image} names no registry: under an image allowlist the image must "
+            f"be fully qualified ({images.normalise(spec.image)}), since CRI-O resolves a short "
+            "name through its own search registries",
+        )
+    if not images.allowed(spec.image, allowed_prefixes):
+        return (
+            IMAGE_NOT_ALLOWED,
+            f"image {spec.image} is not allowed: the operator only injects images under "
+            + ", ".join(allowed_prefixes),
+        )
+    return None
 
 
 def plan(
@@ -112,6 +145,8 @@ def plan(
     ``refused``: refusals by pod uid not in the status yet (they count as those in it);
     ``waiting``: uids of pods whose last injection failed for a transient reason and that are
     not to be tried again yet (they keep their place under maxPods).
+    ``now``: the clock; past the debugger's active deadline (:mod:`.deadline`) nothing is
+    injected (DeadlineExceeded), and before it the plan asks to run again at the deadline.
     """
     meta = object_meta(debugger)
     namespace = meta.get("namespace")
@@ -120,26 +155,14 @@ def plan(
     except InvalidSpecError as error:
         outcome = Outcome(blocked=(INVALID_SPEC, str(error)))
         return Plan(outcome, status_patch=status_patch(debugger, outcome, now))
-    blocked: tuple[str, str] | None = None
-    if admission is not None:
-        blocked = (POLICY_MISSING, f"{admission}; {POLICY_FIX}")
-    elif requester is not None:
-        blocked = (REQUESTER_NOT_ALLOWED, requester)
-    elif spec.profile == PRIVILEGED_PROFILE and not allow_sysadmin:
-        blocked = (PROFILE_NOT_ALLOWED, SYSADMIN_FIX)
-    elif allowed_prefixes and not images.names_registry(spec.image):
-        blocked = (
-            IMAGE_NOT_ALLOWED,
-            f"image {spec.image} names no registry: under an image allowlist the image must "
-            f"be fully qualified ({images.normalise(spec.image)}), since CRI-O resolves a short "
-            "name through its own search registries",
-        )
-    elif not images.allowed(spec.image, allowed_prefixes):
-        blocked = (
-            IMAGE_NOT_ALLOWED,
-            f"image {spec.image} is not allowed: the operator only injects images under "
-            + ", ".join(allowed_prefixes),
-        )
+    left = remaining(debugger, spec, now)
+    # Past the deadline nothing is added, whatever else holds: that is final.
+    expired = None if left is None or left > 0 else exceeded(debugger, spec)
+    blocked = (
+        None
+        if expired is not None
+        else _blocked(spec, allowed_prefixes, admission, requester, allow_sysadmin)
+    )
     if blocked is not None:
         outcome = Outcome(blocked=blocked, image=spec.image)
         return Plan(outcome, status_patch=status_patch(debugger, outcome, now))
@@ -176,7 +199,10 @@ def plan(
         uid = str(object_meta(pod).get("uid") or "")
         refusal = known.get(uid)
         wait = 0.0 if refusal is None else retry_in(refusal, now)
-        if refusal is not None and wait > 0:
+        if expired is not None:
+            if refusal is not None:  # still reported, never tried again
+                failures.append(refusal)
+        elif refusal is not None and wait > 0:
             failures.append(refusal)
             requeue.append(wait)
         elif uid in waiting:
@@ -202,7 +228,10 @@ def plan(
         failures=tuple(failures),
         containers=containers,
         retrying=tuple(sorted(retrying)),
+        expired=expired,
     )
+    if left:  # run again at the deadline, without waiting for an event
+        requeue.append(left)
     after = outcome.with_results(injections, ())
     return Plan(
         outcome,
