@@ -711,6 +711,18 @@ PODDEBUGGER: list[tuple[str, str, dict[str, Any], str]] = [
         "spec.targetContainer in body should match",
     ),
     (
+        "targetContainer empty",
+        "no target is written by omitting the field",
+        _ps(targetContainer=""),
+        "spec.targetContainer in body should be at least 1 chars long",
+    ),
+    (
+        "targetContainer a path",
+        "a container of the pod itself, by name: nothing that could name another pod",
+        _ps(targetContainer="other-pod/main"),
+        "spec.targetContainer in body should match",
+    ),
+    (
         "targetContainer too long",
         "at most 63 characters",
         _ps(targetContainer="c" * 64),

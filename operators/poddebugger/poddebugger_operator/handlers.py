@@ -54,6 +54,7 @@ from poddebugger_operator.models import GROUP, PLURAL, VERSION
 from poddebugger_operator.pods import injection_may_be_due, pod_labels
 from poddebugger_operator.policy import POLICY_NAME, admission_policy
 from poddebugger_operator.reconcile import plan
+from poddebugger_operator.refusals import TARGET_NOT_FOUND
 from poddebugger_operator.requester import needs
 from poddebugger_operator.spec import InvalidSpecError, parse_spec
 
@@ -107,6 +108,8 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
     reviews = RequesterReviews(manager.kube)
     seen: dict[tuple[ObjectKey, str], float] = {}
     """(PodDebugger, pod uid) planned for injection: when first planned (monotonic seconds)."""
+    announced: set[tuple[ObjectKey, str, str]] = set()
+    """(PodDebugger, pod uid, container) whose missing target container an Event reported."""
 
     async def reconcile(key: ObjectKey) -> Result | None:
         debugger = debuggers.get(*key)
@@ -115,6 +118,7 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
             injector.forget_debugger(key)
             for entry in [k for k in seen if k[0] == key]:
                 seen.pop(entry, None)
+            announced.difference_update([a for a in announced if a[0] == key])
             return None
         admission = None
         if not settings.allow_without_admission_policy:
@@ -146,6 +150,17 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
         for uid in actions.new_matches:
             seen.setdefault((key, uid), started)
         injector.send(key, actions.injections)
+        for failure in actions.untargetable:
+            # Until the status lists it (status writes are paced), a pass announces it again.
+            if len(announced) > MAX_PENDING:
+                announced.clear()
+            if (key, failure.uid, failure.container) in announced:
+                continue
+            announced.add((key, failure.uid, failure.container))
+            why = not_added(actions.by, failure.container, failure.pod, failure.message)
+            pod = {"metadata": {"namespace": key[0], "name": failure.pod, "uid": failure.uid}}
+            recorder.warning(_pod_ref(pod), TARGET_NOT_FOUND, why)
+            recorder.warning(debugger, "InjectionFailed", why)
         delay = await write_status(
             manager.kube, pacer, key, actions.status_patch, on_status=debuggers.record_write
         )

@@ -30,7 +30,7 @@ from opsuite_common.store import JSON
 from poddebugger_operator import images
 from poddebugger_operator.attribution import attribution
 from poddebugger_operator.deadline import exceeded, remaining
-from poddebugger_operator.models import PodDebuggerSpec
+from poddebugger_operator.models import MAX_FAILED_PODS, PodDebuggerSpec
 from poddebugger_operator.names import (
     container_name,
     ephemeral_container,
@@ -40,13 +40,14 @@ from poddebugger_operator.names import (
 from poddebugger_operator.outcome import Injection, Outcome
 from poddebugger_operator.pods import (
     container_image,
+    container_names,
     container_state,
     ephemeral_names,
     is_live,
     object_meta,
     pod_labels,
 )
-from poddebugger_operator.refusals import Failure, known_failures, retry_in
+from poddebugger_operator.refusals import TARGET_NOT_FOUND, Failure, known_failures, retry_in
 from poddebugger_operator.spec import InvalidSpecError, parse_spec
 from poddebugger_operator.status import status_patch
 
@@ -78,6 +79,11 @@ class Plan:
     """Status to write, as it will be once the injections are done; None when unchanged."""
     new_matches: tuple[str, ...] = field(default=())
     """Uids of pods planned for injection (for the latency metric)."""
+    by: str = ""
+    """The debugger and its requester, as its Events name them (:mod:`.attribution`)."""
+    untargetable: tuple[Failure, ...] = ()
+    """Pods newly found without the target container (listed in the status from now on): an
+    Event each, on the pod and on the debugger."""
     requeue_after: float | None = None
     """Seconds until the next pass that no event starts: the first refused pod may be tried
     again, or the active deadline passes (None: none)."""
@@ -86,6 +92,11 @@ class Plan:
 def _order(pod: Mapping[str, Any]) -> tuple[str, str]:
     meta = object_meta(pod)
     return str(meta.get("creationTimestamp") or ""), str(meta.get("name"))
+
+
+def _targetable(pod: Mapping[str, Any], target: str | None) -> bool:
+    """Whether ``pod`` has the container ``target`` (None: no target asked for)."""
+    return target is None or target in container_names(pod)
 
 
 def _blocked(
@@ -185,6 +196,12 @@ def plan(
     known.update((uid, f) for uid, f in (refused or {}).items() if f.container in current)
     room = max(spec.max_pods - len(holders), 0)
     candidates = [p for p in matching if current.isdisjoint(ephemeral_names(p))]
+    target = spec.target_container
+    # A pod without the target container can never hold this container: reported, no slot.
+    untargetable = [
+        p for p in candidates if target is not None and target not in container_names(p)
+    ]
+    candidates = [p for p in candidates if target is None or target in container_names(p)]
     # Pods that hold an older container of this debugger come first: they were chosen before.
     candidates.sort(key=lambda p: not any(owns(n) for n in ephemeral_names(p)))
     chosen = candidates[:room]
@@ -210,6 +227,17 @@ def plan(
         else:
             attempt = 1 if refusal is None else refusal.attempts + 1
             injections.append(Injection(pod, container, attempt, by))
+    missing = [
+        Failure(
+            str(object_meta(p)["name"]),
+            str(object_meta(p).get("uid") or ""),
+            name,
+            f"the pod has no container {target} (spec.targetContainer)",
+            TARGET_NOT_FOUND,
+        )
+        for p in untargetable
+    ]
+    failures.extend(missing)
     containers = tuple(
         container_state(p, n, container_image(p, n))
         for p in matching
@@ -233,8 +261,18 @@ def plan(
     if left:  # run again at the deadline, without waiting for an event
         requeue.append(left)
     after = outcome.with_results(injections, ())
+    # Posted once: when the status (its first MAX_FAILED_PODS failures) lists them anew.
+    listed = sorted(failures, key=lambda f: f.pod)[:MAX_FAILED_PODS]
+    announce = tuple(
+        f
+        for f in listed
+        if f.reason == TARGET_NOT_FOUND
+        and (f.uid not in known or known[f.uid].reason != TARGET_NOT_FOUND)
+    )
     return Plan(
         outcome,
+        by=by,
+        untargetable=announce,
         injections=tuple(injections),
         status_patch=status_patch(debugger, after, now),
         new_matches=tuple(i.pod_uid for i in injections),

@@ -25,7 +25,7 @@ from poddebugger_operator.models import (
 )
 from poddebugger_operator.outcome import Outcome
 from poddebugger_operator.pods import failed, object_meta, up
-from poddebugger_operator.refusals import Failure
+from poddebugger_operator.refusals import REJECTED, Failure
 
 DEBUGGED = "Debugged"
 STARTING = "Starting"
@@ -80,7 +80,8 @@ def _conditions(outcome: Outcome) -> list[_Condition]:
         if outcome.failures:
             shown = [f"{f.pod}: {f.message}" for f in outcome.failures]
             parts.append(
-                f"{len(shown)} pods refused the debug container: {_listed(shown, len(shown))}"
+                f"{len(shown)} pods could not be given the debug container: "
+                f"{_listed(shown, len(shown))}"
             )
         if broken:
             shown = [_describe(c) for c in broken]
@@ -142,7 +143,7 @@ def status_patch(debugger: Mapping[str, Any], outcome: Outcome, now: datetime) -
                 container=f.container,
                 reason=f.reason,
                 message=f.message[:MAX_MESSAGE],
-                attempts=f.attempts,
+                attempts=f.attempts if f.reason == REJECTED else None,
                 last_attempt_time=None if f.last_attempt is None else timestamp(f.last_attempt),
             )
             for f in failures[:MAX_FAILED_PODS]

@@ -679,3 +679,49 @@ def test_a_deadline_without_a_readable_creation_time_has_passed() -> None:
     assert actions.injections == ()
     assert actions.status_patch is not None
     assert "creation time is unknown" in conditions(actions.status_patch)["Ready"][2]
+
+
+def _with_containers(record: dict[str, Any], *names: str, init: tuple[str, ...] = ()) -> Any:
+    record["spec"]["containers"] = [{"name": n} for n in names]
+    if init:
+        record["spec"]["initContainers"] = [{"name": n} for n in init]
+    return record
+
+
+def test_a_target_container_is_set_only_in_pods_that_have_it() -> None:
+    made = debugger(targetContainer="app", maxPods=2)
+    pods = [
+        _with_containers(pod("a"), "app", "sidecar"),
+        _with_containers(pod("b"), "main"),  # lacks it: reported, takes no slot
+        _with_containers(pod("c"), "main", init=("app",)),  # an init container is a target
+    ]
+    actions = plan(made, pods, NOW)
+    assert [i.pod_name for i in actions.injections] == ["a", "c"]
+    assert {i.container["targetContainerName"] for i in actions.injections} == {"app"}
+    status = actions.status_patch
+    assert status is not None
+    (failed,) = status["failedPods"]
+    name = container_name("dbg", parse_spec(made))
+    assert failed == {
+        "pod": "b",
+        "uid": "uid-b",
+        "container": name,
+        "reason": "TargetContainerNotFound",
+        "message": "the pod has no container app (spec.targetContainer)",
+    }
+    assert (status["matchedPods"], status["debuggedCount"], status["skippedPods"]) == (3, 2, 0)
+    assert conditions(status)["Degraded"][:2] == ("True", INJECTION_FAILED)
+    assert "b: the pod has no container app" in conditions(status)["Degraded"][2]
+    assert [f.pod for f in actions.untargetable] == ["b"]
+    assert actions.by == "PodDebugger ns/dbg (requester not recorded)"
+
+
+def test_a_pod_without_the_target_is_announced_once_and_never_tried() -> None:
+    made = debugger(targetContainer="app")
+    pods = [_with_containers(pod("b"), "main")]
+    first = plan(made, pods, NOW)
+    assert first.injections == ()
+    made["status"] = first.status_patch
+    later = plan(made, pods, NOW + timedelta(hours=2))
+    assert (later.injections, later.untargetable, later.status_patch) == ((), (), None)
+    assert later.requeue_after is None

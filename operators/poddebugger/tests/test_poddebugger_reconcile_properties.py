@@ -249,6 +249,43 @@ def _no_deadline(debugger: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in debugger["spec"].items() if k != "activeDeadlineSeconds"}
 
 
+@FAST
+@given(worlds(), st.data())
+def test_a_target_container_is_only_ever_one_of_the_pods_own(
+    world: tuple[dict[str, Any], list[dict[str, Any]]], data: st.DataObject
+) -> None:
+    debugger, pods = world
+    debugger = copy.deepcopy(debugger)
+    debugger["spec"]["targetContainer"] = "app"
+    pods = copy.deepcopy(pods)
+    for pod in pods:
+        names = data.draw(st.lists(st.sampled_from(["app", "main", "sidecar"]), unique=True))
+        pod["spec"]["containers"] = [{"name": n} for n in names]
+    actions = plan(debugger, pods, NOW)
+    for injection in actions.injections:
+        assert injection.container["targetContainerName"] == "app"
+        assert "app" in {c["name"] for c in injection.pod["spec"]["containers"]}
+    lacking = {
+        p["metadata"]["uid"]
+        for p in pods
+        if _matches(debugger, p) and "app" not in {c["name"] for c in p["spec"]["containers"]}
+    }
+    reported = {f.uid for f in actions.outcome.failures if f.reason == "TargetContainerNotFound"}
+    assert reported == lacking - {
+        p["metadata"]["uid"]
+        for p in pods
+        if not set(ephemeral_names(p)).isdisjoint(actions.outcome.current)
+    }
+    # Written once, announced once: then quiet.
+    applied = dict(debugger, status=actions.status_patch or debugger.get("status"))
+    cluster = copy.deepcopy(pods)
+    by_uid = {p["metadata"]["uid"]: p for p in cluster}
+    for injection in actions.injections:
+        by_uid[injection.pod_uid]["spec"]["ephemeralContainers"].append(dict(injection.container))
+    again = plan(applied, cluster, NOW)
+    assert (again.injections, again.untargetable, again.status_patch) == ((), (), None)
+
+
 # --- the status tells what the kubelet reports, and Ready claims no more than that ---------
 
 
