@@ -495,7 +495,9 @@ def test_a_target_container_shares_its_processes_as_kubectl_debug_target_does(
     assert debuggers.pod(namespace, "app").spec.ephemeral_containers[0].target_container_name == (
         "main"
     )
-    seen, ps = _pid1(_probe_output(cluster, namespace, "app", container))
+    output = _probe_output(cluster, namespace, "app", container)
+    print("\n".join(["the PodDebugger's container printed:", *output]))
+    seen, ps = _pid1(output)
     assert seen == " ".join(SLEEP), seen
     (only,) = ps
     assert only.split()[-2:] == SLEEP, ps
