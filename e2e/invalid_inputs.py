@@ -711,6 +711,18 @@ PODDEBUGGER: list[tuple[str, str, dict[str, Any], str]] = [
         "spec.targetContainer in body should match",
     ),
     (
+        "targetContainer empty",
+        "no target is written by omitting the field",
+        _ps(targetContainer=""),
+        "spec.targetContainer in body should be at least 1 chars long",
+    ),
+    (
+        "targetContainer a path",
+        "a container of the pod itself, by name: nothing that could name another pod",
+        _ps(targetContainer="other-pod/main"),
+        "spec.targetContainer in body should match",
+    ),
+    (
         "targetContainer too long",
         "at most 63 characters",
         _ps(targetContainer="c" * 64),
@@ -745,6 +757,30 @@ PODDEBUGGER: list[tuple[str, str, dict[str, Any], str]] = [
         "the schema is typed",
         _ps(maxPods="10"),
         "spec.maxPods in body must be of type integer",
+    ),
+    (
+        "activeDeadlineSeconds zero",
+        "a debugger that ends at its creation is a mistake",
+        _ps(activeDeadlineSeconds=0),
+        "spec.activeDeadlineSeconds in body should be greater than or equal to 1",
+    ),
+    (
+        "activeDeadlineSeconds negative",
+        "a deadline in the past is a mistake",
+        _ps(activeDeadlineSeconds=-60),
+        "spec.activeDeadlineSeconds in body should be greater than or equal to 1",
+    ),
+    (
+        "activeDeadlineSeconds above 30 days",
+        "a debug session is bounded",
+        _ps(activeDeadlineSeconds=30 * 24 * 3600 + 1),
+        "spec.activeDeadlineSeconds in body should be less than or equal to 2592000",
+    ),
+    (
+        "activeDeadlineSeconds as a duration string",
+        "seconds, as a Job's, not a duration",
+        _ps(activeDeadlineSeconds="1h"),
+        "spec.activeDeadlineSeconds in body must be of type integer",
     ),
     (
         "unknown spec field",

@@ -53,7 +53,7 @@ class Pool(NamespacePool):
     PREFIX = "pdbg"
     COMMAND = "pod-debugger-operator"
     FLAGS = (f"--allowed-image-prefix={ALLOWED_PREFIX}", OPT_OUT)
-    SUFFIXES = ("a", "b", "c", "d", "e", "other", "psa", "relax", "policy", "images")
+    SUFFIXES = ("a", "b", "c", "d", "e", "end", "other", "psa", "relax", "policy", "images")
     CREATED_UP_FRONT = SUFFIXES
     LABELS: ClassVar[Mapping[str, Mapping[str, str]]] = {
         s: {"pod-security.kubernetes.io/enforce": "restricted"} for s in ("psa", "relax")

@@ -120,23 +120,22 @@ def test_matching_pods_get_one_container_through_the_subresource_only(
     for name in ("web-1", "web-2"):
         (running,) = debuggers.pod(a, name).status.ephemeral_container_statuses
         assert (running.name, bool(running.state.running)) == (container, True), running
-    # The PodDebugger's Events name each pod; the pods get none from the operator (the
-    # kubelet reports the container's own life on the pod).
+    # Who debugged each pod: the Event on the pod and on the PodDebugger name the PodDebugger
+    # and its requester (none recorded here: no requester policy in this module's namespaces).
     for name in ("web-1", "web-2"):
-        wait_until(
-            lambda n=name: debuggers.events(a, "PodDebugger", "shell"),
-            lambda found, n=name: any(
-                e.reason == "DebugContainerAdded" and f"to pod {n}" in (e.message or "")
-                for e in found
-            ),
-            timeout=20,
-            what=f"event naming {name}",
+        said = (
+            f"PodDebugger {a}/shell (requester not recorded) added ephemeral container "
+            f"{container} (image {BUSYBOX}) to pod {name}"
         )
-        assert not [
-            e
-            for e in debuggers.events(a, "Pod", name)
-            if e.source.component != "kubelet" and e.reason == "DebugContainerAdded"
-        ]
+        for kind, involved in (("Pod", name), ("PodDebugger", "shell")):
+            wait_until(
+                lambda k=kind, i=involved: debuggers.events(a, k, i),
+                lambda found, s=said: any(
+                    e.reason == "DebugContainerAdded" and e.message == s for e in found
+                ),
+                timeout=20,
+                what=f"the {kind} {involved} Event naming who debugged {name}",
+            )
     table = cluster.kubectl("get", "pdbg", "shell", "-n", a).splitlines()
     assert table[0].split() == ["NAME", "IMAGE", "MATCHED", "DEBUGGED", "READY", "REASON", "AGE"]
     assert table[1].split()[:6] == ["shell", BUSYBOX, "2", "2", "True", "Debugged"]
@@ -231,18 +230,22 @@ def test_refused_pods_are_reported_with_the_api_servers_message(
     assert failed["reason"] == "Rejected"
     assert "violates PodSecurity" in failed["message"], failed
     assert ephemeral(debuggers.pod(psa, "web")) == []
-    wait_until(
-        lambda: debuggers.events(psa, "Pod", "web"),
-        lambda found: any(e.reason == "DebugContainerRefused" for e in found),
-        timeout=20,
-        what="refusal event on the pod",
+    said = (
+        f"PodDebugger {psa}/admin (requester not recorded) could not add ephemeral container "
+        f"{failed['container']} to pod web: "
     )
-    wait_until(
-        lambda: debuggers.events(psa, "PodDebugger", "admin"),
-        lambda found: any(e.reason == "InjectionFailed" for e in found),
-        timeout=20,
-        what="refusal event on the PodDebugger",
-    )
+    for kind, involved, reason in (
+        ("Pod", "web", "DebugContainerRefused"),
+        ("PodDebugger", "admin", "InjectionFailed"),
+    ):
+        wait_until(
+            lambda k=kind, i=involved: debuggers.events(psa, k, i),
+            lambda found, r=reason: any(
+                e.reason == r and (e.message or "").startswith(said) for e in found
+            ),
+            timeout=20,
+            what=f"the refusal Event on the {kind}, naming who asked",
+        )
     after = metric_value(operator.metrics(), "opsuite_poddebugger_injection_failures_total")
     assert after >= failures + 1
     # Not retried in a loop: one refusal, the operator keeps running.
@@ -301,6 +304,56 @@ def test_deleting_the_debugger_stops_injection_and_keeps_containers(
     time.sleep(3)
     assert ephemeral(debuggers.pod(e, "web-2")) == []
     assert len(ephemeral(debuggers.pod(e, "web-1"))) == 1
+
+
+DEADLINE = 20
+"""activeDeadlineSeconds of the test below (the example of docs/poddebugger.md, "An end")."""
+
+
+def test_after_its_deadline_a_debugger_adds_nothing_and_says_so_once(
+    pool: Pool, debuggers: Debuggers
+) -> None:
+    """Nothing changes after the first pod is debugged (its resourceVersion stays), yet the
+    status turns DeadlineExceeded at the deadline: the operator ran the pass itself. Then a new
+    matching pod gets nothing, the container already added stays, and the status, once it
+    counts the new pod, is not written again."""
+    end = pool.name("end")
+    debuggers.run_pod(end, "early", WEB)
+    made = debuggers.create(end, debugger_manifest("brief", WEB, activeDeadlineSeconds=DEADLINE))
+    created = datetime.fromisoformat(made["metadata"]["creationTimestamp"])
+    debuggers.wait_debugged(end, "brief", 1)
+    (added,) = ephemeral(debuggers.pod(end, "early"))
+    before = debuggers.pod(end, "early").metadata.resource_version
+    obj = debuggers.wait(
+        end,
+        "brief",
+        lambda o: condition(o, "Ready").get("reason") == "DeadlineExceeded",
+        "Ready False, DeadlineExceeded",
+        timeout=DEADLINE + 30,
+    )
+    ready = condition(obj, "Ready")
+    assert ready["status"] == "False"
+    turned = datetime.fromisoformat(ready["lastTransitionTime"])
+    at = created + timedelta(seconds=DEADLINE)
+    assert at <= turned <= at + timedelta(seconds=5), (created, turned)
+    assert debuggers.pod(end, "early").metadata.resource_version == before, "no pod event"
+    assert ready["message"].startswith(f"activeDeadlineSeconds {DEADLINE} passed (")
+    assert "an ephemeral container cannot be removed" in ready["message"]
+    assert condition(obj, "Degraded")["status"] == "False"
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+
+    debuggers.run_pod(end, "late", WEB)
+    obj = debuggers.wait(
+        end, "brief", lambda o: o["status"].get("matchedPods") == 2, "counting the late pod"
+    )
+    assert obj["status"]["debuggedCount"] == 1
+    assert condition(obj, "Ready")["reason"] == "DeadlineExceeded"
+    assert ephemeral(debuggers.pod(end, "late")) == []
+    assert ephemeral(debuggers.pod(end, "early")) == [added]
+    written = obj["metadata"]["resourceVersion"]
+    time.sleep(5)  # the status pacer's interval, several times over
+    assert debuggers.get(end, "brief")["metadata"]["resourceVersion"] == written, "quiet"
+    assert ephemeral(debuggers.pod(end, "late")) == []
 
 
 def _token_client(api: client.ApiClient, namespace: str, sa: str) -> client.ApiClient:

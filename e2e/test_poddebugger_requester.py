@@ -156,6 +156,22 @@ def test_a_revoked_requester_stops_the_injections(
     assert annotations[REQUESTED_BY] == debugging.user, annotations
     assert "system:serviceaccounts" in annotations[REQUESTED_BY_GROUPS].split("\n"), annotations
     debugging.debuggers.wait_debugged(namespace, "shell", 1)
+    # Who debugged the pod: its Events and the PodDebugger's name the PodDebugger and the
+    # requester the policy recorded (not the operator, which made the PATCH).
+    (container,) = ephemeral(debugging.debuggers.pod(namespace, "web-1"))
+    said = (
+        f"PodDebugger {namespace}/shell (requested by {debugging.user}) added ephemeral "
+        f"container {container} (image {body['spec']['image']}) to pod web-1"
+    )
+    for kind, involved in (("Pod", "web-1"), ("PodDebugger", "shell")):
+        wait_until(
+            lambda k=kind, i=involved: debugging.debuggers.events(namespace, k, i),
+            lambda found: any(
+                e.reason == "DebugContainerAdded" and e.message == said for e in found
+            ),
+            timeout=20,
+            what=f"the {kind}'s Event naming the PodDebugger and its requester",
+        )
 
     # Someone else (here the admin) rewrites the record without touching the spec: kept.
     patched = debugging.rewrite_record("shell")

@@ -17,7 +17,7 @@ from kubernetes import client
 
 from e2e.cluster import Cluster, condition, wait_until
 from e2e.operators import OperatorHandle
-from e2e.placement import BUSYBOX, is_kwok, real_pod_spec, sleeper
+from e2e.placement import BUSYBOX, SLEEP, is_kwok, real_pod_spec, sleeper
 from e2e.poddebugger_support import Debuggers, debugger_manifest, ephemeral
 from e2e.podset_support import (
     ConditionHistory,
@@ -433,3 +433,112 @@ def test_debug_container_that_cannot_start_is_reported_with_the_kubelets_reason(
     assert (ready["status"], ready["reason"]) == ("False", "ContainerFailed"), obj["status"]
     assert degraded["reason"] == "ContainerFailed", obj["status"]
     assert f"target/{container}: {entry['reason']}" in degraded["message"], degraded
+
+
+PID1_PROBE = [
+    "sh",
+    "-c",
+    "echo pid1: $(tr '\\0' ' ' < /proc/1/cmdline); ps; sleep 3600",
+]
+"""What a debug container prints: its PID 1's command line, then every process it sees."""
+
+
+def _probe_output(cluster: Cluster, namespace: str, pod: str, container: str) -> list[str]:
+    """The lines ``container`` of ``pod`` printed, once it printed its process list."""
+    found: str = wait_until(
+        lambda: cluster.kubectl("logs", pod, "-n", namespace, "-c", container),
+        lambda out: "pid1:" in out and "PID" in out,
+        timeout=120,
+        what=f"{container} printing its processes",
+    )
+    return found.splitlines()
+
+
+def _pid1(lines: list[str]) -> tuple[str, list[str]]:
+    """(PID 1's command line as the ``pid1:`` line says, the ``ps`` lines of PID 1)."""
+    said = next(line for line in lines if line.startswith("pid1:"))
+    ps = [line for line in lines if line.split()[:1] == ["1"]]
+    return said.removeprefix("pid1:").strip(), ps
+
+
+def test_a_target_container_shares_its_processes_as_kubectl_debug_target_does(
+    cluster: Cluster, api: client.ApiClient, debuggers: Debuggers, namespace: str
+) -> None:
+    """spec.targetContainer: the debug container (default restricted profile, uid 65532) sees
+    the target container's process as its PID 1, as `kubectl debug --target` does in the same
+    kind of pod; without a target (the control), PID 1 is the debug container's own shell. A
+    matching pod without that container gets nothing and is reported, with an Event naming
+    the PodDebugger; the operator keeps running."""
+    labels = {"app": "target"}
+    debuggers.run_pod(namespace, "app", labels, real=True)  # container main: sleep 3600
+    debuggers.run_pod(namespace, "by-hand", {"app": "by-hand"}, real=True)
+    lacking = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "lacking", "labels": labels},
+        "spec": {"containers": [{"name": "web", "image": "nginx"}]},  # a kwok pod, no main
+    }
+    debuggers.core.create_namespaced_pod(namespace, lacking)
+    debuggers.create(
+        namespace,
+        debugger_manifest(
+            "ps", labels, image=BUSYBOX, command=PID1_PROBE[:2], args=PID1_PROBE[2:],
+            targetContainer="main",
+        ),
+    )  # fmt: skip
+    (container,) = wait_until(
+        lambda: ephemeral(debuggers.pod(namespace, "app")),
+        bool,
+        timeout=60,
+        what="the debug container added",
+    )
+    assert debuggers.pod(namespace, "app").spec.ephemeral_containers[0].target_container_name == (
+        "main"
+    )
+    output = _probe_output(cluster, namespace, "app", container)
+    print("\n".join(["the PodDebugger's container printed:", *output]))
+    seen, ps = _pid1(output)
+    assert seen == " ".join(SLEEP), seen
+    (only,) = ps
+    assert only.split()[-2:] == SLEEP, ps
+
+    # kubectl debug --target on a pod of the same kind sees the same; without it, its own.
+    for name, target in (("probe", ["--target", "main"]), ("control", [])):
+        cluster.kubectl(
+            "debug", "by-hand", "-n", namespace, "--image", BUSYBOX, "-c", name, *target,
+            "--profile", "general", "--attach=false", "--", *PID1_PROBE,
+        )  # fmt: skip
+    by_hand, by_hand_ps = _pid1(_probe_output(cluster, namespace, "by-hand", "probe"))
+    assert (by_hand, by_hand_ps[0].split()[-2:]) == (seen, SLEEP), by_hand_ps
+    control, _ = _pid1(_probe_output(cluster, namespace, "by-hand", "control"))
+    assert control.startswith("sh -c echo pid1:"), control
+    print(f"PID 1 seen by the PodDebugger's container: {seen!r}; by kubectl debug --target: "
+          f"{by_hand!r}; by kubectl debug without --target: {control!r}")  # fmt: skip
+
+    assert ephemeral(debuggers.pod(namespace, "lacking")) == []
+    obj = debuggers.wait(
+        namespace,
+        "ps",
+        lambda o: [f["pod"] for f in o["status"].get("failedPods") or []] == ["lacking"],
+        "the pod without the target reported",
+    )
+    (failed,) = obj["status"]["failedPods"]
+    assert (failed["reason"], failed["message"]) == (
+        "TargetContainerNotFound",
+        "the pod has no container main (spec.targetContainer)",
+    )
+    assert condition(obj, "Degraded")["reason"] == "InjectionFailed", obj["status"]
+    said = (
+        f"PodDebugger {namespace}/ps (requester not recorded) could not add ephemeral container "
+        f"{container} to pod lacking: the pod has no container main (spec.targetContainer)"
+    )
+    found = wait_until(
+        lambda: [
+            e for e in debuggers.events(namespace, "Pod", "lacking")
+            if e.reason == "TargetContainerNotFound"
+        ],
+        bool,
+        timeout=20,
+        what="the Event on the pod without the target",
+    )  # fmt: skip
+    assert [(e.message, e.count) for e in found] == [(said, 1)]

@@ -75,7 +75,11 @@ def _slim_state(state: Any) -> JSON:
 
 
 WATCHED_FIELDS: Fields = {
-    "spec": {"ephemeralContainers": {"name": None, "image": None}},
+    "spec": {
+        "containers": {"name": None},
+        "initContainers": {"name": None},
+        "ephemeralContainers": {"name": None, "image": None},
+    },
     "status": {
         "phase": None,
         "ephemeralContainerStatuses": {
@@ -93,8 +97,9 @@ that :func:`slim_pod` and the pod handler read."""
 
 
 def slim_pod(pod: Mapping[str, Any]) -> JSON:
-    """What the planner needs of a pod: identity, labels, phase, ephemeral containers (name
-    and image) and their states (:func:`_slim_state`)."""
+    """What the planner needs of a pod: identity, labels, phase, the names of its containers
+    and init containers (a targetContainer must be one), ephemeral containers (name and
+    image) and their states (:func:`_slim_state`)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -102,10 +107,15 @@ def slim_pod(pod: Mapping[str, Any]) -> JSON:
     return {
         "metadata": {k: meta[k] for k in keep if k in meta},
         "spec": {
+            **{
+                kind: [{"name": c.get("name")} for c in spec.get(kind) or ()]
+                for kind in ("containers", "initContainers")
+                if spec.get(kind)
+            },
             "ephemeralContainers": [
                 {"name": c.get("name"), "image": c.get("image")}
                 for c in spec.get("ephemeralContainers") or ()
-            ]
+            ],
         },
         "status": {
             "phase": status.get("phase"),

@@ -46,12 +46,15 @@ from poddebugger_operator.actions import (
     slim_pod,
     write_status,
 )
+from poddebugger_operator.attribution import added, not_added
+from poddebugger_operator.deadline import remaining
 from poddebugger_operator.gate import admission_problem
 from poddebugger_operator.injected import Injected
-from poddebugger_operator.models import GROUP, KIND, PLURAL, VERSION
+from poddebugger_operator.models import GROUP, PLURAL, VERSION
 from poddebugger_operator.pods import injection_may_be_due, pod_labels
 from poddebugger_operator.policy import POLICY_NAME, admission_policy
 from poddebugger_operator.reconcile import plan
+from poddebugger_operator.refusals import TARGET_NOT_FOUND
 from poddebugger_operator.requester import needs
 from poddebugger_operator.spec import InvalidSpecError, parse_spec
 
@@ -105,6 +108,8 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
     reviews = RequesterReviews(manager.kube)
     seen: dict[tuple[ObjectKey, str], float] = {}
     """(PodDebugger, pod uid) planned for injection: when first planned (monotonic seconds)."""
+    announced: set[tuple[ObjectKey, str, str]] = set()
+    """(PodDebugger, pod uid, container) whose missing target container an Event reported."""
 
     async def reconcile(key: ObjectKey) -> Result | None:
         debugger = debuggers.get(*key)
@@ -113,21 +118,25 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
             injector.forget_debugger(key)
             for entry in [k for k in seen if k[0] == key]:
                 seen.pop(entry, None)
+            announced.difference_update([a for a in announced if a[0] == key])
             return None
         admission = None
         if not settings.allow_without_admission_policy:
             policy = policies.get("", settings.admission_policy_name)
             named = {} if policy is None else {settings.admission_policy_name: policy}
             admission = admission_problem(debugger, named, bindings.items(), expected)
+        now = datetime.now(UTC)
+        spec = specs.get(debugger)
         requester = None
-        if admission is None:
+        # Past its deadline a debugger acts for nobody: no review is asked.
+        if admission is None and not (spec is not None and remaining(debugger, spec, now) == 0):
             requester = await reviews.problem(
                 debugger, GROUP, needs(debugger), required=settings.require_requester
             )
         actions = plan(
             debugger,
             pods.by_index("namespace", key[0]),
-            datetime.now(UTC),
+            now,
             allowed_prefixes=settings.allowed_prefixes,
             admission=admission,
             requester=requester,
@@ -141,6 +150,17 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
         for uid in actions.new_matches:
             seen.setdefault((key, uid), started)
         injector.send(key, actions.injections)
+        for failure in actions.untargetable:
+            # Until the status lists it (status writes are paced), a pass announces it again.
+            if len(announced) > MAX_PENDING:
+                announced.clear()
+            if (key, failure.uid, failure.container) in announced:
+                continue
+            announced.add((key, failure.uid, failure.container))
+            why = not_added(actions.by, failure.container, failure.pod, failure.message)
+            pod = {"metadata": {"namespace": key[0], "name": failure.pod, "uid": failure.uid}}
+            recorder.warning(_pod_ref(pod), TARGET_NOT_FOUND, why)
+            recorder.warning(debugger, "InjectionFailed", why)
         delay = await write_status(
             manager.kube, pacer, key, actions.status_patch, on_status=debuggers.record_write
         )
@@ -159,30 +179,20 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
         started = seen.pop((key, injection.pod_uid), None)
         debugger = debuggers.get(*key)
         container = injection.container
+        pod = _pod_ref(dict(injection.pod))
         if result.failure is None:
             metrics.observe_injection(time.monotonic() - (started or time.monotonic()))
-            if debugger is not None:  # the kubelet reports the container's life on the pod
-                recorder.normal(
-                    debugger,
-                    "DebugContainerAdded",
-                    f"added {container['name']} (image {container['image']}) to pod "
-                    f"{injection.pod_name}",
-                )
+            message = added(injection.by, container, injection.pod_name)
+            recorder.normal(pod, "DebugContainerAdded", message)
+            if debugger is not None:
+                recorder.normal(debugger, "DebugContainerAdded", message)
             return
         failure = result.failure
         metrics.observe_failures(1)
-        recorder.warning(
-            _pod_ref(dict(injection.pod)),
-            "DebugContainerRefused",
-            f"{KIND} {key[1]} could not add ephemeral container {failure.container}: "
-            f"{failure.message}",
-        )
+        message = not_added(injection.by, failure.container, failure.pod, failure.message)
+        recorder.warning(pod, "DebugContainerRefused", message)
         if debugger is not None:
-            recorder.warning(
-                debugger,
-                "InjectionFailed",
-                f"pod {failure.pod} refused {failure.container}: {failure.message}",
-            )
+            recorder.warning(debugger, "InjectionFailed", message)
         controller.enqueue(key)  # the status reports it
 
     injector = Injector(manager.kube, pods, injected, on_result)

@@ -41,6 +41,9 @@ the conventional "nonroot" user of distroless and kubebuilder images. Any uid ot
 would do; images that run as root (busybox...) have no such user, which is fine."""
 MAX_USER_ID = 2**31 - 1
 """The API server refuses a pod's runAsUser above this (apimachinery IsValidUserID)."""
+MAX_ACTIVE_DEADLINE = 30 * 24 * 3600
+"""Upper bound of spec.activeDeadlineSeconds: 30 days (a debug session is short; without the
+field there is no deadline at all)."""
 CONTAINER_PREFIX = "pdbg-"
 """Every ephemeral container a PodDebugger adds is named ``pdbg-<debugger>-<name hash><spec
 hash>`` (:func:`poddebugger_operator.names.container_name`)."""
@@ -122,6 +125,14 @@ class PodDebuggerSpec(KubeModel):
     (busybox...) start under runAsNonRoot instead of failing with CreateContainerConfigError;
     0 is refused there. With other profiles it is set only when given (the image's user
     otherwise)."""
+    active_deadline_seconds: int | None = Field(
+        default=None, ge=1, le=MAX_ACTIVE_DEADLINE, json_schema_extra={"format": "int64"}
+    )
+    """Seconds after the PodDebugger's creation (metadata.creationTimestamp) after which no
+    debug container is added any more, as a Job's activeDeadlineSeconds: Ready turns False
+    (DeadlineExceeded). Containers already added stay and run until their process exits:
+    Kubernetes cannot remove an ephemeral container. Raising it reopens the window; at most
+    30 days; none when omitted."""
     max_pods: int = Field(default=10, ge=1, le=MAX_PODS_LIMIT)
     """At most this many pods get a debug container from this PodDebugger; further matching
     pods are reported (skippedPods)."""
@@ -170,7 +181,8 @@ class FailedPod(KubeModel):
     """Rejected: the API server refused. Tried again after a backoff (1 minute, doubling with
     each refusal up to 1,000 s), so a refusal that a later change lifts (a namespace's Pod
     Security level relaxed, a quota raised) does not stay for good; at once when the spec or
-    the pod changes."""
+    the pod changes. TargetContainerNotFound: the pod has no container (or init container)
+    named spec.targetContainer; nothing is sent, and the pod takes no maxPods slot."""
     message: str = Field(max_length=1024)
     """The API server's message."""
     attempts: int | None = Field(default=None, ge=1)
@@ -205,21 +217,23 @@ class PodDebuggerStatus(KubeModel):
     failed_pods: list[FailedPod] | None = Field(
         default=None, max_length=MAX_FAILED_PODS, json_schema_extra=list_map("pod")
     )
-    """Pods the API server refused the debug container for, with its message; at most 20."""
+    """Pods that could not be given the debug container (the API server refused it, or the pod
+    lacks the target container), with why; at most 20."""
     observed_generation: int | None = Field(default=None, ge=0)
     """The .metadata.generation this status describes."""
     conditions: ConditionList | None = None
     """Ready: True (Debugged) when every selected pod holds the debug container of the current
     spec and each is Running or Terminated with exit code 0 (NoMatchingPods when none
     match); False while some are being created or not reported yet (Starting), when one
-    failed (ContainerFailed), when the API server refused some (InjectionFailed), or when
-    nothing is to be done (InvalidSpec; PolicyMissing: the authorization admission policy is
-    not in force, or was not when the PodDebugger was created; ProfileNotAllowed: profile
-    sysadmin without the operator's consent; ImageNotAllowed). Degraded: True with
-    ContainerFailed (a debug container of the current spec Waiting with an error reason or
-    Terminated with a non-zero exit code: pods, containers and the kubelet's reasons in the
-    message), InjectionFailed, InvalidSpec, PolicyMissing, ProfileNotAllowed or
-    ImageNotAllowed; else False (AsExpected)."""
+    failed (ContainerFailed), when the API server refused some (InjectionFailed), when the
+    active deadline has passed (DeadlineExceeded: nothing more is added; Degraded still
+    reports the containers' failures), or when nothing is to be done (InvalidSpec;
+    PolicyMissing: the authorization admission policy is not in force, or was not when the
+    PodDebugger was created; ProfileNotAllowed: profile sysadmin without the operator's
+    consent; ImageNotAllowed). Degraded: True with ContainerFailed (a debug container of the
+    current spec Waiting with an error reason or Terminated with a non-zero exit code: pods,
+    containers and the kubelet's reasons in the message), InjectionFailed, InvalidSpec,
+    PolicyMissing, ProfileNotAllowed or ImageNotAllowed; else False (AsExpected)."""
 
 
 IMAGE_POLICY_KIND = "DebugImagePolicy"

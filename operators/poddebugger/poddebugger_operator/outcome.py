@@ -15,11 +15,13 @@ from poddebugger_operator.refusals import Failure
 @dataclass(frozen=True)
 class Injection:
     """Add ``container`` to the pod ``pod`` (a cached record) through the subresource;
-    ``attempt`` counts the refusals in a row before it, plus one."""
+    ``attempt`` counts the refusals in a row before it, plus one; ``by`` names the PodDebugger
+    and its requester in the Events about it (:mod:`poddebugger_operator.attribution`)."""
 
     pod: Mapping[str, Any]
     container: JSON
     attempt: int = 1
+    by: str = ""
 
     @property
     def pod_name(self) -> str:
@@ -53,6 +55,8 @@ class Outcome:
     """Every container of this debugger in matching pods (before this pass's injections)."""
     retrying: tuple[str, ...] = ()
     """Pods chosen for the current container whose injection waits out a backoff."""
+    expired: str | None = None
+    """Why nothing more is added: the active deadline has passed (the Ready message)."""
 
     def with_results(self, injected: Iterable[Injection], failed: Iterable[Failure]) -> Outcome:
         """The outcome once injections were carried out (some maybe refused)."""

@@ -102,3 +102,15 @@ def container_image(pod: Mapping[str, Any], name: str) -> str:
         if isinstance(c, Mapping) and c.get("name") == name:
             return str(c.get("image") or "")
     return ""
+
+
+def container_names(pod: Mapping[str, Any]) -> frozenset[str]:
+    """Names of the pod's containers and init containers: those an ephemeral container may
+    target (targetContainerName), as the API server checks it."""
+    spec = pod.get("spec") or _EMPTY
+    return frozenset(
+        str(c.get("name"))
+        for kind in ("containers", "initContainers")
+        for c in spec.get(kind) or ()
+        if isinstance(c, Mapping)
+    )

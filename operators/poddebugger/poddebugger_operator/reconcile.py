@@ -28,6 +28,9 @@ from typing import Any
 from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 from opsuite_common.store import JSON
 from poddebugger_operator import images
+from poddebugger_operator.attribution import attribution
+from poddebugger_operator.deadline import exceeded, remaining
+from poddebugger_operator.models import MAX_FAILED_PODS, PodDebuggerSpec
 from poddebugger_operator.names import (
     container_name,
     ephemeral_container,
@@ -37,13 +40,14 @@ from poddebugger_operator.names import (
 from poddebugger_operator.outcome import Injection, Outcome
 from poddebugger_operator.pods import (
     container_image,
+    container_names,
     container_state,
     ephemeral_names,
     is_live,
     object_meta,
     pod_labels,
 )
-from poddebugger_operator.refusals import Failure, known_failures, retry_in
+from poddebugger_operator.refusals import TARGET_NOT_FOUND, Failure, known_failures, retry_in
 from poddebugger_operator.spec import InvalidSpecError, parse_spec
 from poddebugger_operator.status import status_patch
 
@@ -75,13 +79,54 @@ class Plan:
     """Status to write, as it will be once the injections are done; None when unchanged."""
     new_matches: tuple[str, ...] = field(default=())
     """Uids of pods planned for injection (for the latency metric)."""
+    by: str = ""
+    """The debugger and its requester, as its Events name them (:mod:`.attribution`)."""
+    untargetable: tuple[Failure, ...] = ()
+    """Pods newly found without the target container (listed in the status from now on): an
+    Event each, on the pod and on the debugger."""
     requeue_after: float | None = None
-    """Seconds until the first refused pod may be tried again (None: none waits)."""
+    """Seconds until the next pass that no event starts: the first refused pod may be tried
+    again, or the active deadline passes (None: none)."""
 
 
 def _order(pod: Mapping[str, Any]) -> tuple[str, str]:
     meta = object_meta(pod)
     return str(meta.get("creationTimestamp") or ""), str(meta.get("name"))
+
+
+def _targetable(pod: Mapping[str, Any], target: str | None) -> bool:
+    """Whether ``pod`` has the container ``target`` (None: no target asked for)."""
+    return target is None or target in container_names(pod)
+
+
+def _blocked(
+    spec: PodDebuggerSpec,
+    allowed_prefixes: Sequence[str],
+    admission: str | None,
+    requester: str | None,
+    allow_sysadmin: bool,
+) -> tuple[str, str] | None:
+    """(reason, message) when nothing may be injected for the debugger (see :func:`plan`)."""
+    if admission is not None:
+        return (POLICY_MISSING, f"{admission}; {POLICY_FIX}")
+    if requester is not None:
+        return (REQUESTER_NOT_ALLOWED, requester)
+    if spec.profile == PRIVILEGED_PROFILE and not allow_sysadmin:
+        return (PROFILE_NOT_ALLOWED, SYSADMIN_FIX)
+    if allowed_prefixes and not images.names_registry(spec.image):
+        return (
+            IMAGE_NOT_ALLOWED,
+            f"image {spec.image} names no registry: under an image allowlist the image must "
+            f"be fully qualified ({images.normalise(spec.image)}), since CRI-O resolves a short "
+            "name through its own search registries",
+        )
+    if not images.allowed(spec.image, allowed_prefixes):
+        return (
+            IMAGE_NOT_ALLOWED,
+            f"image {spec.image} is not allowed: the operator only injects images under "
+            + ", ".join(allowed_prefixes),
+        )
+    return None
 
 
 def plan(
@@ -111,6 +156,8 @@ def plan(
     ``refused``: refusals by pod uid not in the status yet (they count as those in it);
     ``waiting``: uids of pods whose last injection failed for a transient reason and that are
     not to be tried again yet (they keep their place under maxPods).
+    ``now``: the clock; past the debugger's active deadline (:mod:`.deadline`) nothing is
+    injected (DeadlineExceeded), and before it the plan asks to run again at the deadline.
     """
     meta = object_meta(debugger)
     namespace = meta.get("namespace")
@@ -119,26 +166,14 @@ def plan(
     except InvalidSpecError as error:
         outcome = Outcome(blocked=(INVALID_SPEC, str(error)))
         return Plan(outcome, status_patch=status_patch(debugger, outcome, now))
-    blocked: tuple[str, str] | None = None
-    if admission is not None:
-        blocked = (POLICY_MISSING, f"{admission}; {POLICY_FIX}")
-    elif requester is not None:
-        blocked = (REQUESTER_NOT_ALLOWED, requester)
-    elif spec.profile == PRIVILEGED_PROFILE and not allow_sysadmin:
-        blocked = (PROFILE_NOT_ALLOWED, SYSADMIN_FIX)
-    elif allowed_prefixes and not images.names_registry(spec.image):
-        blocked = (
-            IMAGE_NOT_ALLOWED,
-            f"image {spec.image} names no registry: under an image allowlist the image must "
-            f"be fully qualified ({images.normalise(spec.image)}), since CRI-O resolves a short "
-            "name through its own search registries",
-        )
-    elif not images.allowed(spec.image, allowed_prefixes):
-        blocked = (
-            IMAGE_NOT_ALLOWED,
-            f"image {spec.image} is not allowed: the operator only injects images under "
-            + ", ".join(allowed_prefixes),
-        )
+    left = remaining(debugger, spec, now)
+    # Past the deadline nothing is added, whatever else holds: that is final.
+    expired = None if left is None or left > 0 else exceeded(debugger, spec)
+    blocked = (
+        None
+        if expired is not None
+        else _blocked(spec, allowed_prefixes, admission, requester, allow_sysadmin)
+    )
     if blocked is not None:
         outcome = Outcome(blocked=blocked, image=spec.image)
         return Plan(outcome, status_patch=status_patch(debugger, outcome, now))
@@ -161,11 +196,18 @@ def plan(
     known.update((uid, f) for uid, f in (refused or {}).items() if f.container in current)
     room = max(spec.max_pods - len(holders), 0)
     candidates = [p for p in matching if current.isdisjoint(ephemeral_names(p))]
+    target = spec.target_container
+    # A pod without the target container can never hold this container: reported, no slot.
+    untargetable = [
+        p for p in candidates if target is not None and target not in container_names(p)
+    ]
+    candidates = [p for p in candidates if target is None or target in container_names(p)]
     # Pods that hold an older container of this debugger come first: they were chosen before.
     candidates.sort(key=lambda p: not any(owns(n) for n in ephemeral_names(p)))
     chosen = candidates[:room]
     skipped = len(candidates) - len(chosen)
     container = ephemeral_container(str(meta["name"]), spec)
+    by = attribution(debugger)
     injections: list[Injection] = []
     failures: list[Failure] = []
     retrying: list[str] = []
@@ -174,14 +216,28 @@ def plan(
         uid = str(object_meta(pod).get("uid") or "")
         refusal = known.get(uid)
         wait = 0.0 if refusal is None else retry_in(refusal, now)
-        if refusal is not None and wait > 0:
+        if expired is not None:
+            if refusal is not None:  # still reported, never tried again
+                failures.append(refusal)
+        elif refusal is not None and wait > 0:
             failures.append(refusal)
             requeue.append(wait)
         elif uid in waiting:
             retrying.append(str(object_meta(pod)["name"]))
         else:
             attempt = 1 if refusal is None else refusal.attempts + 1
-            injections.append(Injection(pod, container, attempt))
+            injections.append(Injection(pod, container, attempt, by))
+    missing = [
+        Failure(
+            str(object_meta(p)["name"]),
+            str(object_meta(p).get("uid") or ""),
+            name,
+            f"the pod has no container {target} (spec.targetContainer)",
+            TARGET_NOT_FOUND,
+        )
+        for p in untargetable
+    ]
+    failures.extend(missing)
     containers = tuple(
         container_state(p, n, container_image(p, n))
         for p in matching
@@ -200,10 +256,23 @@ def plan(
         failures=tuple(failures),
         containers=containers,
         retrying=tuple(sorted(retrying)),
+        expired=expired,
     )
+    if left:  # run again at the deadline, without waiting for an event
+        requeue.append(left)
     after = outcome.with_results(injections, ())
+    # Posted once: when the status (its first MAX_FAILED_PODS failures) lists them anew.
+    listed = sorted(failures, key=lambda f: f.pod)[:MAX_FAILED_PODS]
+    announce = tuple(
+        f
+        for f in listed
+        if f.reason == TARGET_NOT_FOUND
+        and (f.uid not in known or known[f.uid].reason != TARGET_NOT_FOUND)
+    )
     return Plan(
         outcome,
+        by=by,
+        untargetable=announce,
         injections=tuple(injections),
         status_patch=status_patch(debugger, after, now),
         new_matches=tuple(i.pod_uid for i in injections),

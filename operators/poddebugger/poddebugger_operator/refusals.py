@@ -14,6 +14,9 @@ from typing import Any
 from opsuite_common.conditions import parse_timestamp
 
 REJECTED = "Rejected"
+TARGET_NOT_FOUND = "TargetContainerNotFound"
+"""The pod has no container of spec.targetContainer's name: nothing is sent (the API server
+would refuse it), nor tried again (a pod's containers never change)."""
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,14 @@ containers (current spec first) and status.debuggedPodsTotal counts them all."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from opsuite_common.conditions import AS_EXPECTED, DEGRADED, READY, set_condition, timestamp
 from opsuite_common.kube_model import ConditionStatus
 from opsuite_common.store import JSON
+from poddebugger_operator.deadline import DEADLINE_EXCEEDED
 from poddebugger_operator.models import (
     MAX_FAILED_PODS,
     MAX_PODS_LIMIT,
@@ -23,7 +25,7 @@ from poddebugger_operator.models import (
 )
 from poddebugger_operator.outcome import Outcome
 from poddebugger_operator.pods import failed, object_meta, up
-from poddebugger_operator.refusals import Failure
+from poddebugger_operator.refusals import REJECTED, Failure
 
 DEBUGGED = "Debugged"
 STARTING = "Starting"
@@ -61,6 +63,12 @@ def _conditions(outcome: Outcome) -> list[_Condition]:
     if outcome.blocked is not None:
         reason, message = outcome.blocked
         return [(READY, "False", reason, message), (DEGRADED, "True", reason, message)]
+    if outcome.expired is not None:
+        # Degraded still says whether the containers added are well.
+        degraded = _conditions(replace(outcome, expired=None))[1]
+        done = f"{len(outcome.debugged)} of {len(outcome.matched)} matching pods debugged"
+        message = f"{outcome.expired}; {done}"[:MAX_MESSAGE]
+        return [(READY, "False", DEADLINE_EXCEEDED, message), degraded]
     over = f"; {outcome.skipped} more matching pods over maxPods" if outcome.skipped else ""
     current = sorted(
         (c for c in outcome.containers if c.container in outcome.current),
@@ -72,7 +80,8 @@ def _conditions(outcome: Outcome) -> list[_Condition]:
         if outcome.failures:
             shown = [f"{f.pod}: {f.message}" for f in outcome.failures]
             parts.append(
-                f"{len(shown)} pods refused the debug container: {_listed(shown, len(shown))}"
+                f"{len(shown)} pods could not be given the debug container: "
+                f"{_listed(shown, len(shown))}"
             )
         if broken:
             shown = [_describe(c) for c in broken]
@@ -134,7 +143,7 @@ def status_patch(debugger: Mapping[str, Any], outcome: Outcome, now: datetime) -
                 container=f.container,
                 reason=f.reason,
                 message=f.message[:MAX_MESSAGE],
-                attempts=f.attempts,
+                attempts=f.attempts if f.reason == REJECTED else None,
                 last_attempt_time=None if f.last_attempt is None else timestamp(f.last_attempt),
             )
             for f in failures[:MAX_FAILED_PODS]

@@ -182,6 +182,8 @@ async def test_status_writes_are_paced() -> None:
 
 def test_slim_records_keep_what_the_status_reports_of_each_container_and_nothing_more() -> None:
     whole = _pod("a")
+    whole["spec"]["containers"] = [{"name": "app", "image": "x", "env": [{"name": "A"}]}]
+    whole["spec"]["initContainers"] = [{"name": "setup", "image": "x", "restartPolicy": "Always"}]
     whole["spec"]["ephemeralContainers"] = [
         {"name": n, "image": "busybox", "securityContext": {"runAsUser": 65532}}
         for n in ("w", "r", "t", "e")
@@ -233,7 +235,9 @@ def test_slim_records_keep_what_the_status_reports_of_each_container_and_nothing
         ],
     }
     assert slim_pod(whole)["spec"] == {
-        "ephemeralContainers": [{"name": n, "image": "busybox"} for n in ("w", "r", "t", "e")]
+        "containers": [{"name": "app"}],  # a targetContainer must be one of these
+        "initContainers": [{"name": "setup"}],
+        "ephemeralContainers": [{"name": n, "image": "busybox"} for n in ("w", "r", "t", "e")],
     }
     # A running container's restart of its clock, or a new containerID, is not a change.
     later = json.loads(json.dumps(whole))

@@ -10,11 +10,13 @@ import pytest
 from opsuite_packaging.crd import build_crd
 from poddebugger_manifests import CRD, SAMPLES, image_allowlist_policy
 from poddebugger_operator.__main__ import ENV_PREFIXES, split_args
+from poddebugger_operator.deadline import DEADLINE_EXCEEDED
 from poddebugger_operator.models import MAX_PODS_LIMIT, MAX_STATE_MESSAGE
 from poddebugger_operator.names import container_name, ephemeral_container
 from poddebugger_operator.pods import injection_may_be_due
 from poddebugger_operator.policy import admission_policy
 from poddebugger_operator.reconcile import IMAGE_NOT_ALLOWED, INVALID_SPEC, plan
+from poddebugger_operator.requester import REQUESTED_BY
 from poddebugger_operator.spec import InvalidSpecError, parse_spec, security_context
 from poddebugger_operator.status import CONTAINER_FAILED, DEBUGGED, INJECTION_FAILED, STARTING
 
@@ -593,3 +595,133 @@ def test_a_status_that_did_not_change_is_not_written_again() -> None:
     # The kubelet's next word is written.
     pods[1]["status"]["ephemeralContainerStatuses"][0]["state"] = running()
     assert plan({**debugger(), "status": first}, pods, later).status_patch is not None
+
+
+def test_each_injection_names_the_debugger_and_its_requester_for_its_events() -> None:
+    recorded = debugger()
+    recorded["metadata"]["annotations"] = {REQUESTED_BY: "alice"}
+    (injection,) = plan(recorded, [pod("new")], NOW).injections
+    assert injection.by == "PodDebugger ns/dbg (requested by alice)"
+    (injection,) = plan(debugger(), [pod("new")], NOW).injections
+    assert injection.by == "PodDebugger ns/dbg (requester not recorded)"
+
+
+def _with_deadline(seconds: int, created: datetime = NOW) -> dict[str, Any]:
+    made = debugger(activeDeadlineSeconds=seconds, command=["sleep", "3600"])
+    made["metadata"]["creationTimestamp"] = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return made
+
+
+def test_before_the_deadline_it_injects_and_asks_to_run_again_at_the_deadline() -> None:
+    actions = plan(_with_deadline(60), [pod("new")], NOW + timedelta(seconds=15))
+    assert [i.pod_name for i in actions.injections] == ["new"]
+    assert actions.requeue_after == 45
+
+
+def test_after_the_deadline_nothing_is_added_the_status_says_so_once_and_then_is_quiet() -> None:
+    name = container_name("dbg", parse_spec(_with_deadline(60)))
+    made = _with_deadline(60)
+    pods = [pod("had-it", name), pod("late")]
+    later = NOW + timedelta(seconds=60)
+    actions = plan(made, pods, later, requester="would be asked otherwise")
+    assert actions.injections == ()
+    assert actions.requeue_after is None
+    status = actions.status_patch
+    assert status is not None
+    assert status["observedGeneration"] == 2
+    ready = conditions(status)["Ready"]
+    assert ready[:2] == ("False", DEADLINE_EXCEEDED)
+    assert ready[2].startswith(
+        "activeDeadlineSeconds 60 passed (2026-01-01T00:01:00Z): no debug container is added"
+    )
+    assert ready[2].endswith("; 1 of 2 matching pods debugged")
+    assert conditions(status)["Degraded"][:2] == ("False", "AsExpected")
+    assert (status["matchedPods"], status["debuggedCount"]) == (2, 1)
+    made["status"] = status
+    again = plan(made, pods, later + timedelta(hours=1))
+    assert (again.injections, again.status_patch, again.requeue_after) == ((), None, None)
+
+
+def test_raising_the_deadline_reopens_the_window_counted_from_creation() -> None:
+    actions = plan(_with_deadline(120), [pod("late")], NOW + timedelta(seconds=60))
+    assert [i.pod_name for i in actions.injections] == ["late"]
+    assert actions.requeue_after == 60
+
+
+def test_past_the_deadline_a_refused_pod_stays_reported_and_is_not_tried_again() -> None:
+    made = _with_deadline(60)
+    name = container_name("dbg", parse_spec(made))
+    made["status"] = {
+        "failedPods": [
+            {
+                "pod": "web",
+                "uid": "uid-web",
+                "container": name,
+                "reason": "Rejected",
+                "message": "forbidden",
+                "attempts": 1,
+                "lastAttemptTime": "2026-01-01T00:00:30Z",
+            }
+        ]
+    }
+    actions = plan(made, [pod("web")], NOW + timedelta(hours=1))
+    assert (actions.injections, actions.requeue_after) == ((), None)
+    assert actions.status_patch is not None
+    assert [f["pod"] for f in actions.status_patch["failedPods"]] == ["web"]
+    assert conditions(actions.status_patch)["Ready"][1] == DEADLINE_EXCEEDED
+    assert conditions(actions.status_patch)["Degraded"][:2] == ("True", INJECTION_FAILED)
+
+
+def test_a_deadline_without_a_readable_creation_time_has_passed() -> None:
+    made = _with_deadline(60)
+    del made["metadata"]["creationTimestamp"]
+    actions = plan(made, [pod("new")], NOW)
+    assert actions.injections == ()
+    assert actions.status_patch is not None
+    assert "creation time is unknown" in conditions(actions.status_patch)["Ready"][2]
+
+
+def _with_containers(record: dict[str, Any], *names: str, init: tuple[str, ...] = ()) -> Any:
+    record["spec"]["containers"] = [{"name": n} for n in names]
+    if init:
+        record["spec"]["initContainers"] = [{"name": n} for n in init]
+    return record
+
+
+def test_a_target_container_is_set_only_in_pods_that_have_it() -> None:
+    made = debugger(targetContainer="app", maxPods=2)
+    pods = [
+        _with_containers(pod("a"), "app", "sidecar"),
+        _with_containers(pod("b"), "main"),  # lacks it: reported, takes no slot
+        _with_containers(pod("c"), "main", init=("app",)),  # an init container is a target
+    ]
+    actions = plan(made, pods, NOW)
+    assert [i.pod_name for i in actions.injections] == ["a", "c"]
+    assert {i.container["targetContainerName"] for i in actions.injections} == {"app"}
+    status = actions.status_patch
+    assert status is not None
+    (failed,) = status["failedPods"]
+    name = container_name("dbg", parse_spec(made))
+    assert failed == {
+        "pod": "b",
+        "uid": "uid-b",
+        "container": name,
+        "reason": "TargetContainerNotFound",
+        "message": "the pod has no container app (spec.targetContainer)",
+    }
+    assert (status["matchedPods"], status["debuggedCount"], status["skippedPods"]) == (3, 2, 0)
+    assert conditions(status)["Degraded"][:2] == ("True", INJECTION_FAILED)
+    assert "b: the pod has no container app" in conditions(status)["Degraded"][2]
+    assert [f.pod for f in actions.untargetable] == ["b"]
+    assert actions.by == "PodDebugger ns/dbg (requester not recorded)"
+
+
+def test_a_pod_without_the_target_is_announced_once_and_never_tried() -> None:
+    made = debugger(targetContainer="app")
+    pods = [_with_containers(pod("b"), "main")]
+    first = plan(made, pods, NOW)
+    assert first.injections == ()
+    made["status"] = first.status_patch
+    later = plan(made, pods, NOW + timedelta(hours=2))
+    assert (later.injections, later.untargetable, later.status_patch) == ((), (), None)
+    assert later.requeue_after is None

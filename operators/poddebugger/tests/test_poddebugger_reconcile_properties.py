@@ -7,7 +7,7 @@ import functools
 import hashlib
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from opsuite_packaging.crd import structural_schema
 from opsuite_testkit import LABELS, from_schema, is_dns_subdomain, schema_errors
 from poddebugger_operator.actions import slim_pod
-from poddebugger_operator.models import PodDebuggerSpec, PodDebuggerStatus
+from poddebugger_operator.models import MAX_ACTIVE_DEADLINE, PodDebuggerSpec, PodDebuggerStatus
 from poddebugger_operator.names import container_name, ephemeral_container
 from poddebugger_operator.pods import ephemeral_names, is_live
 from poddebugger_operator.reconcile import plan as plan_with_settings
@@ -213,6 +213,77 @@ def test_applying_the_plan_then_planning_again_injects_nothing(
     assert again.status_patch is None
     # The container spec did not change: the same pods, the same container, every time.
     assert plan(applied, copy.deepcopy(cluster), NOW).injections == ()
+
+
+@FAST
+@given(worlds(), st.integers(1, MAX_ACTIVE_DEADLINE), st.integers(0, 2 * MAX_ACTIVE_DEADLINE))
+def test_nothing_is_added_after_the_deadline_and_the_pass_before_it_is_asked_for_at_it(
+    world: tuple[dict[str, Any], list[dict[str, Any]]], deadline: int, elapsed: int
+) -> None:
+    debugger, pods = world
+    debugger = copy.deepcopy(debugger)
+    debugger["spec"]["activeDeadlineSeconds"] = deadline
+    debugger["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    now = NOW + timedelta(seconds=elapsed)
+    actions = plan(debugger, pods, now)
+    left = deadline - elapsed
+    without = plan({**debugger, "spec": _no_deadline(debugger)}, pods, now)
+    if left > 0:
+        # Before it: the same plan as without a deadline, and a pass asked for at it.
+        assert actions.injections == without.injections
+        assert actions.requeue_after is not None
+        assert 0 < actions.requeue_after <= left
+    else:
+        assert actions.injections == ()
+        assert actions.requeue_after is None
+        assert actions.status_patch is not None
+        ready = _conditions(actions.status_patch)["Ready"]
+        assert ready[:2] == ("False", "DeadlineExceeded")
+        # Written once: then nothing, whatever the time.
+        applied = dict(debugger, status=actions.status_patch)
+        later = plan(applied, pods, now + timedelta(days=1))
+        assert (later.injections, later.status_patch, later.requeue_after) == ((), None, None)
+
+
+def _no_deadline(debugger: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in debugger["spec"].items() if k != "activeDeadlineSeconds"}
+
+
+@FAST
+@given(worlds(), st.data())
+def test_a_target_container_is_only_ever_one_of_the_pods_own(
+    world: tuple[dict[str, Any], list[dict[str, Any]]], data: st.DataObject
+) -> None:
+    debugger, pods = world
+    debugger = copy.deepcopy(debugger)
+    debugger["spec"]["targetContainer"] = "app"
+    pods = copy.deepcopy(pods)
+    for pod in pods:
+        names = data.draw(st.lists(st.sampled_from(["app", "main", "sidecar"]), unique=True))
+        pod["spec"]["containers"] = [{"name": n} for n in names]
+    actions = plan(debugger, pods, NOW)
+    for injection in actions.injections:
+        assert injection.container["targetContainerName"] == "app"
+        assert "app" in {c["name"] for c in injection.pod["spec"]["containers"]}
+    lacking = {
+        p["metadata"]["uid"]
+        for p in pods
+        if _matches(debugger, p) and "app" not in {c["name"] for c in p["spec"]["containers"]}
+    }
+    reported = {f.uid for f in actions.outcome.failures if f.reason == "TargetContainerNotFound"}
+    assert reported == lacking - {
+        p["metadata"]["uid"]
+        for p in pods
+        if not set(ephemeral_names(p)).isdisjoint(actions.outcome.current)
+    }
+    # Written once, announced once: then quiet.
+    applied = dict(debugger, status=actions.status_patch or debugger.get("status"))
+    cluster = copy.deepcopy(pods)
+    by_uid = {p["metadata"]["uid"]: p for p in cluster}
+    for injection in actions.injections:
+        by_uid[injection.pod_uid]["spec"]["ephemeralContainers"].append(dict(injection.container))
+    again = plan(applied, cluster, NOW)
+    assert (again.injections, again.untargetable, again.status_patch) == ((), (), None)
 
 
 # --- the status tells what the kubelet reports, and Ready claims no more than that ---------
