@@ -243,6 +243,13 @@ PODSET: list[tuple[str, str, dict[str, Any], str]] = [
         _ps(minReadySeconds=601),
         "progressDeadlineSeconds must be greater than minReadySeconds",
     ),
+    # paused
+    (
+        "paused as a string",
+        'the schema is typed: "false" is not false, and would read as true',
+        _ps(paused="false"),
+        "spec.paused in body must be of type boolean",
+    ),
     # selector (CEL)
     (
         "selector not matching template",

@@ -178,6 +178,12 @@ class PodSetSpec(KubeModel):
     ProgressDeadlineExceeded, as for a Deployment. Must be greater than minReadySeconds.
     Default 600."""
 
+    paused: bool = False
+    """While true, template changes wait: no pod is replaced for a new template, and the
+    Progressing condition is Unknown with reason Paused (no progress deadline runs). Scaling
+    (replicas, the scale subresource, an HPA) goes on. Setting it back to false rolls out the
+    waiting template, as for a Deployment. Default false."""
+
     @model_validator(mode="after")
     def _deadline_after_min_ready(self) -> PodSetSpec:
         if self.progress_deadline_seconds <= self.min_ready_seconds:

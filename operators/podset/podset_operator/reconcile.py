@@ -34,6 +34,7 @@ from podset_operator.spec import InvalidSpecError, ParsedSpec, parse_spec
 from podset_operator.status import (
     COMPLETE,
     INVALID_SPEC,
+    PAUSED,
     PROGRESS_DEADLINE_EXCEEDED,
     PROGRESSING,
     Failure,
@@ -87,7 +88,7 @@ def _names(pods: Sequence[Pod]) -> tuple[str, ...]:
 
 def _step(spec: ParsedSpec, claim: Claim, outdated: bool, hash_: str, now: datetime) -> Step:
     managed = claim.managed
-    if not spec.rolling_update or not outdated:
+    if not spec.rolls_out or not outdated:
         return replica_set_step(managed, claim.owned, spec.replicas, hash_, now)
     fenceposts = resolve_fenceposts(spec.max_surge, spec.max_unavailable, spec.replicas)
     return rolling_update_step(
@@ -175,6 +176,15 @@ def rollout_progress(
     return Progress("True", observed.progressing, counts_message(observed), stored_time, left)
 
 
+def paused_progress(observed: PodSetStatus, previous: Mapping[str, Any]) -> Progress:
+    """The Progressing condition of a paused PodSet: Unknown, reason Paused, as a paused
+    Deployment's (DeploymentPaused). No deadline runs; the last progress time is kept, and
+    resuming (a new generation) restarts the clock in :func:`rollout_progress`."""
+    stored = previous.get("lastProgressTime")
+    message = f"paused: {counts_message(observed)}"
+    return Progress("Unknown", PAUSED, message, stored if isinstance(stored, str) else None, None)
+
+
 def _earliest(*delays: float | None) -> float | None:
     return min((d for d in delays if d is not None), default=None)
 
@@ -230,14 +240,18 @@ def plan(
         claim.managed,
         spec.replicas,
         hash_,
-        spec.rolling_update,
+        spec.rolls_out,
         spec.min_ready_seconds,
         now,
         _generation(podset),
         spec.selector.selector_string(),
     )
     previous = podset.get("status") or {}
-    progress = rollout_progress(status, previous, spec.progress_deadline_seconds, now)
+    progress = (
+        paused_progress(status, previous)
+        if spec.paused
+        else rollout_progress(status, previous, spec.progress_deadline_seconds, now)
+    )
     status = replace(status, progress=progress)
     outdated = status.updated_replicas < status.replicas
     acting = expectations_satisfied and not deleting and requester is None

@@ -19,6 +19,7 @@ FAILED_DELETE = "FailedDelete"
 INVALID_SPEC = "InvalidSpec"
 COMPLETE = "Complete"
 PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+PAUSED = "Paused"
 
 
 @dataclass(frozen=True)
