@@ -64,6 +64,11 @@ class ParsedSpec:
         return self.api.update_strategy.type == "RollingUpdate"
 
     @property
+    def revision_history_limit(self) -> int:
+        """Old templates kept as ControllerRevisions."""
+        return self.api.revision_history_limit
+
+    @property
     def paused(self) -> bool:
         """``spec.paused``: template changes wait, scaling goes on."""
         return self.api.paused
