@@ -243,6 +243,26 @@ PODSET: list[tuple[str, str, dict[str, Any], str]] = [
         _ps(minReadySeconds=601),
         "progressDeadlineSeconds must be greater than minReadySeconds",
     ),
+    # paused
+    (
+        "paused as a string",
+        'the schema is typed: "false" is not false, and would read as true',
+        _ps(paused="false"),
+        "spec.paused in body must be of type boolean",
+    ),
+    # revisionHistoryLimit
+    (
+        "negative revisionHistoryLimit",
+        "a count of old templates is not negative",
+        _ps(revisionHistoryLimit=-1),
+        "spec.revisionHistoryLimit in body should be greater than or equal to 0",
+    ),
+    (
+        "revisionHistoryLimit as a string",
+        "the schema is typed: no implicit conversion from strings",
+        _ps(revisionHistoryLimit="10"),
+        "spec.revisionHistoryLimit in body must be of type integer",
+    ),
     # selector (CEL)
     (
         "selector not matching template",

@@ -28,6 +28,7 @@ OPERATOR_TEST_MODULES = {
     "test_poddebugger_security.py",
     "test_poddebugger_requester.py",
     "test_podset_requester.py",
+    "test_podset_rollouts.py",
     "test_configmapsync_requester.py",
     "test_leader_election.py",
     "test_charts.py",

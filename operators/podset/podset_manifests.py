@@ -143,6 +143,13 @@ CHART_SPEC = ChartSpec(
             ("update",),
             checked_on=("", "pods", "create"),
         ),
+        # The PodSet's templates kept as ControllerRevisions: get only when a create finds
+        # the name taken (whose is it?); patch renumbers one whose template is back in use.
+        PolicyRule(
+            ("apps",),
+            ("controllerrevisions",),
+            ("get", "list", "watch", "create", "patch", "delete"),
+        ),
         PolicyRule(("",), ("events",), ("create", "patch")),
     ),
     cluster_rules=(PolicyRule(("authorization.k8s.io",), ("subjectaccessreviews",), ("create",)),),

@@ -31,6 +31,17 @@
   verbs:
   - update
 - apiGroups:
+  - apps
+  resources:
+  - controllerrevisions
+  verbs:
+  - get
+  - list
+  - watch
+  - create
+  - patch
+  - delete
+- apiGroups:
   - ''
   resources:
   - events

@@ -2,7 +2,8 @@
 
 Order, as the ReplicaSet controller: an uncached check that the PodSet still exists and is not
 being deleted before adopting or creating (the cache may lag a deletion, see
-:func:`_still_current`), adopt and release, record expectations, create with a slow-start
+:func:`_still_current`), adopt and release, keep the template as a ControllerRevision (and trim
+the history), record expectations, create with a slow-start
 window (a failure stops further creates), delete, then write the status (with Degraded set when
 an action failed). Every pod write carries a uid precondition, so a pod replaced under the same
 name is never touched by mistake. Creates and deletes are reported as Events on the PodSet
@@ -27,8 +28,15 @@ from opsuite_common.store import JSON
 from podset_operator.expectations import Expectations
 from podset_operator.models import GROUP, PLURAL, VERSION
 from podset_operator.reconcile import Plan
+from podset_operator.revisions import RevisionWrites, owned_revisions
 from podset_operator.scaling import SlowStart
-from podset_operator.status import FAILED_CREATE, FAILED_DELETE, Failure, status_patch
+from podset_operator.status import (
+    FAILED_CREATE,
+    FAILED_DELETE,
+    FAILED_REVISION,
+    Failure,
+    status_patch,
+)
 from podset_operator.template import owner_reference
 
 log = logging.getLogger(__name__)
@@ -103,6 +111,43 @@ async def _patch_pod(kube: KubeApi, namespace: str, name: str, patch: JSON) -> N
     except ApiException as exc:
         if exc.status not in (404, 409, 422):  # gone or replaced meanwhile: next sync decides
             raise
+
+
+async def _write_revisions(kube: KubeApi, podset: JSON, writes: RevisionWrites) -> Failure | None:
+    """Keep the current template as a revision, renumber or trim: see
+    :mod:`podset_operator.revisions`. A revision of that name that is the PodSet's already (the
+    cache lags a create) is fine; one that is not is a FailedRevision, as is any API error.
+    Renumbers and deletes carry the revision's uid as a precondition."""
+    ns = podset["metadata"]["namespace"]
+    path = resource_path("apps/v1", "controllerrevisions", ns)
+    try:
+        if writes.create is not None:
+            name = writes.create["metadata"]["name"]
+            try:
+                await kube.create(path, writes.create)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                existing = await kube.get(resource_path("apps/v1", "controllerrevisions", ns, name))
+                if existing is None or not owned_revisions([existing], podset["metadata"]["uid"]):
+                    message = f"controllerrevision {name} exists and is not this PodSet's"
+                    return Failure(FAILED_REVISION, message)
+        if writes.renumber is not None:
+            name, uid, number = writes.renumber
+            patch = {"metadata": {"uid": uid}, "revision": number}
+            await kube.patch(resource_path("apps/v1", "controllerrevisions", ns, name), patch)
+        for name, uid in writes.delete:
+            try:
+                await kube.delete(
+                    resource_path("apps/v1", "controllerrevisions", ns, name),
+                    preconditions={"uid": uid},
+                )
+            except ApiException as exc:
+                if exc.status not in (404, 409):  # gone already, or replaced under that name
+                    raise
+    except ApiException as exc:
+        return Failure(FAILED_REVISION, api_error(exc))
+    return None
 
 
 async def _create(
@@ -216,6 +261,8 @@ async def apply_plan(
     by_name = {p["metadata"]["name"]: p for p in pods}
     await _adopt_and_release(kube, podset, by_name, plan)
     failure: Failure | None = None
+    if not plan.revisions.empty:
+        failure = await _write_revisions(kube, podset, plan.revisions)
     unexpected: BaseException | None = None
     if plan.pods_to_create or plan.pods_to_delete:
         expectations.expect(
@@ -226,9 +273,10 @@ async def apply_plan(
         )
     if plan.pods_to_create and plan.pod_manifest is not None:
         try:
-            created, failure, unexpected = await _create(
+            created, create_failure, unexpected = await _create(
                 kube, recorder, podset, plan.pod_manifest, plan.pods_to_create
             )
+            failure = failure or create_failure
         except BaseException:
             expectations.creation_observed(key, plan.pods_to_create)  # cancelled: start over
             raise

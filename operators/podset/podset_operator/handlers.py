@@ -40,6 +40,7 @@ from podset_operator.models import GROUP, KIND, PLURAL, VERSION
 from podset_operator.pod_state import WATCHED_FIELDS, slim_pod
 from podset_operator.reconcile import Plan, plan
 from podset_operator.requester import needs
+from podset_operator.revisions import slim_revision
 from podset_operator.spec import InvalidSpecError, parse_spec
 
 CONTROLLER = "podset"
@@ -72,6 +73,9 @@ def setup(manager: Manager) -> None:
     pods = Store(
         "pods", {"controller": by_controller_uid, "namespace": by_namespace}, transform=slim_pod
     )
+    revisions = Store(
+        "controllerrevisions", {"controller": by_controller_uid}, transform=slim_revision
+    )
     expectations = Expectations()
     specs = SpecCache(parse_spec, InvalidSpecError)
     recorder = manager.event_recorder()
@@ -93,7 +97,8 @@ def setup(manager: Manager) -> None:
         selector = spec.selector
         path = resource_path("v1", "pods", podset["metadata"]["namespace"])
         live = await manager.kube.list(path, label_selector=selector.selector_string())
-        return plan(podset, live, now, True), live
+        own = revisions.by_index("controller", podset["metadata"]["uid"])
+        return plan(podset, live, now, True, revisions=own), live
 
     async def reconcile(key: ObjectKey) -> Result | None:
         podset = podsets.get(*key)
@@ -111,12 +116,13 @@ def setup(manager: Manager) -> None:
             return Result(requeue_after=pending)
         began = time.process_time()
         namespace_pods = pods.by_index("namespace", key[0])
-        actions = plan(podset, namespace_pods, now, True)
+        own = revisions.by_index("controller", podset["metadata"]["uid"])
+        actions = plan(podset, namespace_pods, now, True, revisions=own)
         window.spent(key, time.process_time() - began)
         if actions.pods_to_create or actions.pods_to_delete or actions.pods_to_adopt:
             refused = await reviews.problem(podset, GROUP, needs(podset), required=False)
             if refused is not None:
-                actions = plan(podset, namespace_pods, now, True, requester=refused)
+                actions = plan(podset, namespace_pods, now, True, requester=refused, revisions=own)
         if actions.pods_to_create:
             actions, namespace_pods = await live_plan(podset, actions, namespace_pods, now)
         metrics.observe(key, actions.status)
@@ -178,5 +184,11 @@ def setup(manager: Manager) -> None:
         if previous_owner is not None and previous_owner != owner:
             enqueue_for_pod(previous_owner)
 
+    def on_revision(event_type: str | None, obj: JSON, old: JSON | None) -> None:
+        owner = _controller_podset(obj)
+        if owner is not None:  # e.g. a revision deleted by hand is kept again
+            controller.enqueue(owner)
+
     manager.watch(GROUP, VERSION, PLURAL, store=podsets, on_event=on_podset)
+    manager.watch("apps", "v1", "controllerrevisions", store=revisions, on_event=on_revision)
     manager.watch("", "v1", "pods", store=pods, on_event=on_pod, fields=WATCHED_FIELDS)

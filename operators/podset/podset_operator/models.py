@@ -178,6 +178,15 @@ class PodSetSpec(KubeModel):
     ProgressDeadlineExceeded, as for a Deployment. Must be greater than minReadySeconds.
     Default 600."""
 
+    revision_history_limit: int = Field(10, ge=0, le=MAX_INT32)
+    """Old templates kept as ControllerRevisions (named <podset>-<hash>) besides the current
+    one and those of running pods, for going back to one. Default 10, as a Deployment's."""
+    paused: bool = False
+    """While true, template changes wait: no pod is replaced for a new template, and the
+    Progressing condition is Unknown with reason Paused (no progress deadline runs). Scaling
+    (replicas, the scale subresource, an HPA) goes on. Setting it back to false rolls out the
+    waiting template, as for a Deployment. Default false."""
+
     @model_validator(mode="after")
     def _deadline_after_min_ready(self) -> PodSetSpec:
         if self.progress_deadline_seconds <= self.min_ready_seconds:
@@ -203,10 +212,15 @@ class PodSetStatus(KubeModel):
     """The label selector of the pods in string form (used by the scale subresource and HPA)."""
     observed_generation: int | None = Field(None, ge=0)
     """The .metadata.generation this status describes."""
+    update_revision: str | None = None
+    """The ControllerRevision of the current template (<podset>-<hash>)."""
+    current_revision: str | None = None
+    """The ControllerRevision the pods ran before the rollout in flight; the update revision
+    once every pod is from the current template."""
     last_progress_time: str | None = Field(
         None, pattern=RFC3339_PATTERN, json_schema_extra={"format": "date-time"}
     )
     """When the last (or current) rollout or scale last made progress (a Deployment keeps this
     as its Progressing condition's lastUpdateTime); progressDeadlineSeconds counts from it."""
     conditions: ConditionList | None = None
-    """Ready, Progressing and Degraded."""
+    """Ready, Available, Progressing and Degraded."""

@@ -12,7 +12,7 @@ or its requester is not allowed. The Plan is carried out by :mod:`podset_operato
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,13 +20,21 @@ from opsuite_common.conditions import get_condition, parse_timestamp, timestamp
 from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 from podset_operator.ownership import Claim, claim_pods, is_controlled_by
 from podset_operator.pod_state import (
+    TEMPLATE_HASH_LABEL,
     Pod,
     is_active,
     is_available,
     is_ready,
     metadata,
+    pod_labels,
     pod_name,
     ready_since,
+)
+from podset_operator.revisions import (
+    RevisionWrites,
+    owned_revisions,
+    plan_revisions,
+    revision_name,
 )
 from podset_operator.rollout import resolve_fenceposts, rolling_update_step
 from podset_operator.scaling import Step, replica_set_step
@@ -34,6 +42,7 @@ from podset_operator.spec import InvalidSpecError, ParsedSpec, parse_spec
 from podset_operator.status import (
     COMPLETE,
     INVALID_SPEC,
+    PAUSED,
     PROGRESS_DEADLINE_EXCEEDED,
     PROGRESSING,
     Failure,
@@ -63,6 +72,8 @@ class Plan:
     requeue_after: float | None = None
     """Seconds until a ready pod turns available (minReadySeconds) or the progress deadline of
     a rollout in flight passes, whichever comes first; None when nothing is waited for."""
+    revisions: RevisionWrites = field(default_factory=RevisionWrites)
+    """ControllerRevision writes: the current template kept, old ones beyond the limit gone."""
 
     @property
     def is_empty(self) -> bool:
@@ -74,6 +85,7 @@ class Plan:
             or self.pods_to_release
             or self.status_patch is not None
             or self.requeue_after is not None
+            or not self.revisions.empty
         )
 
 
@@ -87,7 +99,7 @@ def _names(pods: Sequence[Pod]) -> tuple[str, ...]:
 
 def _step(spec: ParsedSpec, claim: Claim, outdated: bool, hash_: str, now: datetime) -> Step:
     managed = claim.managed
-    if not spec.rolling_update or not outdated:
+    if not spec.rolls_out or not outdated:
         return replica_set_step(managed, claim.owned, spec.replicas, hash_, now)
     fenceposts = resolve_fenceposts(spec.max_surge, spec.max_unavailable, spec.replicas)
     return rolling_update_step(
@@ -175,6 +187,32 @@ def rollout_progress(
     return Progress("True", observed.progressing, counts_message(observed), stored_time, left)
 
 
+def paused_progress(observed: PodSetStatus, previous: Mapping[str, Any]) -> Progress:
+    """The Progressing condition of a paused PodSet: Unknown, reason Paused, as a paused
+    Deployment's (DeploymentPaused). No deadline runs; the last progress time is kept, and
+    resuming (a new generation) restarts the clock in :func:`rollout_progress`."""
+    stored = previous.get("lastProgressTime")
+    message = f"paused: {counts_message(observed)}"
+    return Progress("Unknown", PAUSED, message, stored if isinstance(stored, str) else None, None)
+
+
+def _min_available(spec: ParsedSpec) -> int:
+    if not spec.rolling_update:
+        return spec.replicas
+    _, unavailable = resolve_fenceposts(spec.max_surge, spec.max_unavailable, spec.replicas)
+    return max(0, spec.replicas - unavailable)
+
+
+def _current_revision(
+    observed: PodSetStatus, previous: Mapping[str, Any], update: str
+) -> str | None:
+    """The update revision once every pod is updated, until then the one the status named."""
+    if observed.updated_replicas == observed.replicas:
+        return update
+    named = previous.get("currentRevision")
+    return named if isinstance(named, str) else None
+
+
 def _earliest(*delays: float | None) -> float | None:
     return min((d for d in delays if d is not None), default=None)
 
@@ -201,8 +239,13 @@ def plan(
     expectations_satisfied: bool,
     failure: Failure | None = None,
     requester: str | None = None,
+    revisions: Sequence[Mapping[str, Any]] | None = None,
 ) -> Plan:
     """Plan one reconcile of ``podset`` given the pods in its namespace at ``now``.
+
+    ``revisions``: the ControllerRevisions of the namespace (:mod:`podset_operator.revisions`
+    keeps the current template and trims the history among the PodSet's own); None leaves
+    them alone (a plan about pods only).
 
     No pods are created or deleted while expectations are unsatisfied or the PodSet is being
     deleted; pods of other controllers are never touched and only already-owned pods are
@@ -230,15 +273,36 @@ def plan(
         claim.managed,
         spec.replicas,
         hash_,
-        spec.rolling_update,
+        spec.rolls_out,
         spec.min_ready_seconds,
         now,
         _generation(podset),
         spec.selector.selector_string(),
     )
     previous = podset.get("status") or {}
-    progress = rollout_progress(status, previous, spec.progress_deadline_seconds, now)
-    status = replace(status, progress=progress)
+    progress = (
+        paused_progress(status, previous)
+        if spec.paused
+        else rollout_progress(status, previous, spec.progress_deadline_seconds, now)
+    )
+    update_revision = revision_name(meta["name"], hash_)
+    status = replace(
+        status,
+        progress=progress,
+        min_available=_min_available(spec),
+        update_revision=update_revision,
+        current_revision=_current_revision(status, previous, update_revision),
+    )
+    writes = RevisionWrites()
+    if revisions is not None and not deleting:
+        writes = plan_revisions(
+            podset,
+            raw_template if isinstance(raw_template, Mapping) else {},
+            hash_,
+            owned_revisions(revisions, meta["uid"]),
+            spec.revision_history_limit,
+            frozenset(pod_labels(p).get(TEMPLATE_HASH_LABEL, "") for p in claim.managed),
+        )
     outdated = status.updated_replicas < status.replicas
     acting = expectations_satisfied and not deleting and requester is None
     step = _step(spec, claim, outdated, hash_, now) if acting else Step()
@@ -253,4 +317,5 @@ def plan(
         requeue_after=_earliest(
             _requeue_after(claim.managed, spec.min_ready_seconds, now), progress.requeue_after
         ),
+        revisions=writes,
     )

@@ -64,6 +64,21 @@ class ParsedSpec:
         return self.api.update_strategy.type == "RollingUpdate"
 
     @property
+    def revision_history_limit(self) -> int:
+        """Old templates kept as ControllerRevisions."""
+        return self.api.revision_history_limit
+
+    @property
+    def paused(self) -> bool:
+        """``spec.paused``: template changes wait, scaling goes on."""
+        return self.api.paused
+
+    @property
+    def rolls_out(self) -> bool:
+        """Outdated pods are replaced: RollingUpdate and not paused."""
+        return self.rolling_update and not self.paused
+
+    @property
     def max_surge(self) -> IntOrPercent:
         """``updateStrategy.rollingUpdate.maxSurge`` (default 25%)."""
         return self._rolling().max_surge

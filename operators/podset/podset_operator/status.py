@@ -1,4 +1,5 @@
-"""PodSet status: replica counts observed from pods, Ready/Progressing/Degraded conditions."""
+"""PodSet status: replica counts observed from pods, Ready/Available/Progressing/Degraded
+conditions, the revisions of the templates."""
 
 from __future__ import annotations
 
@@ -13,12 +14,17 @@ from podset_operator import models
 from podset_operator.pod_state import Pod, is_available, is_ready, is_updated, pod_name
 
 PROGRESSING = "Progressing"
+AVAILABLE = "Available"
+MINIMUM_AVAILABLE = "MinimumReplicasAvailable"
+MINIMUM_UNAVAILABLE = "MinimumReplicasUnavailable"
 
 FAILED_CREATE = "FailedCreate"
 FAILED_DELETE = "FailedDelete"
+FAILED_REVISION = "FailedRevision"
 INVALID_SPEC = "InvalidSpec"
 COMPLETE = "Complete"
 PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+PAUSED = "Paused"
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,13 @@ class PodSetStatus:
     progress: Progress | None = None
     """The Progressing condition against the progress deadline; None: from ``progressing``
     alone (True while in flight, else False/Complete), with no progress time."""
+    min_available: int = 0
+    """Available pods below which Available is False: replicas - maxUnavailable during a
+    rolling update (as a Deployment's MinimumReplicasAvailable), else replicas."""
+    update_revision: str | None = None
+    """ControllerRevision name of the current template (None: leave the status's)."""
+    current_revision: str | None = None
+    """ControllerRevision name of the template the pods ran before (None: leave it)."""
 
 
 def _progressing(desired: int, active: int, updated: int, rolling_update: bool) -> str | None:
@@ -111,10 +124,11 @@ def counts_message(status: PodSetStatus) -> str:
 
 
 def _conditions(status: PodSetStatus, failure: Failure | None) -> list[_Condition]:
-    """(type, status, reason, message) of Ready, Progressing and Degraded."""
+    """(type, status, reason, message) of Ready, Available, Progressing and Degraded."""
     if failure is not None and failure.reason == INVALID_SPEC:
         return [
             (READY, "False", INVALID_SPEC, failure.message),
+            (AVAILABLE, "False", INVALID_SPEC, failure.message),
             (PROGRESSING, "False", INVALID_SPEC, failure.message),
             (DEGRADED, "True", INVALID_SPEC, failure.message),
         ]
@@ -137,7 +151,12 @@ def _conditions(status: PodSetStatus, failure: Failure | None) -> list[_Conditio
         if failure
         else (DEGRADED, "False", AS_EXPECTED, "")
     )
-    return [(READY, *ready, counts), progressing, degraded]
+    available: tuple[ConditionStatus, str] = (
+        ("True", MINIMUM_AVAILABLE)
+        if status.available_replicas >= status.min_available
+        else ("False", MINIMUM_UNAVAILABLE)
+    )
+    return [(READY, *ready, counts), (AVAILABLE, *available, counts), progressing, degraded]
 
 
 def status_patch(
@@ -164,6 +183,8 @@ def status_patch(
         pod_names=list(status.pod_names),
         selector=status.selector,
         observed_generation=status.observed_generation,
+        update_revision=status.update_revision,
+        current_revision=status.current_revision,
         last_progress_time=status.progress.last_progress_time if status.progress else None,
         conditions=conditions,
     ).to_kube()

@@ -17,8 +17,10 @@ from opsuite_common.store import JSON, ObjectKey
 from podset_operator import metrics
 from podset_operator.actions import api_error, apply_plan
 from podset_operator.expectations import Expectations
+from podset_operator.pod_state import TEMPLATE_HASH_LABEL
 from podset_operator.reconcile import plan
-from podset_operator.status import FAILED_CREATE, FAILED_DELETE
+from podset_operator.status import FAILED_CREATE, FAILED_DELETE, FAILED_REVISION
+from podset_operator.template import template_hash
 
 KEY = "ns/web"
 TEMPLATE: JSON = {
@@ -68,6 +70,8 @@ class FakeKube:
         self.delete_errors: dict[str, BaseException] = {}
         self.live: JSON | None = {"metadata": {"name": "web", "uid": "u-1"}}
         """What an uncached read of the PodSet answers (None: deleted)."""
+        self.revisions: dict[str, JSON] = {}
+        """ControllerRevisions that exist, by name: a create of one of them answers 409."""
         self._names = iter(range(1000))
 
     def _answer(self, outcome: Any) -> asyncio.Future[JSON]:
@@ -80,12 +84,16 @@ class FakeKube:
 
     async def get(self, path: str) -> JSON | None:
         self.calls.append(("get", path, None))
+        if "/controllerrevisions/" in path:
+            return self.revisions.get(path.rsplit("/", 1)[1])
         return self.live
 
     def create(self, path: str, body: Mapping[str, Any]) -> asyncio.Future[JSON]:
         self.calls.append(("create", path, body))
         if path.endswith("/pods") and self.create_errors:
             return self._answer(self.create_errors.pop(0))
+        if path.endswith("/controllerrevisions") and body["metadata"]["name"] in self.revisions:
+            return self._answer(status_error(409, "already exists"))
         name = (
             body["metadata"].get("name") or f"{body['metadata']['generateName']}{next(self._names)}"
         )
@@ -95,8 +103,8 @@ class FakeKube:
         self.calls.append(("patch", path, patch))
         return self._answer({})
 
-    def delete(self, path: str, **_options: Any) -> asyncio.Future[JSON]:
-        self.calls.append(("delete", path, None))
+    def delete(self, path: str, **options: Any) -> asyncio.Future[JSON]:
+        self.calls.append(("delete", path, options))
         name = path.rsplit("/", 1)[1]
         return self._answer(self.delete_errors.get(name, {}))
 
@@ -121,9 +129,14 @@ def recorder(kube: FakeKube) -> EventRecorder:
 
 
 async def run(
-    kube: FakeKube, recorder: EventRecorder, expectations: Expectations, ps: JSON, pods: list[JSON]
+    kube: FakeKube,
+    recorder: EventRecorder,
+    expectations: Expectations,
+    ps: JSON,
+    pods: list[JSON],
+    revisions: list[JSON] | None = None,
 ) -> Any:
-    actions = plan(ps, pods, datetime.now(UTC), True)
+    actions = plan(ps, pods, datetime.now(UTC), True, revisions=revisions)
     result = await apply_plan(cast(KubeApi, kube), recorder, expectations, KEY, ps, pods, actions)
     await recorder.flush()
     return result
@@ -239,3 +252,63 @@ def test_replica_gauges_are_set_and_removed() -> None:
     metrics.forget(key)
     assert (value("desired"), value("current"), value("ready")) == (None, None, None)
     metrics.forget(key)  # idempotent
+
+
+def revision(hash_: str, number: int, owner: str | None = "u-1") -> JSON:
+    meta: JSON = {
+        "name": f"web-{hash_}",
+        "namespace": "ns",
+        "uid": f"rev-{hash_}",
+        "labels": {TEMPLATE_HASH_LABEL: hash_},
+    }
+    if owner is not None:
+        meta["ownerReferences"] = [{"kind": "PodSet", "uid": owner, "controller": True}]
+    return {"metadata": meta, "revision": number}
+
+
+async def test_the_template_is_kept_as_a_revision_before_pods_are_created(
+    kube: FakeKube, recorder: EventRecorder
+) -> None:
+    assert await run(kube, recorder, Expectations(), podset(1), [], revisions=[]) is None
+    writes = [(verb, path) for verb, path, _ in kube.calls if verb == "create"]
+    assert writes[:2] == [
+        ("create", "/apis/apps/v1/namespaces/ns/controllerrevisions"),
+        ("create", "/api/v1/namespaces/ns/pods"),
+    ]
+
+
+async def test_a_revision_already_the_podsets_is_fine_one_of_others_degrades(
+    kube: FakeKube, recorder: EventRecorder
+) -> None:
+    name = f"web-{template_hash(TEMPLATE)}"
+    kube.revisions[name] = revision(template_hash(TEMPLATE), 1)  # the cache lags our create
+    assert await run(kube, recorder, Expectations(), podset(0), [], revisions=[]) is None
+    kube.revisions[name] = revision(template_hash(TEMPLATE), 1, owner=None)  # someone else's
+    failure = await run(kube, recorder, Expectations(), podset(1), [], revisions=[])
+    assert failure is not None
+    assert failure.reason == FAILED_REVISION
+    assert name in failure.message
+    assert kube.pod_creates() == 1  # the pods still come from the spec
+    conditions = kube.status_patches()[-1]["status"]["conditions"]
+    assert ("Degraded", "True") in {(c["type"], c["status"]) for c in conditions}
+
+
+async def test_renumbers_and_deletes_name_the_revisions_uid(
+    kube: FakeKube, recorder: EventRecorder
+) -> None:
+    ps = podset(0)
+    ps["spec"]["revisionHistoryLimit"] = 0
+    current = template_hash(TEMPLATE)
+    store = [revision(current, 1), revision("oldoldoldo", 2)]
+    assert await run(kube, recorder, Expectations(), ps, [], revisions=store) is None
+    base = "/apis/apps/v1/namespaces/ns/controllerrevisions"
+    assert (
+        "patch",
+        f"{base}/web-{current}",
+        {"metadata": {"uid": f"rev-{current}"}, "revision": 3},
+    ) in kube.calls
+    assert (
+        "delete",
+        f"{base}/web-oldoldoldo",
+        {"preconditions": {"uid": "rev-oldoldoldo"}},
+    ) in kube.calls

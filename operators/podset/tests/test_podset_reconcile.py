@@ -395,6 +395,7 @@ def test_plan_invalid_spec_reports_degraded() -> None:
     message = "spec.selector: selector does not match template labels"
     assert {t: (c["status"], c["reason"], c["message"]) for t, c in conditions.items()} == {
         "Ready": ("False", "InvalidSpec", message),
+        "Available": ("False", "InvalidSpec", message),
         "Progressing": ("False", "InvalidSpec", message),
         "Degraded": ("True", "InvalidSpec", message),
     }
@@ -450,6 +451,7 @@ def test_status_patch_keeps_foreign_conditions_and_is_none_when_unchanged() -> N
     assert [c["type"] for c in patch["conditions"]] == [
         "Example",
         "Ready",
+        "Available",
         "Progressing",
         "Degraded",
     ]
