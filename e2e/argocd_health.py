@@ -37,8 +37,8 @@ def observe(obj: dict[str, Any]) -> None:
 
 def expected(obj: dict[str, Any]) -> str:
     """The health docs/argocd.md promises for ``obj``: Degraded when its Degraded condition is
-    True (or a rollout passed its deadline), Healthy when Ready is True, else Progressing; and
-    Progressing while the operator has not seen the current generation."""
+    True (or a rollout passed its deadline), Suspended while paused, Healthy when Ready is True,
+    else Progressing; and Progressing while the operator has not seen the current generation."""
     status = obj.get("status") or {}
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     generation = obj.get("metadata", {}).get("generation") or 0
@@ -50,4 +50,6 @@ def expected(obj: dict[str, Any]) -> str:
         and progressing.get("reason") == "ProgressDeadlineExceeded"
     ):
         return "Degraded"
+    if progressing.get("reason") == "Paused":
+        return "Suspended"
     return "Healthy" if conditions.get("Ready", {}).get("status") == "True" else "Progressing"

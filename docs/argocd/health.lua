@@ -1,6 +1,7 @@
 -- Argo CD health of an opsuite custom resource (PodSet, ConfigMapSync, PodDebugger), read from
 -- the status its operator writes. Degraded when the Degraded condition is True (or a PodSet's
--- rollout passed its progressDeadlineSeconds), Healthy when Ready is True, otherwise
+-- rollout passed its progressDeadlineSeconds), Suspended while a PodSet is paused (Progressing
+-- reason Paused, as Argo CD shows a paused Deployment), Healthy when Ready is True, otherwise
 -- Progressing; Progressing too until status.observedGeneration shows the current spec seen.
 local health = { status = "Progressing", message = "Waiting for the operator" }
 if obj.status == nil or obj.status.conditions == nil then
@@ -18,6 +19,11 @@ for _, condition in ipairs(obj.status.conditions) do
   if condition.type == "Progressing" and condition.status == "False"
       and condition.reason == "ProgressDeadlineExceeded" then
     return { status = "Degraded", message = condition.message }
+  end
+end
+for _, condition in ipairs(obj.status.conditions) do
+  if condition.type == "Progressing" and condition.reason == "Paused" then
+    return { status = "Suspended", message = condition.message }
   end
 end
 for _, condition in ipairs(obj.status.conditions) do
