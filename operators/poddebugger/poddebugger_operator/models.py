@@ -269,7 +269,9 @@ class FailedPod(KubeModel):
     each refusal up to 1,000 s), so a refusal that a later change lifts (a namespace's Pod
     Security level relaxed, a quota raised) does not stay for good; at once when the spec or
     the pod changes. TargetContainerNotFound: the pod has no container (or init container)
-    named spec.targetContainer; nothing is sent, and the pod takes no maxPods slot."""
+    named spec.targetContainer; VolumeNotFound: no volume of a spec.volumeMounts name;
+    VolumeNotAllowed: that volume holds Secrets or service account tokens. For these three
+    nothing is sent, and the pod takes no maxPods slot."""
     message: str = Field(max_length=1024)
     """The API server's message."""
     attempts: int | None = Field(default=None, ge=1)
@@ -305,7 +307,8 @@ class PodDebuggerStatus(KubeModel):
         default=None, max_length=MAX_FAILED_PODS, json_schema_extra=list_map("pod")
     )
     """Pods that could not be given the debug container (the API server refused it, or the pod
-    lacks the target container), with why; at most 20."""
+    lacks the target container or a volume to mount, or that volume holds credentials), with
+    why; at most 20."""
     observed_generation: int | None = Field(default=None, ge=0)
     """The .metadata.generation this status describes."""
     conditions: ConditionList | None = None

@@ -33,8 +33,10 @@ from poddebugger_operator.status import INJECTION_FAILED
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 POD = "k8s.io.api.core.v1.Pod"
-SECRET_ENV = {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}
-MAP_ENV = {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "mode"}}}
+SECRET_REF = {"secretKeyRef": {"name": "db", "key": "password"}}
+MAP_REF = {"configMapKeyRef": {"name": "cfg", "key": "mode"}}
+SECRET_ENV = {"name": "TOKEN", "valueFrom": SECRET_REF}
+MAP_ENV = {"name": "MODE", "valueFrom": MAP_REF}
 MOUNT = {"name": "data", "mountPath": "/mnt/x", "readOnly": True}
 
 
@@ -81,10 +83,10 @@ def test_a_spec_without_the_new_fields_keeps_its_container_and_name() -> None:
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"name": "A", "value": "x", **{"valueFrom": SECRET_ENV["valueFrom"]}}, "not both"),
+        ({"name": "A", "value": "x", "valueFrom": SECRET_REF}, "not both"),
         ({"name": "A", "valueFrom": {}}, "exactly one"),
         (
-            {"name": "A", "valueFrom": {**SECRET_ENV["valueFrom"], **MAP_ENV["valueFrom"]}},
+            {"name": "A", "valueFrom": {**SECRET_REF, **MAP_REF}},
             "exactly one",
         ),
     ],
