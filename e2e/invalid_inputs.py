@@ -599,6 +599,8 @@ CONFIGMAPSYNC: list[tuple[str, str, dict[str, Any], str]] = [
     *_unknown("ConfigMapSync"),
 ]
 
+_KEY = {"name": "s", "key": "k"}
+
 PODDEBUGGER: list[tuple[str, str, dict[str, Any], str]] = [
     (
         "no selector",
@@ -707,10 +709,64 @@ PODDEBUGGER: list[tuple[str, str, dict[str, Any], str]] = [
         "spec.env[0].value in body must be of type string",
     ),
     (
-        "env valueFrom",
-        "only literal values: valueFrom would be pruned (Strict)",
-        _ps(env=[{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]),
-        'unknown field "spec.env[0].valueFrom"',
+        "env value and valueFrom",
+        "a variable has one value (CEL)",
+        _ps(env=[{"name": "T", "value": "v", "valueFrom": {"secretKeyRef": _KEY}}]),
+        "an env variable has a value or a valueFrom, not both",
+    ),
+    (
+        "env valueFrom empty",
+        "valueFrom names a Secret's or a ConfigMap's key (CEL)",
+        _ps(env=[{"name": "T", "valueFrom": {}}]),
+        "valueFrom takes exactly one of secretKeyRef and configMapKeyRef",
+    ),
+    (
+        "env valueFrom both kinds",
+        "one source per variable (CEL)",
+        _ps(env=[{"name": "T", "valueFrom": {"secretKeyRef": _KEY, "configMapKeyRef": _KEY}}]),
+        "valueFrom takes exactly one of secretKeyRef and configMapKeyRef",
+    ),
+    (
+        "env secretKeyRef without key",
+        "a key of the Secret, not all of it",
+        _ps(env=[{"name": "T", "valueFrom": {"secretKeyRef": {"name": "s"}}}]),
+        "spec.env[0].valueFrom.secretKeyRef.key: Required value",
+    ),
+    (
+        "env valueFrom fieldRef",
+        "only Secret and ConfigMap keys: fieldRef would be pruned (Strict)",
+        _ps(env=[{"name": "T", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]),
+        'unknown field "spec.env[0].valueFrom.fieldRef"',
+    ),
+    (
+        "volumeMount relative path",
+        "a mount path is absolute",
+        _ps(volumeMounts=[{"name": "data", "mountPath": "mnt/x"}]),
+        "spec.volumeMounts[0].mountPath in body should match",
+    ),
+    (
+        "volumeMount subPath leaving the volume",
+        "no '..' in a subPath",
+        _ps(volumeMounts=[{"name": "data", "mountPath": "/mnt/x", "subPath": "a/../.."}]),
+        "spec.volumeMounts[0].subPath in body should match",
+    ),
+    (
+        "volumeMount duplicate path",
+        "one volume per path (list map key)",
+        _ps(volumeMounts=[{"name": "a", "mountPath": "/m"}, {"name": "b", "mountPath": "/m"}]),
+        "spec.volumeMounts[1]: Duplicate value",
+    ),
+    (
+        "securityContext",
+        "only the profile sets it: a securityContext would be pruned (Strict)",
+        _ps(securityContext={"privileged": True}),
+        'unknown field "spec.securityContext"',
+    ),
+    (
+        "resources",
+        "Kubernetes refuses resources on an ephemeral container: pruned (Strict)",
+        _ps(resources={"limits": {"cpu": "1"}}),
+        'unknown field "spec.resources"',
     ),
     (
         "stdin as a string",

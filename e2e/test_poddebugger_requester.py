@@ -41,6 +41,7 @@ from e2e.poddebugger_support import (
 from opsuite_common.requester import ALLOW_TTL
 from opsuite_common.store import JSON
 from poddebugger_manifests import requester_check, requester_policy
+from poddebugger_operator.policy import admission_policy
 from poddebugger_operator.requester import REQUESTED_BY, REQUESTED_BY_GROUPS
 
 pytestmark = pytest.mark.local_operators("runs its own operator with --require-requester")
@@ -241,3 +242,64 @@ def test_before_mutating_policies_requesters_record_themselves_truthfully(
         assert "change only with the spec" in refused, refused
 
         debugging.revoke("shell")
+
+
+SECRET_ENV = {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}
+SECRET_READER = [
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["db"]}
+]
+
+
+def test_a_secret_reaches_a_debug_container_only_while_its_requester_may_get_it(
+    api: client.ApiClient, debugging: Debugging, recorded: None, operator: OperatorProcess
+) -> None:
+    """env valueFrom secretKeyRef: the kubelet reads the Secret for the container, so the
+    authorization policy admits it only from someone who may get that Secret, and the operator
+    injects only while its recorded requester still may (SubjectAccessReview)."""
+    namespace, tenant = debugging.namespace, debugging.tenant
+    client.CoreV1Api(api).create_namespaced_secret(
+        namespace, {"metadata": {"name": "db"}, "stringData": {"password": "p"}}
+    )
+    body = debugger_manifest("secret", WEB, env=[SECRET_ENV])
+
+    def create(dry_run: str | None = None) -> object:
+        return tenant.create_namespaced_custom_object(
+            GROUP, "v1alpha1", namespace, PLURAL, body, dry_run=dry_run
+        )
+
+    authorization = renamed(
+        admission_policy(), f"pdauth-{uuid.uuid4().hex[:6]}", only_in(namespace)
+    )
+    with in_force(api, authorization):
+        refused = wait_until(
+            lambda: (
+                _refusal(lambda: create("All")) if _status(lambda: create("All")) == 403 else ""
+            ),
+            lambda said: "you may not get every Secret and ConfigMap" in said,
+            timeout=30,
+            what="the authorization policy refusing a Secret its author may not get",
+        )
+        assert f"valueFrom names in namespace {namespace}" in refused, refused
+        grant(api, namespace, "secret-reader", SECRET_READER, "debugger", namespace)
+        wait_until(
+            lambda: _status(lambda: create("All")),
+            lambda status: status == 201,
+            timeout=30,
+            what="the policy admitting it once the author may get the Secret",
+        )
+        create()
+    debugging.debuggers.wait_debugged(namespace, "secret", 1)
+
+    # The requester loses the Secret (not the right to debug): nothing more is injected.
+    client.RbacAuthorizationV1Api(api).delete_namespaced_role_binding("secret-reader", namespace)
+    time.sleep(ALLOW_TTL + 1)  # the operator's last allowing answer expires
+    debugging.debuggers.run_pod(namespace, "web-2", WEB)
+    found = wait_until(
+        lambda: debugging.debuggers.get(namespace, "secret"),
+        lambda obj: condition(obj, "Ready").get("reason") == "RequesterNotAllowed",
+        timeout=90,
+        what="the PodDebugger reporting RequesterNotAllowed",
+    )
+    said = condition(found, "Ready")["message"]
+    assert f"{debugging.user} may no longer get secrets db in {namespace}" in said, said
+    assert ephemeral(debugging.debuggers.pod(namespace, "web-2")) == []

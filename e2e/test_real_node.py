@@ -542,3 +542,99 @@ def test_a_target_container_shares_its_processes_as_kubectl_debug_target_does(
         what="the Event on the pod without the target",
     )  # fmt: skip
     assert [(e.message, e.count) for e in found] == [(said, 1)]
+
+
+CUSTOM_PROBE = ["sh", "-c", "env; echo mounted:; ls /mnt/x; cat /mnt/x/hello; sleep 3600"]
+"""What a custom debug container prints: its environment, then the pod's volume as it sees it."""
+
+
+def test_a_custom_container_gets_its_env_and_the_pods_volume_on_the_real_node(
+    cluster: Cluster, api: client.ApiClient, debuggers: Debuggers, namespace: str
+) -> None:
+    """spec.env (a literal, a Secret's key, a ConfigMap's key) and spec.volumeMounts, as
+    `kubectl debug --custom` gives them: the debug container (restricted profile, uid 65532)
+    prints them on the real node, and reads the file the application wrote in the pod's
+    emptyDir. Matching pods without the volume, or whose volume of that name is a Secret's,
+    get nothing and are listed with why; the container keeps the profile's securityContext."""
+    labels = {"app": "custom"}
+    debuggers.core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "db"}, "stringData": {"password": "s3cr3t-from-db"}}
+    )
+    debuggers.core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "cfg"}, "data": {"mode": "verbose"}}
+    )
+    writer = {
+        "name": "main",
+        "image": BUSYBOX,
+        "command": ["sh", "-c", "echo written-by-app > /data/hello; sleep 3600"],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+    }
+    app = real_pod_spec(api, containers=[writer], volumes=[{"name": "data", "emptyDir": {}}])
+    debuggers.core.create_namespaced_pod(
+        namespace, {"metadata": {"name": "app", "labels": labels}, "spec": app}
+    )
+    kwok = [{"name": "main", "image": "nginx"}]  # on a kwok node: nothing runs, none is sent
+    for name, volumes in (
+        ("no-volume", [{"name": "other", "emptyDir": {}}]),
+        ("secret-volume", [{"name": "data", "secret": {"secretName": "db"}}]),
+    ):
+        spec = {"containers": kwok, "volumes": volumes}
+        debuggers.core.create_namespaced_pod(
+            namespace, {"metadata": {"name": name, "labels": labels}, "spec": spec}
+        )
+    env = [
+        {"name": "LEVEL", "value": "debug"},
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}},
+        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "mode"}}},
+    ]
+    mounts = [{"name": "data", "mountPath": "/mnt/x", "readOnly": True}]
+    debuggers.create(
+        namespace,
+        debugger_manifest(
+            "custom", labels, image=BUSYBOX, command=CUSTOM_PROBE[:2], args=CUSTOM_PROBE[2:],
+            env=env, volumeMounts=mounts,
+        ),
+    )  # fmt: skip
+    (container,) = wait_until(
+        lambda: ephemeral(debuggers.pod(namespace, "app")),
+        bool,
+        timeout=60,
+        what="the debug container added",
+    )
+    output: str = wait_until(
+        lambda: cluster.kubectl("logs", "app", "-n", namespace, "-c", container),
+        lambda out: "written-by-app" in out,
+        timeout=120,
+        what=f"{container} printing its env and the volume",
+    )
+    print(output)
+    lines = output.splitlines()
+    assert {"LEVEL=debug", "TOKEN=s3cr3t-from-db", "MODE=verbose"} <= set(lines), lines
+    assert lines[lines.index("mounted:") + 1 :][:2] == ["hello", "written-by-app"], lines
+    (added,) = debuggers.pod(namespace, "app").spec.ephemeral_containers
+    context = added.security_context
+    assert (context.run_as_user, context.run_as_non_root, context.privileged) == (
+        int(RESTRICTED_USER), True, None,
+    )  # fmt: skip
+    assert [(m.name, m.mount_path, m.read_only) for m in added.volume_mounts] == [
+        ("data", "/mnt/x", True)
+    ]
+
+    obj = debuggers.wait(
+        namespace,
+        "custom",
+        lambda o: len(o["status"].get("failedPods") or []) == 2,
+        "the pods that cannot take it reported",
+    )
+    assert {f["pod"]: (f["reason"], f["message"]) for f in obj["status"]["failedPods"]} == {
+        "no-volume": ("VolumeNotFound", "the pod has no volume data (spec.volumeMounts)"),
+        "secret-volume": (
+            "VolumeNotAllowed",
+            "the pod's volume data holds Secrets or service account tokens, which a debug "
+            "container never mounts (spec.volumeMounts; use env valueFrom secretKeyRef for a "
+            "Secret you may read)",
+        ),
+    }
+    assert condition(obj, "Degraded")["reason"] == "InjectionFailed", obj["status"]
+    for name in ("no-volume", "secret-volume"):
+        assert ephemeral(debuggers.pod(namespace, name)) == []

@@ -107,7 +107,8 @@ _POLICY_HEADER = """\
 # pods/ephemeralcontainers do (`kubectl debug` PATCHes that subresource, as the operator does).
 # On CREATE, and on UPDATE when the spec changes, the API server asks its authorizer whether the
 # *requesting user* may patch pods/ephemeralcontainers in the PodDebugger's namespace, and
-# rejects the request otherwise (403 Forbidden).
+# rejects the request otherwise (403 Forbidden). It also asks whether they may get each Secret
+# and ConfigMap that spec.env valueFrom names: the kubelet reads those for the debug container.
 """
 
 
@@ -367,7 +368,8 @@ CHART_SPEC = ChartSpec(
     security_notes="""\
 - The operator may add ephemeral containers to any pod it serves, so a ValidatingAdmissionPolicy
   (`admissionPolicy.enabled`, on by default) lets only those who could run `kubectl debug` in a
-  namespace (patch `pods/ephemeralcontainers`) declare a PodDebugger there, and another
+  namespace (patch `pods/ephemeralcontainers`) declare a PodDebugger there (and only with
+  `env` `valueFrom` naming Secrets and ConfigMaps they may get), and another
   (`imageAllowlist.enabled`) rejects images outside `imageAllowlist.prefixes` (empty: any image),
   a list the operator is given too. References are compared as docker reads them, on a path
   component boundary (`busybox` admits `docker.io/library/busybox:1`, not `busybox.attacker.io/x`),
@@ -384,7 +386,10 @@ CHART_SPEC = ChartSpec(
 - Rights are re-checked while they hold: where the API server serves MutatingAdmissionPolicies
   (1.36), a policy records each PodDebugger's requester (CREATE, or a spec change), and the
   operator asks a SubjectAccessReview (create on subjectaccessreviews) before injecting whether
-  they may still patch `pods/ephemeralcontainers` there; once not, `RequesterNotAllowed`.
+  they may still patch `pods/ephemeralcontainers` there (and get the Secrets and ConfigMaps its
+  `env` reads); once not, `RequesterNotAllowed`.
+- A debug container never mounts a pod volume holding Secrets or tokens (`VolumeNotAllowed`),
+  and its securityContext is the profile's alone (the spec has no such field).
 - `profile: sysadmin` (privileged) is refused (`ProfileNotAllowed`) unless `allowSysadminProfile`;
   with `admissionPolicy.enabled`, a third policy rejects it at admission too.
 """,

@@ -44,7 +44,10 @@ def message_class(full_name: str) -> type[Message]:
 
 
 _ABSENT = object()
-_INLINED = {"k8s.io.api.core.v1.EphemeralContainer": "ephemeralContainerCommon"}
+_INLINED = {
+    "k8s.io.api.core.v1.EphemeralContainer": "ephemeralContainerCommon",
+    "k8s.io.api.core.v1.Volume": "volumeSource",
+}
 """Messages embedding another whose fields JSON inlines (Go struct embedding)."""
 _SECONDS: dict[int, str] = {}
 """Formatted times by second: the objects of a listing share few of them."""

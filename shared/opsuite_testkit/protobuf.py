@@ -16,7 +16,10 @@ from opsuite_common.protodecode import MAGIC, message_class
 from opsuite_common.protofields import Fields
 
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
-_EMBEDDED = {"k8s.io.api.core.v1.EphemeralContainer": "ephemeralContainerCommon"}
+_EMBEDDED = {
+    "k8s.io.api.core.v1.EphemeralContainer": "ephemeralContainerCommon",
+    "k8s.io.api.core.v1.Volume": "volumeSource",
+}
 
 
 def _fill(msg: Message, value: Mapping[str, Any]) -> None:

@@ -34,6 +34,7 @@ from opsuite_common.status_pacer import StatusPacer
 from opsuite_common.store import JSON, ObjectKey, Store
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import API_VERSION, PLURAL
+from poddebugger_operator.mounts import WATCHED_VOLUME_FIELDS, slim_volume
 from poddebugger_operator.outcome import Injection
 from poddebugger_operator.refusals import Failure
 
@@ -79,6 +80,7 @@ WATCHED_FIELDS: Fields = {
         "containers": {"name": None},
         "initContainers": {"name": None},
         "ephemeralContainers": {"name": None, "image": None},
+        "volumes": WATCHED_VOLUME_FIELDS,
     },
     "status": {
         "phase": None,
@@ -99,7 +101,8 @@ that :func:`slim_pod` and the pod handler read."""
 def slim_pod(pod: Mapping[str, Any]) -> JSON:
     """What the planner needs of a pod: identity, labels, phase, the names of its containers
     and init containers (a targetContainer must be one), ephemeral containers (name and
-    image) and their states (:func:`_slim_state`)."""
+    image) and their states (:func:`_slim_state`), the kinds of its volumes (a volume mount
+    must name one that holds no credentials: :func:`~poddebugger_operator.mounts.slim_volume`)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -116,6 +119,11 @@ def slim_pod(pod: Mapping[str, Any]) -> JSON:
                 {"name": c.get("name"), "image": c.get("image")}
                 for c in spec.get("ephemeralContainers") or ()
             ],
+            **(
+                {"volumes": [slim_volume(v) for v in volumes if isinstance(v, Mapping)]}
+                if (volumes := spec.get("volumes"))
+                else {}
+            ),
         },
         "status": {
             "phase": status.get("phase"),

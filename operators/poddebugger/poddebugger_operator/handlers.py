@@ -54,7 +54,6 @@ from poddebugger_operator.models import GROUP, PLURAL, VERSION
 from poddebugger_operator.pods import injection_may_be_due, pod_labels
 from poddebugger_operator.policy import POLICY_NAME, admission_policy
 from poddebugger_operator.reconcile import plan
-from poddebugger_operator.refusals import TARGET_NOT_FOUND
 from poddebugger_operator.requester import needs
 from poddebugger_operator.spec import InvalidSpecError, parse_spec
 
@@ -150,7 +149,7 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
         for uid in actions.new_matches:
             seen.setdefault((key, uid), started)
         injector.send(key, actions.injections)
-        for failure in actions.untargetable:
+        for failure in actions.unfit:
             # Until the status lists it (status writes are paced), a pass announces it again.
             if len(announced) > MAX_PENDING:
                 announced.clear()
@@ -159,7 +158,7 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
             announced.add((key, failure.uid, failure.container))
             why = not_added(actions.by, failure.container, failure.pod, failure.message)
             pod = {"metadata": {"namespace": key[0], "name": failure.pod, "uid": failure.uid}}
-            recorder.warning(_pod_ref(pod), TARGET_NOT_FOUND, why)
+            recorder.warning(_pod_ref(pod), failure.reason, why)
             recorder.warning(debugger, "InjectionFailed", why)
         delay = await write_status(
             manager.kube, pacer, key, actions.status_patch, on_status=debuggers.record_write

@@ -76,14 +76,90 @@ _NOT_ROOT_WHEN_RESTRICTED = cel(
 
 Argument = Annotated[str, Field(max_length=4096)]
 
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+MOUNT_PATH_PATTERN = r"^/[^:]*$"
+SUB_PATH_PATTERN = r"^(?:[^/.]|\.[^/.]|\.\.[^/])[^/]*(?:/(?:[^/.]|\.[^/.]|\.\.[^/])[^/]*)*$"
+"""Relative, no '..' component, no empty component (the API server refuses '..' too)."""
+MAX_VOLUME_MOUNTS = 16
+
+ONE_SOURCE = "valueFrom takes exactly one of secretKeyRef and configMapKeyRef"
+_ONE_SOURCE = cel(
+    "has(self.secretKeyRef) != has(self.configMapKeyRef)", ONE_SOURCE, reason="FieldValueInvalid"
+)
+VALUE_OR_SOURCE = "an env variable has a value or a valueFrom, not both"
+_VALUE_OR_SOURCE = cel(
+    "!has(self.valueFrom) || !has(self.value) || self.value == ''",
+    VALUE_OR_SOURCE,
+    reason="FieldValueInvalid",
+)
+
+
+class KeyRef(KubeModel):
+    """A key of a Secret or ConfigMap of the PodDebugger's namespace."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)
+    """The Secret's or ConfigMap's name (in the PodDebugger's namespace). Its requester must
+    be allowed to get it: checked at admission and before every injection."""
+    key: str = Field(min_length=1, max_length=253, pattern=CONFIG_KEY_PATTERN)
+    """The key."""
+    optional: bool | None = None
+    """Start the container even when the object or key is missing (the variable is unset)."""
+
+
+class EnvVarSource(KubeModel):
+    """Where a variable's value comes from: exactly one of a Secret's or a ConfigMap's key."""
+
+    model_config = ConfigDict(json_schema_extra=validations(_ONE_SOURCE))
+
+    secret_key_ref: KeyRef | None = None
+    """A key of a Secret the requester may get."""
+    config_map_key_ref: KeyRef | None = None
+    """A key of a ConfigMap the requester may get."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        # The CEL rule above, for objects the API server did not validate.
+        if (self.secret_key_ref is None) == (self.config_map_key_ref is None):
+            raise ValueError(ONE_SOURCE)
+        return self
+
 
 class EnvVar(KubeModel):
-    """An environment variable of the debug container (a literal value)."""
+    """An environment variable of the debug container: a literal value or a key of a Secret
+    or ConfigMap the requester may read."""
+
+    model_config = ConfigDict(json_schema_extra=validations(_VALUE_OR_SOURCE))
 
     name: str = Field(min_length=1, max_length=256, pattern=ENV_NAME_PATTERN)
     """Variable name."""
     value: str = Field(default="", max_length=4096)
     """Variable value."""
+    value_from: EnvVarSource | None = None
+    """Take the value from a Secret's or ConfigMap's key instead (not with value)."""
+
+    @model_validator(mode="after")
+    def _value_or_source(self) -> Self:
+        # The CEL rule above, for objects the API server did not validate.
+        if self.value and self.value_from is not None:
+            raise ValueError(VALUE_OR_SOURCE)
+        return self
+
+
+class VolumeMount(KubeModel):
+    """A volume of the pod mounted in the debug container (kubectl debug --custom)."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)
+    """The pod's volume (spec.volumes[].name). A pod without it, or whose volume of that name
+    holds Secrets or service account tokens, gets no container (status.failedPods)."""
+    mount_path: str = Field(min_length=1, max_length=1024, pattern=MOUNT_PATH_PATTERN)
+    """Absolute path in the debug container, without ':'."""
+    read_only: bool | None = None
+    """Mount it read-only (else as the volume allows)."""
+    sub_path: str | None = Field(
+        default=None, min_length=1, max_length=1024, pattern=SUB_PATH_PATTERN
+    )
+    """Mount this relative path of the volume only (no '..', not absolute)."""
 
 
 class PodDebuggerSpec(KubeModel):
@@ -104,6 +180,17 @@ class PodDebuggerSpec(KubeModel):
         default=None, max_length=64, json_schema_extra=list_map("name")
     )
     """Environment variables of the debug container (kubectl debug --env)."""
+    volume_mounts: list[VolumeMount] | None = Field(
+        default=None,
+        max_length=MAX_VOLUME_MOUNTS,
+        json_schema_extra=list_map("mountPath"),
+    )
+    """Volumes of each selected pod to mount in the debug container (kubectl debug --custom
+    volumeMounts). Volumes that hold Secrets or service account tokens (secret, projected
+    with secret or serviceAccountToken sources) are never mounted: use env valueFrom
+    secretKeyRef, which checks that the requester may get the Secret. There is no resources
+    field (Kubernetes refuses resources on an ephemeral container) and no securityContext
+    field (the profile's alone applies)."""
     stdin: bool = False
     """Keep stdin open (kubectl debug -i); attach with kubectl attach."""
     tty: bool = False
@@ -182,7 +269,9 @@ class FailedPod(KubeModel):
     each refusal up to 1,000 s), so a refusal that a later change lifts (a namespace's Pod
     Security level relaxed, a quota raised) does not stay for good; at once when the spec or
     the pod changes. TargetContainerNotFound: the pod has no container (or init container)
-    named spec.targetContainer; nothing is sent, and the pod takes no maxPods slot."""
+    named spec.targetContainer; VolumeNotFound: no volume of a spec.volumeMounts name;
+    VolumeNotAllowed: that volume holds Secrets or service account tokens. For these three
+    nothing is sent, and the pod takes no maxPods slot."""
     message: str = Field(max_length=1024)
     """The API server's message."""
     attempts: int | None = Field(default=None, ge=1)
@@ -218,7 +307,8 @@ class PodDebuggerStatus(KubeModel):
         default=None, max_length=MAX_FAILED_PODS, json_schema_extra=list_map("pod")
     )
     """Pods that could not be given the debug container (the API server refused it, or the pod
-    lacks the target container), with why; at most 20."""
+    lacks the target container or a volume to mount, or that volume holds credentials), with
+    why; at most 20."""
     observed_generation: int | None = Field(default=None, ge=0)
     """The .metadata.generation this status describes."""
     conditions: ConditionList | None = None

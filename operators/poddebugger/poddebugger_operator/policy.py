@@ -1,6 +1,7 @@
 """The authorization admission policy of PodDebuggers, as the chart installs it and as the
 operator's gate (:mod:`poddebugger_operator.gate`) expects to find it in force: only someone who
-could run ``kubectl debug`` on a namespace's pods may declare a PodDebugger there."""
+could run ``kubectl debug`` on a namespace's pods may declare a PodDebugger there, and only
+with env valueFrom naming Secrets and ConfigMaps they may get."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ from opsuite_common.admission import custom_resource_policy, policy_binding
 from poddebugger_operator.models import GROUP, PLURAL
 
 POLICY_NAME = "poddebugger-authorization.debug.opsuite.dev"
+
+
+def _may_get(resource: str, ref: str) -> str:
+    """CEL: the env variable ``e`` names no ``ref``, or the requesting user may get it."""
+    return (
+        f"(!has(e.valueFrom.{ref}) || authorizer.group('').resource('{resource}')"
+        f".namespace(request.namespace).name(e.valueFrom.{ref}.name).check('get').allowed())"
+    )
 
 
 def admission_policy() -> list[dict[str, Any]]:
@@ -27,7 +36,19 @@ def admission_policy() -> list[dict[str, Any]]:
                 "namespace ' + request.namespace + ': a PodDebugger may only add debug "
                 "containers where its author could run kubectl debug'",
                 "reason": "Forbidden",
-            }
+            },
+            {
+                "expression": "!has(object.spec.env) || object.spec.env.all(e, "
+                "!has(e.valueFrom) || "
+                + _may_get("secrets", "secretKeyRef")
+                + " && "
+                + _may_get("configmaps", "configMapKeyRef")
+                + ")",
+                "messageExpression": "'you may not get every Secret and ConfigMap that spec.env "
+                "valueFrom names in namespace ' + request.namespace + ': a debug container "
+                "may only show what its author could read'",
+                "reason": "Forbidden",
+            },
         ],
     )
     return [policy, policy_binding(POLICY_NAME)]

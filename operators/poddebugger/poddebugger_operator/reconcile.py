@@ -31,6 +31,7 @@ from poddebugger_operator import images
 from poddebugger_operator.attribution import attribution
 from poddebugger_operator.deadline import exceeded, remaining
 from poddebugger_operator.models import MAX_FAILED_PODS, PodDebuggerSpec
+from poddebugger_operator.mounts import VOLUME_NOT_ALLOWED, VOLUME_NOT_FOUND, mount_problem
 from poddebugger_operator.names import (
     container_name,
     ephemeral_container,
@@ -56,6 +57,8 @@ IMAGE_NOT_ALLOWED = "ImageNotAllowed"
 POLICY_MISSING = "PolicyMissing"
 PROFILE_NOT_ALLOWED = "ProfileNotAllowed"
 PRIVILEGED_PROFILE = "sysadmin"
+UNFIT_REASONS = frozenset({TARGET_NOT_FOUND, VOLUME_NOT_FOUND, VOLUME_NOT_ALLOWED})
+"""Failures of a pod that can never take the container (:func:`unfit`), not of the API server."""
 POLICY_FIX = (
     "nothing is injected until it is: install the chart with admissionPolicy.enabled=true (or "
     "apply its templates/admission-policy.yaml, see docs/poddebugger.md), or accept the risk "
@@ -81,9 +84,9 @@ class Plan:
     """Uids of pods planned for injection (for the latency metric)."""
     by: str = ""
     """The debugger and its requester, as its Events name them (:mod:`.attribution`)."""
-    untargetable: tuple[Failure, ...] = ()
-    """Pods newly found without the target container (listed in the status from now on): an
-    Event each, on the pod and on the debugger."""
+    unfit: tuple[Failure, ...] = ()
+    """Pods newly found unable to take the container (:func:`unfit`; listed in the status
+    from now on): an Event each, on the pod and on the debugger."""
     requeue_after: float | None = None
     """Seconds until the next pass that no event starts: the first refused pod may be tried
     again, or the active deadline passes (None: none)."""
@@ -94,9 +97,14 @@ def _order(pod: Mapping[str, Any]) -> tuple[str, str]:
     return str(meta.get("creationTimestamp") or ""), str(meta.get("name"))
 
 
-def _targetable(pod: Mapping[str, Any], target: str | None) -> bool:
-    """Whether ``pod`` has the container ``target`` (None: no target asked for)."""
-    return target is None or target in container_names(pod)
+def unfit(pod: Mapping[str, Any], spec: PodDebuggerSpec) -> tuple[str, str] | None:
+    """(reason, message) when ``pod`` can never take the spec's container: it lacks the
+    target container, or a volume to mount, or that volume holds credentials (:mod:`.mounts`).
+    Such a pod is reported and takes no maxPods slot; nothing is sent for it."""
+    target = spec.target_container
+    if target is not None and target not in container_names(pod):
+        return TARGET_NOT_FOUND, f"the pod has no container {target} (spec.targetContainer)"
+    return mount_problem(pod, spec.volume_mounts)
 
 
 def _blocked(
@@ -196,12 +204,10 @@ def plan(
     known.update((uid, f) for uid, f in (refused or {}).items() if f.container in current)
     room = max(spec.max_pods - len(holders), 0)
     candidates = [p for p in matching if current.isdisjoint(ephemeral_names(p))]
-    target = spec.target_container
-    # A pod without the target container can never hold this container: reported, no slot.
-    untargetable = [
-        p for p in candidates if target is not None and target not in container_names(p)
-    ]
-    candidates = [p for p in candidates if target is None or target in container_names(p)]
+    # A pod that can never hold this container is reported and takes no slot.
+    judged = [(p, unfit(p, spec)) for p in candidates]
+    unfit_pods = [(p, problem) for p, problem in judged if problem is not None]
+    candidates = [p for p, problem in judged if problem is None]
     # Pods that hold an older container of this debugger come first: they were chosen before.
     candidates.sort(key=lambda p: not any(owns(n) for n in ephemeral_names(p)))
     chosen = candidates[:room]
@@ -229,13 +235,9 @@ def plan(
             injections.append(Injection(pod, container, attempt, by))
     missing = [
         Failure(
-            str(object_meta(p)["name"]),
-            str(object_meta(p).get("uid") or ""),
-            name,
-            f"the pod has no container {target} (spec.targetContainer)",
-            TARGET_NOT_FOUND,
+            str(object_meta(p)["name"]), str(object_meta(p).get("uid") or ""), name, why, reason
         )
-        for p in untargetable
+        for p, (reason, why) in unfit_pods
     ]
     failures.extend(missing)
     containers = tuple(
@@ -266,13 +268,12 @@ def plan(
     announce = tuple(
         f
         for f in listed
-        if f.reason == TARGET_NOT_FOUND
-        and (f.uid not in known or known[f.uid].reason != TARGET_NOT_FOUND)
+        if f.reason in UNFIT_REASONS and (f.uid not in known or known[f.uid].reason != f.reason)
     )
     return Plan(
         outcome,
         by=by,
-        untargetable=announce,
+        unfit=announce,
         injections=tuple(injections),
         status_patch=status_patch(debugger, after, now),
         new_matches=tuple(i.pod_uid for i in injections),

@@ -712,7 +712,7 @@ def test_a_target_container_is_set_only_in_pods_that_have_it() -> None:
     assert (status["matchedPods"], status["debuggedCount"], status["skippedPods"]) == (3, 2, 0)
     assert conditions(status)["Degraded"][:2] == ("True", INJECTION_FAILED)
     assert "b: the pod has no container app" in conditions(status)["Degraded"][2]
-    assert [f.pod for f in actions.untargetable] == ["b"]
+    assert [f.pod for f in actions.unfit] == ["b"]
     assert actions.by == "PodDebugger ns/dbg (requester not recorded)"
 
 
@@ -723,5 +723,5 @@ def test_a_pod_without_the_target_is_announced_once_and_never_tried() -> None:
     assert first.injections == ()
     made["status"] = first.status_patch
     later = plan(made, pods, NOW + timedelta(hours=2))
-    assert (later.injections, later.untargetable, later.status_patch) == ((), (), None)
+    assert (later.injections, later.unfit, later.status_patch) == ((), (), None)
     assert later.requeue_after is None

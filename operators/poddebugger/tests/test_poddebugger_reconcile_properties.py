@@ -283,7 +283,7 @@ def test_a_target_container_is_only_ever_one_of_the_pods_own(
     for injection in actions.injections:
         by_uid[injection.pod_uid]["spec"]["ephemeralContainers"].append(dict(injection.container))
     again = plan(applied, cluster, NOW)
-    assert (again.injections, again.untargetable, again.status_patch) == ((), (), None)
+    assert (again.injections, again.unfit, again.status_patch) == ((), (), None)
 
 
 # --- the status tells what the kubelet reports, and Ready claims no more than that ---------
