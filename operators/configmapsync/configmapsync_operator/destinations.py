@@ -60,9 +60,7 @@ def _selects(spec: ConfigMapSyncSpec, record: Mapping[str, Any], own: str | None
     gets copies only when listed (``{}`` must not reach ``kube-system``)."""
     selector = spec.namespace_selector
     name = str((record.get("metadata") or {}).get("name"))
-    return (
-        selector is not None and not protected(name, own) and selector.matches(_labels(record))
-    )
+    return selector is not None and not protected(name, own) and selector.matches(_labels(record))
 
 
 def _targets(

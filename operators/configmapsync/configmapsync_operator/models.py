@@ -81,9 +81,7 @@ NamespacePattern = Annotated[
 ]
 """A namespace name, or a pattern of names where ``*`` matches any run of characters."""
 MAX_EXCLUDED_NAMESPACES = 64
-DataKeyPattern = Annotated[
-    str, Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9*]+$")
-]
+DataKeyPattern = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9*]+$")]
 """A data or binaryData key, or a pattern of keys where ``*`` matches any run of characters."""
 MAX_KEY_FILTERS = 64
 
@@ -122,7 +120,8 @@ DeletionPolicy = Literal["Delete", "Orphan"]
 class ConfigMapSyncSpec(KubeModel):
     """Which ConfigMap to copy, and into which namespaces."""
 
-    model_config = ConfigDict(json_schema_extra=validations(
+    model_config = ConfigDict(
+        json_schema_extra=validations(
             _HAS_TARGETS, _NOT_ONTO_ITSELF, _LISTED_NOT_EXCLUDED, _ONE_KEY_FILTER
         )
     )

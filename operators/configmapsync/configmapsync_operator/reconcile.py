@@ -327,9 +327,7 @@ def plan(
         targets=tuple(sorted({*writable, *(i.namespace for i in issues)})),
         synced=frozenset(synced),
         issues=tuple(issues),
-        missing_keys=(
-            () if source is None else keys.missing(contents(source).values())
-        ),
+        missing_keys=(() if source is None else keys.missing(contents(source).values())),
     )
     return Plan(
         outcome,

@@ -65,7 +65,9 @@ def test_a_namespace_that_becomes_excluded_loses_only_the_own_copy() -> None:
     world.sync["spec"]["excludeNamespaces"] = ["b"]
     actions = world.plan()
     assert [r["metadata"]["namespace"] for r in actions.deletes] == ["b"]
-    assert all(r["metadata"]["labels"]["sync.opsuite.dev/owner-uid"] == UID for r in actions.deletes)
+    assert all(
+        r["metadata"]["labels"]["sync.opsuite.dev/owner-uid"] == UID for r in actions.deletes
+    )
     assert not actions.writes
     converge(world)
     assert holders(world) == ["a"]
@@ -113,7 +115,10 @@ def test_include_keys_copy_only_those_of_data_and_binary_data() -> None:
     world = make_world({"destinationNamespaces": ["a"], "includeKeys": ["k", "b*"]}, "a")
     world.add(
         configmap(
-            "src", allowed="*", data={"k": "1", "x": "2", "bee": "3"}, binary={"bin": "AA==", "z": "AQ=="}
+            "src",
+            allowed="*",
+            data={"k": "1", "x": "2", "bee": "3"},
+            binary={"bin": "AA==", "z": "AQ=="},
         )
     )
     (write,) = world.plan().writes
@@ -125,7 +130,9 @@ def test_include_keys_copy_only_those_of_data_and_binary_data() -> None:
 
 def test_exclude_keys_drop_those_keys_and_an_emptied_field_is_left_out() -> None:
     world = make_world({"destinationNamespaces": ["a"], "excludeKeys": ["secret*", "b"]}, "a")
-    world.add(configmap("src", allowed="*", data={"k": "1", "secret.txt": "2"}, binary={"b": "AA=="}))
+    world.add(
+        configmap("src", allowed="*", data={"k": "1", "secret.txt": "2"}, binary={"b": "AA=="})
+    )
     (write,) = world.plan().writes
     assert write.manifest["data"] == {"k": "1"}
     assert "binaryData" not in write.manifest
