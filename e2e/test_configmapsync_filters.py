@@ -22,6 +22,7 @@ from e2e.configmapsync_support import (
     Pool,
     Syncs,
     describe,
+    doc_examples,
     install_crd,
     owned_by,
     sync_manifest,
@@ -37,7 +38,7 @@ class FilterPool(Pool):
     """The run's namespaces; its operator also serves kube-system."""
 
     PREFIX = "cmx"
-    SUFFIXES = ("src", "a", "b", "c")
+    SUFFIXES = ("src", "a", "sandbox", "legacy")
     CREATED_UP_FRONT = SUFFIXES
 
     def operator(self, log_dir: Path) -> OperatorHandle:
@@ -85,34 +86,29 @@ def test_exclusions_and_protected_namespaces_under_a_match_all_selector(
     kube-system; an excluded namespace gets no copy and its own ConfigMap is never touched,
     even under conflictPolicy Overwrite; a namespace that becomes excluded loses exactly the
     copy; kube-system gets one only when listed."""
-    src, a, b, c = (pool.name(s) for s in ("src", "a", "b", "c"))
+    src, a, sandbox, legacy = (pool.name(s) for s in ("src", "a", "sandbox", "legacy"))
+    example = doc_examples("Leaving namespaces out")[0]["spec"]
+    excluded = [legacy if n == "legacy" else n for n in example["excludeNamespaces"]]
+    assert excluded == [legacy, "*-sandbox"]
     name = f"shared-{pool.run}"
     started = time.time()
-    theirs = syncs.put_configmap(c, name, {"owner": "team-c"})
+    theirs = syncs.put_configmap(legacy, name, {"owner": "team-legacy"})
     syncs.put_source(src, name, {"k": "v"})
-    created = syncs.create(
-        src,
-        sync_manifest(
-            "everywhere",
-            name,
-            namespaceSelector={},
-            excludeNamespaces=[c],
-            conflictPolicy="Overwrite",
-        ),
-    )
+    spec = {**example, "configMapName": name, "excludeNamespaces": excluded[:1]}
+    created = syncs.create(src, {**sync_manifest("everywhere", name), "spec": spec})
     uid = created["metadata"]["uid"]
     status = syncs.wait_ready(src, "everywhere", 2)["status"]
     assert status["targetNamespaces"] == 2
-    syncs.wait_copies([a, b], name, owned_by(uid), "copies", 30)
+    syncs.wait_copies([a, sandbox], name, owned_by(uid), "copies", 30)
     assert syncs.configmap(KUBE_SYSTEM, name) is None
 
-    # b becomes excluded (a pattern): its copy goes, and only it.
-    syncs.patch(src, "everywhere", {"spec": {"excludeNamespaces": [c, "*-b"]}})
-    syncs.wait_copies([b], name, lambda cm: cm is None, "copy removed", 30)
+    # The sandbox becomes excluded (the example's pattern): its copy goes, and only it.
+    syncs.patch(src, "everywhere", {"spec": {"excludeNamespaces": excluded}})
+    syncs.wait_copies([sandbox], name, lambda cm: cm is None, "copy removed", 30)
     assert syncs.wait_ready(src, "everywhere", 1)["status"]["targetNamespaces"] == 1
     assert owned_by(uid)(syncs.configmap(a, name))
 
-    still = syncs.configmap(c, name)
+    still = syncs.configmap(legacy, name)
     assert still is not None
     assert still.metadata.resource_version == theirs.metadata.resource_version
     assert OWNER_LABEL not in (still.metadata.labels or {})
@@ -123,7 +119,7 @@ def test_exclusions_and_protected_namespaces_under_a_match_all_selector(
         elsewhere = [
             e
             for e in writes
-            if e["objectRef"].get("namespace") in (c, KUBE_SYSTEM)
+            if e["objectRef"].get("namespace") in (legacy, KUBE_SYSTEM)
             and e["objectRef"].get("resource") == "configmaps"
         ]
         assert not elsewhere, describe(elsewhere)
@@ -133,7 +129,9 @@ def test_exclusions_and_protected_namespaces_under_a_match_all_selector(
     syncs.wait_copies([KUBE_SYSTEM], name, owned_by(uid), "copy in kube-system", 30)
     syncs.delete(src, "everywhere", wait=True)
     syncs.wait_copies([a, KUBE_SYSTEM], name, lambda cm: cm is None, "copies deleted", 30)
-    assert syncs.configmap(c, name).metadata.resource_version == theirs.metadata.resource_version
+    assert (
+        syncs.configmap(legacy, name).metadata.resource_version == theirs.metadata.resource_version
+    )
 
 
 def test_include_and_exclude_keys_select_what_the_copies_carry(
@@ -145,13 +143,10 @@ def test_include_and_exclude_keys_select_what_the_copies_carry(
     src, a = pool.name("src"), pool.name("a")
     data = {"app.yaml": "port: 80\n", "credentials.txt": "s3cr3t", "notes": "n"}
     binary = {"logo.png": "iVBORw0KGgo=", "dump.bin": "AAE="}
+    excluding, including = (e["spec"] for e in doc_examples("Copying some keys"))
     syncs.put_source(src, "keys", data, binary=binary)
-    syncs.create(
-        src,
-        sync_manifest(
-            "keys", "keys", destinationNamespaces=[a], excludeKeys=["credentials*", "*.bin"]
-        ),
-    )
+    target = {"configMapName": "keys", "destinationNamespaces": [a]}
+    syncs.create(src, {**sync_manifest("keys", "keys"), "spec": {**excluding, **target}})
     syncs.wait_ready(src, "keys", 1)
     copy = syncs.wait_copies(
         [a], "keys", lambda cm: cm is not None and "credentials.txt" not in (cm.data or {}), "", 30
@@ -160,11 +155,7 @@ def test_include_and_exclude_keys_select_what_the_copies_carry(
     assert copy.data == {"app.yaml": "port: 80\n", "notes": "n"}
     assert copy.binary_data == {"logo.png": "iVBORw0KGgo="}
 
-    syncs.patch(
-        src,
-        "keys",
-        {"spec": {"excludeKeys": None, "includeKeys": ["app.yaml", "logo.png", "missing.conf"]}},
-    )
+    syncs.patch(src, "keys", {"spec": {"excludeKeys": None, **including, **target}})
     copy = syncs.wait_copies(
         [a], "keys", lambda cm: cm is not None and "notes" not in (cm.data or {}), "narrowed", 30
     )[a]
@@ -178,14 +169,14 @@ def test_include_and_exclude_keys_select_what_the_copies_carry(
         what="Degraded KeysMissing",
     )
     assert condition(cms, "Degraded")["status"] == "True"
-    assert "missing.conf" in condition(cms, "Degraded")["message"]
+    assert "tls.conf" in condition(cms, "Degraded")["message"]
     assert condition(cms, "Ready")["status"] == "True"
     assert cms["status"]["syncedNamespaces"] == 1
 
     # The key appears in the source: copied, and the sync is no longer Degraded.
-    syncs.core.patch_namespaced_config_map("keys", src, {"data": {"missing.conf": "x=1"}})
+    syncs.core.patch_namespaced_config_map("keys", src, {"data": {"tls.conf": "x=1"}})
     syncs.wait_copies(
-        [a], "keys", lambda cm: cm is not None and "missing.conf" in (cm.data or {}), "added", 30
+        [a], "keys", lambda cm: cm is not None and "tls.conf" in (cm.data or {}), "added", 30
     )
     wait_until(
         lambda: syncs.get(src, "keys"),

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from configmapsync_operator.consent import matches
-from configmapsync_operator.keys import KeyFilter
+from configmapsync_operator.keys import ALL_KEYS, KeyFilter
 from configmapsync_operator.models import (
     BOOKKEEPING_PREFIX,
     DELETION_POLICY_ANNOTATION,
@@ -199,7 +199,7 @@ class Desired:
         sync: Mapping[str, Any],
         source: Mapping[str, Any],
         allow: Allowlist = Allowlist(),
-        keys: KeyFilter = KeyFilter(),
+        keys: KeyFilter = ALL_KEYS,
     ) -> None:
         meta = _meta(sync)
         source_namespace, self.name = key_of(source)

@@ -42,6 +42,10 @@ class KeyFilter:
         return tuple(k for k in self.include or () if "*" not in k and k not in present)
 
 
+ALL_KEYS = KeyFilter()
+"""The filter of a spec with neither includeKeys nor excludeKeys."""
+
+
 def key_filter(spec: ConfigMapSyncSpec) -> KeyFilter:
     """The spec's key filter (includeKeys and excludeKeys are never both set)."""
     include = tuple(spec.include_keys) if spec.include_keys is not None else None

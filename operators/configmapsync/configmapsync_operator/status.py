@@ -2,8 +2,9 @@
 hold a current copy, which do not and why) as the conditions and counts a user reads.
 
 Ready names the worst issue present (:data:`SEVERITY`); Degraded is True only for issues that
-need a person (:data:`DEGRADING`) or for keys includeKeys names that the source lacks; lastSyncTime moves when copies were written, or the first
-time every destination is found current.
+need a person (:data:`DEGRADING`) or for keys includeKeys names that the source lacks;
+lastSyncTime moves when copies were written, or the first time every destination is found
+current.
 """
 
 from __future__ import annotations
