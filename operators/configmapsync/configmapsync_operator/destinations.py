@@ -1,20 +1,19 @@
 """Where a ConfigMapSync's copies go (pure): the destinations listed or selected, and consent
 in both directions.
 
-A destination is listed (``destinationNamespaces``) or selected (``namespaceSelector``), and
-not excluded (``excludeNamespaces``, names or patterns: exclusion wins); a selector never selects
-a protected namespace (``kube-*``, ``openshift-*``, the operator's own: only listed ones get
-copies). It is written only when it is not the source's namespace, the operator watches it, it
-exists and is not being deleted (a listed one that is not gets an
-:class:`~configmapsync_operator.status.Issue` saying why; a selected one is left out). Then
-consent, both ways (:mod:`configmapsync_operator.consent`): the source's
-``sync.opsuite.dev/allowed-namespaces`` must allow the destination (NotAllowedBySource) and the
-destination Namespace's ``sync.opsuite.dev/accept-from`` must accept the source's namespace (NotAcceptedByNamespace).
-A destination refused either way gets nothing written; when the annotation is missing
-altogether (say, before the upgrade that introduced it) the copy there is kept as it is, else
-the planner deletes it. :func:`wants` asks whether one Namespace is a destination that accepts
-the source's namespace, for the events that map a Namespace to the ConfigMapSyncs copying
-into it.
+A destination is listed (``destinationNamespaces``) or selected (``namespaceSelector``), and not
+excluded (``excludeNamespaces``, names or patterns: exclusion wins); a selector never selects a
+protected namespace (``kube-*``, ``openshift-*``, the operator's own: only listed ones get copies).
+It is written only when it is not the source's namespace, the operator watches it, it exists and is
+not being deleted (a listed one that is not gets an :class:`~configmapsync_operator.status.Issue`
+saying why; a selected one is left out). Then consent, both ways
+(:mod:`configmapsync_operator.consent`): the source's ``sync.opsuite.dev/allowed-namespaces`` must
+allow the destination (NotAllowedBySource) and the destination Namespace's
+``sync.opsuite.dev/accept-from`` must accept the source's namespace (NotAcceptedByNamespace). A
+destination refused either way gets nothing written; when the annotation is missing altogether (say,
+before the upgrade that introduced it) the copy there is kept as it is, else the planner deletes it.
+:func:`wants` asks whether one Namespace is a destination that accepts the source's namespace, for
+the events that map a Namespace to the ConfigMapSyncs copying into it.
 """
 
 from __future__ import annotations
