@@ -871,6 +871,10 @@ def test_invalid_specs_are_rejected_by_the_api_server(
 
 
 _dns = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
+_patterns = st.from_regex(r"[a-z0-9*]([-a-z0-9*]{0,8}[a-z0-9*])?", fullmatch=True)
+_key_lists = st.lists(
+    st.from_regex(r"[-._a-zA-Z0-9*]{1,12}", fullmatch=True), min_size=1, max_size=3, unique=True
+)
 _label_values = st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,6}[A-Za-z0-9])?", fullmatch=True)
 
 
@@ -897,6 +901,8 @@ def sync_specs(draw: st.DrawFn) -> ConfigMapSyncSpec:
     )
     if not listed and selector is None:
         listed = [draw(_dns.filter(lambda n: n != source_namespace))]
+    which = draw(st.sampled_from([None, "include_keys", "exclude_keys"]))
+    keys = {which: draw(_key_lists)} if which else {}
     return ConfigMapSyncSpec(
         source_namespace=source_namespace,
         config_map_name=draw(
@@ -906,6 +912,13 @@ def sync_specs(draw: st.DrawFn) -> ConfigMapSyncSpec:
         namespace_selector=selector,
         conflict_policy=draw(st.sampled_from(["Skip", "Overwrite"])),
         deletion_policy=draw(st.sampled_from(["Delete", "Orphan"])),
+        exclude_namespaces=draw(
+            st.none()
+            | st.lists(
+                _patterns.filter(lambda p: p not in listed), min_size=1, max_size=3, unique=True
+            )
+        ),
+        **keys,
     )
 
 
