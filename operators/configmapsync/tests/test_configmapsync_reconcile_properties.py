@@ -232,12 +232,18 @@ def test_nothing_is_written_where_the_namespace_does_not_accept_the_source(
 
 
 def _wanted(world: World, namespace: dict[str, Any]) -> bool:
-    """Whether the sync lists or selects ``namespace`` (whatever consent says)."""
+    """Whether the sync lists or selects ``namespace`` and does not exclude it (whatever consent
+    says); a selector never selects ``kube-*``."""
     spec = parse_spec(world.sync)
     name = namespace["metadata"]["name"]
     selector = spec.namespace_selector
-    selected = selector is not None and selector.matches(namespace["metadata"].get("labels", {}))
-    return name in (spec.destination_namespaces or ()) or selected
+    selected = (
+        selector is not None
+        and not name.startswith("kube-")
+        and selector.matches(namespace["metadata"].get("labels", {}))
+    )
+    excluded = matches(spec.exclude_namespaces or (), name)
+    return not excluded and (name in (spec.destination_namespaces or ()) or selected)
 
 
 @FAST
