@@ -8,11 +8,13 @@ other suites never see or count each other's objects and requests.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
@@ -53,6 +55,17 @@ class Pool(NamespacePool):
     def annotations(self) -> dict[str, str]:
         """Every namespace of the run takes copies from the run's namespaces."""
         return {ACCEPT: f"{self.PREFIX}-{self.run}-*"}
+
+
+DOC = ROOT / "docs" / "configmapsync.md"
+
+
+def doc_examples(section: str) -> list[dict[str, Any]]:
+    """The YAML examples under the heading ``## section`` of docs/configmapsync.md, in order
+    (so that the tests apply what the page shows)."""
+    text = DOC.read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
+    return [yaml.safe_load(block) for block in blocks]
 
 
 def sync_manifest(name: str, config_map: str, **spec: Any) -> dict[str, Any]:

@@ -871,6 +871,10 @@ def test_invalid_specs_are_rejected_by_the_api_server(
 
 
 _dns = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
+_patterns = st.from_regex(r"[a-z0-9*]([-a-z0-9*]{0,8}[a-z0-9*])?", fullmatch=True)
+_key_lists = st.lists(
+    st.from_regex(r"[-._a-zA-Z0-9*]{1,12}", fullmatch=True), min_size=1, max_size=3, unique=True
+)
 _label_values = st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,6}[A-Za-z0-9])?", fullmatch=True)
 
 
@@ -897,6 +901,8 @@ def sync_specs(draw: st.DrawFn) -> ConfigMapSyncSpec:
     )
     if not listed and selector is None:
         listed = [draw(_dns.filter(lambda n: n != source_namespace))]
+    which = draw(st.sampled_from([None, "include_keys", "exclude_keys"]))
+    keys = {which: draw(_key_lists)} if which else {}
     return ConfigMapSyncSpec(
         source_namespace=source_namespace,
         config_map_name=draw(
@@ -906,6 +912,13 @@ def sync_specs(draw: st.DrawFn) -> ConfigMapSyncSpec:
         namespace_selector=selector,
         conflict_policy=draw(st.sampled_from(["Skip", "Overwrite"])),
         deletion_policy=draw(st.sampled_from(["Delete", "Orphan"])),
+        exclude_namespaces=draw(
+            st.none()
+            | st.lists(
+                _patterns.filter(lambda p: p not in listed), min_size=1, max_size=3, unique=True
+            )
+        ),
+        **keys,
     )
 
 
@@ -1057,11 +1070,25 @@ def test_steady_state_is_quiet_even_across_a_restart(
 ) -> None:
     if cluster.audit_log is None:
         pytest.skip(f"audit log not readable on a {cluster.kind} cluster")
-    quiet, a, b = pool.name("quiet"), pool.name("a"), pool.name("b")
+    quiet, a, b, c = (pool.name(s) for s in ("quiet", "a", "b", "c"))
+    for ns in (a, b, c):
+        syncs.core.patch_namespace(ns, {"metadata": {"labels": {pool.label: "quiet"}}})
+    # A third of the syncs copy filtered keys (one naming a key the source lacks: Degraded
+    # KeysMissing, a steady state too), a third select a, b and c but exclude c: the filtered
+    # desired copy is what drift detection compares, so none of them writes either.
+    shapes: list[dict[str, Any]] = [
+        {"destinationNamespaces": [a, b]},
+        {"destinationNamespaces": [a, b], "includeKeys": ["i", "absent"]},
+        {
+            "namespaceSelector": {"matchLabels": {pool.label: "quiet"}},
+            "excludeNamespaces": ["*-c"],
+            "excludeKeys": ["drop"],
+        },
+    ]
     setup_started = time.time()
     for i in range(QUIET_SYNCS):
-        syncs.put_source(quiet, f"q-{i}", {"i": str(i)})
-        syncs.create(quiet, sync_manifest(f"q-{i}", f"q-{i}", destinationNamespaces=[a, b]))
+        syncs.put_source(quiet, f"q-{i}", {"i": str(i), "drop": "x"})
+        syncs.create(quiet, sync_manifest(f"q-{i}", f"q-{i}", **shapes[i % len(shapes)]))
 
     def ready() -> list[str]:
         items = syncs.custom.list_namespaced_custom_object(
@@ -1099,3 +1126,10 @@ def test_steady_state_is_quiet_even_across_a_restart(
     writes = writes_by(cluster.audit_log, pool.identity, started, ended)
     assert not writes, f"{len(writes)} writes in steady state:\n{describe(writes)}"
     assert len(ready()) == QUIET_SYNCS
+    assert syncs.configmap(c, "q-2") is None
+    assert (syncs.configmap(a, "q-1").data, syncs.configmap(a, "q-2").data) == (
+        {"i": "1"},
+        {"i": "2"},
+    )
+    for ns in (a, b, c):
+        syncs.core.patch_namespace(ns, {"metadata": {"labels": {pool.label: None}}})

@@ -209,3 +209,27 @@ class World:
             meta["finalizers"] = [f for f in meta.get("finalizers", []) if f != FINALIZER]
         if actions.status_patch is not None:
             self.sync["status"] = {**self.sync.get("status", {}), **actions.status_patch}
+
+
+def make_world(spec: JSON, *names: str, own_namespace: str | None = None, **sync: bool) -> World:
+    """A World whose sync copies ``NAME`` with ``spec``, and the namespaces src and ``names``
+    (accepting copies from anywhere); ``sync``: :func:`sync_object`'s flags."""
+    world = World(sync_object({"configMapName": NAME, **spec}, **sync), own_namespace=own_namespace)
+    for ns in ("src", *names):
+        world.namespaces[ns] = namespace(ns)
+    return world
+
+
+def converge(world: World, rounds: int = 3) -> None:
+    """Apply plans until one is empty; AssertionError when ``rounds`` do not get there."""
+    for _ in range(rounds):
+        actions = world.plan()
+        if actions.is_empty:
+            return
+        world.apply(actions)
+    raise AssertionError(f"not converged: {world.plan()}")
+
+
+def condition(world: World, type_: str) -> JSON:
+    """The sync's condition of ``type_``."""
+    return next(c for c in world.sync["status"]["conditions"] if c["type"] == type_)

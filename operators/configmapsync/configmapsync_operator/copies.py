@@ -7,7 +7,8 @@ copy is current when its content, ``immutable`` and the labels and annotations t
 equal those of the copy it would render now, so the cache never holds a second full copy of any
 data; only the sources are cached in full (:mod:`configmapsync_operator.sources`).
 
-The operator owns a copy's data and binaryData, its own marks (:data:`MARK_LABELS`,
+The operator owns a copy's data and binaryData (the source's, as the key filter of
+:mod:`configmapsync_operator.keys` selects them), its own marks (:data:`MARK_LABELS`,
 :data:`MARK_ANNOTATIONS`) and the keys the ConfigMapSync's allowlists name; every other label or
 annotation belongs to someone else (an admission webhook, a policy engine, a person) and is left
 alone: copies are updated with a patch of the owned keys only (:func:`update_patch`).
@@ -24,6 +25,7 @@ from typing import Any
 import orjson
 
 from configmapsync_operator.consent import matches
+from configmapsync_operator.keys import ALL_KEYS, KeyFilter
 from configmapsync_operator.models import (
     BOOKKEEPING_PREFIX,
     DELETION_POLICY_ANNOTATION,
@@ -128,6 +130,15 @@ def _digest(value: object) -> str:
     return hashlib.sha256(canonical).hexdigest()[:32]
 
 
+CONTENT_FIELDS = ("data", "binaryData")
+"""The fields holding a copy's content (what the key filter selects from)."""
+
+
+def contents(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The content maps of ``obj`` by field (empty when absent)."""
+    return {field: _strings(obj.get(field)) for field in CONTENT_FIELDS}
+
+
 def content_digest(obj: Mapping[str, Any]) -> str:
     """Digest of data and binaryData (what ``immutable`` freezes)."""
     return _digest([dict(_strings(obj.get("data"))), dict(_strings(obj.get("binaryData")))])
@@ -184,7 +195,11 @@ class Desired:
     destinations against it)."""
 
     def __init__(
-        self, sync: Mapping[str, Any], source: Mapping[str, Any], allow: Allowlist = Allowlist()
+        self,
+        sync: Mapping[str, Any],
+        source: Mapping[str, Any],
+        allow: Allowlist = Allowlist(),
+        keys: KeyFilter = ALL_KEYS,
     ) -> None:
         meta = _meta(sync)
         source_namespace, self.name = key_of(source)
@@ -199,11 +214,11 @@ class Desired:
             (sync.get("spec") or {}).get("deletionPolicy") or "Delete"
         )
         self.metadata = {"labels": labels, "annotations": annotations}
-        self.content = {f: dict(source[f]) for f in ("data", "binaryData") if source.get(f)}
+        selected = {f: keys.select(entries) for f, entries in contents(source).items()}
+        self.content = {f: entries for f, entries in selected.items() if entries}
         self.immutable = source.get("immutable") is True
         self.content_digest = _wanted_digest(
-            tuple(_strings(source.get("data")).items()),
-            tuple(_strings(source.get("binaryData")).items()),
+            tuple(selected["data"].items()), tuple(selected["binaryData"].items())
         )
         self._digests = {
             field: {k: _value_digest(v) for k, v in values.items()}

@@ -1,18 +1,19 @@
 """Where a ConfigMapSync's copies go (pure): the destinations listed or selected, and consent
 in both directions.
 
-A destination is listed (``destinationNamespaces``) or selected (``namespaceSelector``); it is
-written only when it is not the source's namespace, the operator watches it, it exists and is
+A destination is listed (``destinationNamespaces``) or selected (``namespaceSelector``), and not
+excluded (``excludeNamespaces``, names or patterns: exclusion wins); a selector never selects a
+protected namespace (``kube-*``, ``openshift-*``, the operator's own: only listed ones get copies).
+It is written only when it is not the source's namespace, the operator watches it, it exists and is
 not being deleted (a listed one that is not gets an :class:`~configmapsync_operator.status.Issue`
 saying why; a selected one is left out). Then consent, both ways
-(:mod:`configmapsync_operator.consent`): the source's ``sync.opsuite.dev/allowed-namespaces``
-must allow the destination (NotAllowedBySource) and the destination Namespace's
-``sync.opsuite.dev/accept-from`` must accept the source's namespace (NotAcceptedByNamespace).
-A destination refused either way gets nothing written; when the annotation is missing
-altogether (say, before the upgrade that introduced it) the copy there is kept as it is, else
-the planner deletes it. :func:`wants` asks whether one Namespace is a destination that accepts
-the source's namespace, for the events that map a Namespace to the ConfigMapSyncs copying
-into it.
+(:mod:`configmapsync_operator.consent`): the source's ``sync.opsuite.dev/allowed-namespaces`` must
+allow the destination (NotAllowedBySource) and the destination Namespace's
+``sync.opsuite.dev/accept-from`` must accept the source's namespace (NotAcceptedByNamespace). A
+destination refused either way gets nothing written; when the annotation is missing altogether (say,
+before the upgrade that introduced it) the copy there is kept as it is, else the planner deletes it.
+:func:`wants` asks whether one Namespace is a destination that accepts the source's namespace, for
+the events that map a Namespace to the ConfigMapSyncs copying into it.
 """
 
 from __future__ import annotations
@@ -49,17 +50,33 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return labels if isinstance(labels, Mapping) else {}
 
 
+def _excluded(spec: ConfigMapSyncSpec, ns: str) -> bool:
+    return matches(spec.exclude_namespaces or (), ns)
+
+
+def _selects(spec: ConfigMapSyncSpec, record: Mapping[str, Any], own: str | None) -> bool:
+    """Whether the selector selects the Namespace ``record``: never a protected one, which
+    gets copies only when listed (``{}`` must not reach ``kube-system``)."""
+    selector = spec.namespace_selector
+    name = str((record.get("metadata") or {}).get("name"))
+    return selector is not None and not protected(name, own) and selector.matches(_labels(record))
+
+
 def _targets(
     spec: ConfigMapSyncSpec,
     source_namespace: str,
     namespaces: Mapping[str, Mapping[str, Any]],
     served: Collection[str],
+    own: str | None,
 ) -> tuple[list[str], list[Issue]]:
-    """Writable destination namespaces, and issues for listed ones that are not writable."""
+    """Writable destination namespaces, and issues for listed ones that are not writable
+    (excluded ones are no destination at all)."""
     writable: set[str] = set()
     issues: list[Issue] = []
     for ns in sorted(set(spec.destination_namespaces or ())):
         record = namespaces.get(ns)
+        if _excluded(spec, ns):
+            continue
         if ns == source_namespace:
             issues.append(
                 Issue(ns, SOURCE_NAMESPACE, "the source namespace is never a destination")
@@ -80,16 +97,15 @@ def _targets(
             issues.append(Issue(ns, NAMESPACE_MISSING, "the namespace is being deleted"))
         else:
             writable.add(ns)
-    selector = spec.namespace_selector
-    if selector is not None:
-        for ns, record in namespaces.items():
-            if (
-                ns != source_namespace
-                and not is_terminating(record)
-                and (not served or ns in served)
-                and selector.matches(_labels(record))
-            ):
-                writable.add(ns)
+    for ns, record in namespaces.items():
+        if (
+            ns != source_namespace
+            and not is_terminating(record)
+            and (not served or ns in served)
+            and not _excluded(spec, ns)
+            and _selects(spec, record, own)
+        ):
+            writable.add(ns)
     return sorted(writable), issues
 
 
@@ -165,7 +181,7 @@ def consented(
     are (no consent annotation at all: say, before the upgrade that introduced it), and the
     issues of the others. ``namespaces``: the Namespace records by name; ``reference``: the
     source's namespace/name, for the messages."""
-    writable, issues = _targets(spec, source_namespace, namespaces, served)
+    writable, issues = _targets(spec, source_namespace, namespaces, served, own_namespace)
     kept: list[str] = []
     if source is not None:
         refused, not_allowed = _refused(source, reference, writable)
@@ -181,17 +197,18 @@ def consented(
 
 
 def wants(sync: Mapping[str, Any], namespace: Mapping[str, Any], own: str | None = None) -> bool:
-    """Whether ``sync`` names ``namespace`` (a record) as a destination, listed or selected,
-    that accepts copies from its source's namespace."""
+    """Whether ``sync`` names ``namespace`` (a record) as a destination, listed or selected
+    and not excluded, that accepts copies from its source's namespace."""
     try:
         spec = parse_spec(sync)
     except InvalidSpecError:
         return False
     name = str((namespace.get("metadata") or {}).get("name"))
     source_namespace = spec.source_namespace or sync["metadata"]["namespace"]
-    if name == source_namespace or not accepts(namespace, source_namespace, own):
+    if (
+        name == source_namespace
+        or _excluded(spec, name)
+        or not accepts(namespace, source_namespace, own)
+    ):
         return False
-    selector = spec.namespace_selector
-    return name in (spec.destination_namespaces or ()) or (
-        selector is not None and selector.matches(_labels(namespace))
-    )
+    return name in (spec.destination_namespaces or ()) or _selects(spec, namespace, own)

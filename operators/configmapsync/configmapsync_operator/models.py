@@ -76,6 +76,14 @@ KeyPattern = Annotated[
 ]
 """A label or annotation key, or a pattern of keys where ``*`` matches any run of characters."""
 MAX_COPIED_KEYS = 64
+NamespacePattern = Annotated[
+    str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9*]([-a-z0-9*]*[a-z0-9*])?$")
+]
+"""A namespace name, or a pattern of names where ``*`` matches any run of characters."""
+MAX_EXCLUDED_NAMESPACES = 64
+DataKeyPattern = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9*]+$")]
+"""A data or binaryData key, or a pattern of keys where ``*`` matches any run of characters."""
+MAX_KEY_FILTERS = 64
 
 _HAS_TARGETS = cel(
     "(has(self.destinationNamespaces) && size(self.destinationNamespaces) > 0) "
@@ -91,6 +99,20 @@ _NOT_ONTO_ITSELF = cel(
     reason="FieldValueInvalid",
 )
 
+_LISTED_NOT_EXCLUDED = cel(
+    "!has(self.destinationNamespaces) || !has(self.excludeNamespaces) "
+    "|| self.destinationNamespaces.all(n, !(n in self.excludeNamespaces))",
+    "a namespace cannot be both listed in destinationNamespaces and excluded by name",
+    field_path=".excludeNamespaces",
+    reason="FieldValueInvalid",
+)
+_ONE_KEY_FILTER = cel(
+    "!(has(self.includeKeys) && has(self.excludeKeys))",
+    "set includeKeys or excludeKeys, not both",
+    field_path=".includeKeys",
+    reason="FieldValueForbidden",
+)
+
 ConflictPolicy = Literal["Skip", "Overwrite"]
 DeletionPolicy = Literal["Delete", "Orphan"]
 
@@ -98,7 +120,11 @@ DeletionPolicy = Literal["Delete", "Orphan"]
 class ConfigMapSyncSpec(KubeModel):
     """Which ConfigMap to copy, and into which namespaces."""
 
-    model_config = ConfigDict(json_schema_extra=validations(_HAS_TARGETS, _NOT_ONTO_ITSELF))
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            _HAS_TARGETS, _NOT_ONTO_ITSELF, _LISTED_NOT_EXCLUDED, _ONE_KEY_FILTER
+        )
+    )
 
     source_namespace: NamespaceName | None = None
     """Namespace of the source ConfigMap. Default: the ConfigMapSync's own namespace. The
@@ -115,7 +141,17 @@ class ConfigMapSyncSpec(KubeModel):
     destination."""
     namespace_selector: LabelSelector | None = None
     """Namespaces whose labels match get a copy; a namespace that stops matching loses the
-    copy. {} selects every namespace. Combined with destinationNamespaces, the union is used."""
+    copy. {} selects every namespace but the protected ones (kube-*, openshift-* and the
+    operator's own), which are destinations only when listed in destinationNamespaces.
+    Combined with destinationNamespaces, the union is used."""
+    exclude_namespaces: list[NamespacePattern] | None = Field(
+        default=None,
+        max_length=MAX_EXCLUDED_NAMESPACES,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    """Namespaces that never get a copy, listed or selected: names, or patterns where * matches
+    any run of characters. A namespace that becomes excluded loses the copy this ConfigMapSync
+    owns there; nothing else in it is touched."""
     conflict_policy: ConflictPolicy = "Skip"
     """What to do with a ConfigMap of the same name in a destination that this ConfigMapSync
     does not own: Skip (default) leaves it untouched and reports a Conflict; Overwrite takes
@@ -126,8 +162,9 @@ class ConfigMapSyncSpec(KubeModel):
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     """Labels of the source that the copies carry: keys, or patterns where * matches any run of
-    characters (["*"] copies all). Default: none; data and binaryData are always copied. The
-    operator's own sync.opsuite.dev/ keys are never copied."""
+    characters (["*"] copies all). Default: none (data and binaryData are copied as
+    includeKeys and excludeKeys say). The operator's own sync.opsuite.dev/ keys are never
+    copied."""
     copy_annotations: list[KeyPattern] | None = Field(
         default=None,
         max_length=MAX_COPIED_KEYS,
@@ -136,6 +173,23 @@ class ConfigMapSyncSpec(KubeModel):
     """Annotations of the source that the copies carry, as copyLabels. Default: none. The
     operator's own sync.opsuite.dev/ keys and kubectl's last-applied-configuration are never
     copied."""
+    include_keys: list[DataKeyPattern] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_KEY_FILTERS,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    """Copy only these keys of data and binaryData: keys, or patterns where * matches any run of
+    characters. A key named here (not a pattern) that the source lacks is reported (Degraded,
+    KeysMissing); the copies carry the keys that exist. Not with excludeKeys."""
+    exclude_keys: list[DataKeyPattern] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_KEY_FILTERS,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    """Copy every key of data and binaryData but these (keys or patterns, as includeKeys). Not
+    with includeKeys. Default (neither set): every key is copied."""
     deletion_policy: DeletionPolicy = "Delete"
     """What happens to the copies when this ConfigMapSync is deleted: Delete (default) removes
     them; Orphan keeps them without the operator's ownership label and annotations."""

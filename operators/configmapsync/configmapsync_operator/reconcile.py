@@ -41,6 +41,7 @@ from typing import Any
 from configmapsync_operator.copies import (
     Allowlist,
     Desired,
+    contents,
     deletion_policy,
     is_exact_copy,
     is_terminating,
@@ -49,6 +50,7 @@ from configmapsync_operator.copies import (
     owner_uid,
 )
 from configmapsync_operator.destinations import consented
+from configmapsync_operator.keys import key_filter
 from configmapsync_operator.models import FINALIZER, ConfigMapSyncSpec
 from configmapsync_operator.spec import InvalidSpecError, ObjectKey, parse_spec, source_key
 from configmapsync_operator.status import (
@@ -295,7 +297,8 @@ def plan(
         spec, source, reference, source_namespace, by_name, served, own_namespace
     )
     allow = Allowlist(tuple(spec.copy_labels or ()), tuple(spec.copy_annotations or ()))
-    desired = Desired(sync, source, allow) if source is not None else None
+    keys = key_filter(spec)
+    desired = Desired(sync, source, allow, keys) if source is not None else None
     context = _Context(name, uid, spec, desired, live_owners, served, sources_in_use)
     writes: list[Write] = []
     synced: set[str] = set()
@@ -324,6 +327,7 @@ def plan(
         targets=tuple(sorted({*writable, *(i.namespace for i in issues)})),
         synced=frozenset(synced),
         issues=tuple(issues),
+        missing_keys=(() if source is None else keys.missing(contents(source).values())),
     )
     return Plan(
         outcome,

@@ -19,7 +19,8 @@ class InvalidSpecError(ValueError):
 def parse_spec(sync: Mapping[str, Any]) -> ConfigMapSyncSpec:
     """Validate ``sync["spec"]`` (strictly, as the API server's schema); InvalidSpecError else.
 
-    Repeats the CRD's CEL rule that some destination is given; the source namespace among the
+    Repeats the CRD's CEL rules (some destination is given, no namespace both listed and
+    excluded, not both includeKeys and excludeKeys); the source namespace among the
     destinations is reported per target by the planner (the CRD cannot see the default).
     """
     raw = sync.get("spec")
@@ -33,6 +34,13 @@ def parse_spec(sync: Mapping[str, Any]) -> ConfigMapSyncSpec:
         raise InvalidSpecError(f"{path}: {first['msg'].removeprefix('Value error, ')}") from None
     if not spec.destination_namespaces and spec.namespace_selector is None:
         raise InvalidSpecError("spec: set destinationNamespaces, namespaceSelector or both")
+    if set(spec.destination_namespaces or ()) & set(spec.exclude_namespaces or ()):
+        raise InvalidSpecError(
+            "spec.excludeNamespaces: a namespace cannot be both listed in "
+            "destinationNamespaces and excluded by name"
+        )
+    if spec.include_keys is not None and spec.exclude_keys is not None:
+        raise InvalidSpecError("spec.includeKeys: set includeKeys or excludeKeys, not both")
     return spec
 
 

@@ -2,8 +2,9 @@
 hold a current copy, which do not and why) as the conditions and counts a user reads.
 
 Ready names the worst issue present (:data:`SEVERITY`); Degraded is True only for issues that
-need a person (:data:`DEGRADING`); lastSyncTime moves when copies were written, or the first
-time every destination is found current.
+need a person (:data:`DEGRADING`) or for keys includeKeys names that the source lacks;
+lastSyncTime moves when copies were written, or the first time every destination is found
+current.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ TERMINATING = "Terminating"
 NAMESPACE_MISSING = "NamespaceMissing"
 NOT_ALLOWED_BY_SOURCE = "NotAllowedBySource"
 NOT_ACCEPTED_BY_NAMESPACE = "NotAcceptedByNamespace"
+KEYS_MISSING = "KeysMissing"
 
 SEVERITY = (
     NOT_ALLOWED_BY_SOURCE,
@@ -70,6 +72,8 @@ class Outcome:
     """Every destination namespace, failing ones included, sorted."""
     synced: frozenset[str] = frozenset()
     issues: tuple[Issue, ...] = ()
+    missing_keys: tuple[str, ...] = ()
+    """Keys includeKeys names that the source lacks (the copies carry those it has)."""
 
     def with_failures(self, failures: Iterable[Issue]) -> Outcome:
         """The outcome once some planned writes failed."""
@@ -98,19 +102,33 @@ def _summary(outcome: Outcome, issues: Sequence[Issue]) -> str:
 
 
 def _conditions(outcome: Outcome, issues: Sequence[Issue]) -> list[_Condition]:
-    """(type, status, reason, message) of Ready and Degraded."""
+    """(type, status, reason, message) of Ready and Degraded; keys the source lacks make a
+    Degraded that nothing worse already explains (they do not stop the copies)."""
+    ready, degraded = _by_destinations(outcome, issues)
+    if outcome.missing_keys and degraded[1] == "False":
+        missing = ", ".join(outcome.missing_keys)
+        message = (
+            f"the source {outcome.source} has no key {missing[:512]} that includeKeys names; "
+            "the copies carry the selected keys it has"
+        )
+        degraded = (DEGRADED, "True", KEYS_MISSING, message)
+    return [ready, degraded]
+
+
+def _by_destinations(outcome: Outcome, issues: Sequence[Issue]) -> tuple[_Condition, _Condition]:
+    """Ready and Degraded as the source and the destinations say."""
     if outcome.blocked is not None:
         reason, message = outcome.blocked
-        return [(READY, "False", reason, message), (DEGRADED, "True", reason, message)]
+        return (READY, "False", reason, message), (DEGRADED, "True", reason, message)
     if not outcome.source_found:
         message = (
             f"ConfigMap {outcome.source} not found; "
             f"the {len(outcome.synced)} existing copies are kept"
         )
-        return [
+        return (
             (READY, "False", SOURCE_NOT_FOUND, message),
             (DEGRADED, "True", SOURCE_NOT_FOUND, message),
-        ]
+        )
     if issues:
         worst = min(issues, key=lambda i: SEVERITY.index(i.reason))
         summary = _summary(outcome, issues)
@@ -119,11 +137,11 @@ def _conditions(outcome: Outcome, issues: Sequence[Issue]) -> list[_Condition]:
         if degrading:
             cause = min(degrading, key=lambda i: SEVERITY.index(i.reason))
             degraded = (DEGRADED, "True", cause.reason, summary)
-        return [(READY, "False", worst.reason, summary), degraded]
+        return (READY, "False", worst.reason, summary), degraded
     count = f"{len(outcome.synced)} of {len(outcome.targets)} destinations in sync"
     if len(outcome.synced) < len(outcome.targets):
-        return [(READY, "False", SYNCING, count), (DEGRADED, "False", AS_EXPECTED, "")]
-    return [(READY, "True", SYNCED, count), (DEGRADED, "False", AS_EXPECTED, "")]
+        return (READY, "False", SYNCING, count), (DEGRADED, "False", AS_EXPECTED, "")
+    return (READY, "True", SYNCED, count), (DEGRADED, "False", AS_EXPECTED, "")
 
 
 def _failed(issues: Iterable[Issue]) -> list[Issue]:

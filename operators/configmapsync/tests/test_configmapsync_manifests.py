@@ -50,7 +50,9 @@ def test_crd_names_columns_and_rules() -> None:
     assert columns == ["Source", "Targets", "Synced", "Ready", "Age"]
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["required"] == ["configMapName"]
-    assert len(spec["x-kubernetes-validations"]) == 2
+    rules = [rule["fieldPath"] for rule in spec["x-kubernetes-validations"] if "fieldPath" in rule]
+    assert rules == [".destinationNamespaces", ".excludeNamespaces", ".includeKeys"]
+    assert len(spec["x-kubernetes-validations"]) == 4
 
 
 def test_samples_are_a_source_and_a_valid_sync_reading_it() -> None:

@@ -41,31 +41,13 @@ from opsuite_testkit.configmapsync import (
     T0,
     UID,
     World,
+    condition,
     configmap,
+    converge,
+    make_world,
     namespace,
     sync_object,
 )
-
-
-def make_world(spec: dict[str, Any], *names: str, **kwargs: Any) -> World:
-    world = World(sync_object({"configMapName": NAME, **spec}, **kwargs))
-    for ns in ("src", *names):
-        world.namespaces[ns] = namespace(ns)
-    return world
-
-
-def condition(world: World, type_: str) -> dict[str, Any]:
-    return next(c for c in world.sync["status"]["conditions"] if c["type"] == type_)
-
-
-def converge(world: World, rounds: int = 3) -> None:
-    for _ in range(rounds):
-        actions = world.plan()
-        if actions.is_empty:
-            return
-        world.apply(actions)
-    raise AssertionError(f"not converged: {world.plan()}")
-
 
 HELM_AND_ARGO = {
     "app.kubernetes.io/managed-by": "Helm",

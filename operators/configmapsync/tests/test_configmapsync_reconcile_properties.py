@@ -42,12 +42,19 @@ from opsuite_testkit.configmapsync import (
     sync_object,
 )
 
-NAMESPACES = ("src", "a", "b", "c", "d")
+NAMESPACES = ("src", "a", "b", "c", "d", "kube-a")
 LISTABLE = (*NAMESPACES, "never")
 NAMES = (NAME, "old")
 FAST = settings(max_examples=100, deadline=None)
 
 datas = st.dictionaries(st.sampled_from("kxy"), st.sampled_from(["1", "2"]), max_size=2)
+binaries = st.dictionaries(
+    st.sampled_from(["k", "bin"]), st.sampled_from(["AA==", "AQ=="]), max_size=2
+)
+key_filters = st.sampled_from(
+    [{}, {}, {"includeKeys": ["k"]}, {"includeKeys": ["k", "gone", "b*"]}, {"excludeKeys": ["x*"]}]
+)
+"""spec.includeKeys or excludeKeys (or neither)."""
 labels = st.dictionaries(st.sampled_from(["team", "app"]), st.sampled_from(["x", "y"]), max_size=2)
 consents = st.sampled_from([None, None, "*", "a,b", "c*, d", "", "b,nope"])
 acceptances = st.sampled_from(["*", "*", "*", None, "src", "s*", "other"])
@@ -76,12 +83,27 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
     copied = draw(st.sampled_from([None, ["team"], ["*"], ["te*", "nothing"]]))
     if copied is not None:
         spec["copyLabels"] = copied
+    excluded = draw(st.sampled_from([None, ["b"], ["c*", "nope"], ["a", "d*"]]))
+    if excluded is not None and not set(excluded) & set(listed):
+        spec["excludeNamespaces"] = excluded
+    spec.update(draw(key_filters))
     return spec
 
 
 def allowlist(world: World) -> Allowlist:
     spec = world.sync["spec"]
     return Allowlist(tuple(spec.get("copyLabels") or ()), tuple(spec.get("copyAnnotations") or ()))
+
+
+def selected(world: World, entries: dict[str, str]) -> dict[str, str]:
+    """The entries of a content map that the spec's includeKeys or excludeKeys select."""
+    spec = world.sync["spec"]
+    include, exclude = spec.get("includeKeys"), spec.get("excludeKeys") or ()
+    return {
+        k: v
+        for k, v in entries.items()
+        if (include is None or matches(include, k)) and not matches(exclude, k)
+    }
 
 
 def allows(world: World, namespace: str) -> bool:
@@ -114,6 +136,7 @@ def worlds(draw: st.DrawFn, deleting: bool = False) -> World:
                     ns,
                     name,
                     data=draw(datas),
+                    binary=draw(binaries),
                     owner={"unowned": None, "mine": UID, "other": OTHER_UID, "gone": GONE_UID}[
                         kind
                     ],
@@ -209,12 +232,18 @@ def test_nothing_is_written_where_the_namespace_does_not_accept_the_source(
 
 
 def _wanted(world: World, namespace: dict[str, Any]) -> bool:
-    """Whether the sync lists or selects ``namespace`` (whatever consent says)."""
+    """Whether the sync lists or selects ``namespace`` and does not exclude it (whatever consent
+    says); a selector never selects ``kube-*``."""
     spec = parse_spec(world.sync)
     name = namespace["metadata"]["name"]
     selector = spec.namespace_selector
-    selected = selector is not None and selector.matches(namespace["metadata"].get("labels", {}))
-    return name in (spec.destination_namespaces or ()) or selected
+    selected = (
+        selector is not None
+        and not name.startswith("kube-")
+        and selector.matches(namespace["metadata"].get("labels", {}))
+    )
+    excluded = matches(spec.exclude_namespaces or (), name)
+    return not excluded and (name in (spec.destination_namespaces or ()) or selected)
 
 
 @FAST
@@ -284,7 +313,8 @@ def test_converged_copies_equal_the_source_in_every_writable_target(world: World
         assert copy_["metadata"]["labels"][OWNER_LABEL] == UID
         allow = allowlist(world)
         expected = Desired(world.sync, source, allow).manifest(ns)
-        assert (copy_.get("data") or {}) == (expected.get("data") or {})
+        for field in ("data", "binaryData"):
+            assert (copy_.get(field) or {}) == selected(world, source.get(field) or {})
         labels_ = copy_["metadata"]["labels"]
         assert labels_.items() >= expected["metadata"]["labels"].items()
         foreign = labels_.keys() - expected["metadata"]["labels"].keys()
@@ -292,6 +322,42 @@ def test_converged_copies_equal_the_source_in_every_writable_target(world: World
         assert copy_.get("immutable") == expected.get("immutable")
     status = world.sync["status"]
     assert status["syncedNamespaces"] + status["failedNamespaces"] == status["targetNamespaces"]
+
+
+@FAST
+@given(world=worlds())
+def test_excluded_and_unlisted_protected_namespaces_get_nothing_written(world: World) -> None:
+    """Exclusions win over the list and the selector, a selector never reaches ``kube-*``, and
+    in such a namespace only this sync's own copy is ever deleted (nothing else touched)."""
+    spec = world.sync["spec"]
+    before = copy.deepcopy(world.configmaps)
+    actions = world.plan()
+    listed = spec.get("destinationNamespaces") or ()
+    for write in actions.writes:
+        assert not matches(spec.get("excludeNamespaces") or (), write.namespace)
+        assert not write.namespace.startswith("kube-") or write.namespace in listed
+    for record in (*actions.deletes, *actions.unmarks):
+        assert owner_uid(before[key_of(record)]) == UID
+    world.apply(actions)
+    for (ns, name), obj in world.configmaps.items():
+        if (
+            matches(spec.get("excludeNamespaces") or (), ns)
+            and owner_uid(before.get((ns, name))) != UID
+        ):
+            assert obj == before[(ns, name)]
+
+
+@FAST
+@given(world=worlds())
+def test_keys_the_source_lacks_are_exactly_the_named_includes_it_lacks(world: World) -> None:
+    actions = world.plan()
+    source = world.configmaps.get(world.source_key)
+    outcome = actions.outcome
+    assume(source is not None and outcome.blocked is None)
+    assert source is not None
+    present = {*(source.get("data") or {}), *(source.get("binaryData") or {})}
+    named = [k for k in world.sync["spec"].get("includeKeys") or () if "*" not in k]
+    assert outcome.missing_keys == tuple(k for k in named if k not in present)
 
 
 @FAST
