@@ -31,6 +31,23 @@ CRD = CrdDescriptor.of(
 )
 
 
+SECRET_CRD = CrdDescriptor(
+    group=models.GROUP,
+    version=models.VERSION,
+    kind=models.SECRET_KIND,
+    plural=models.SECRET_PLURAL,
+    description=models.SECRET_DESCRIPTION,
+    short_names=models.SECRET_SHORT_NAMES,
+    spec_model=models.SecretSyncSpec,
+    status_model=models.SecretSyncStatus,
+    printer_columns=(
+        PrinterColumn("Source", "string", ".status.source", "The source Secret"),
+        *CRD.printer_columns[1:],
+    ),
+)
+EXTRA_CRDS = (SECRET_CRD,)
+"""SecretSync: the same engine for Secrets (docs/configmapsync.md, "Secrets: SecretSync")."""
+
 SAMPLES = [
     {
         "apiVersion": "v1",
@@ -50,11 +67,30 @@ SAMPLES = [
             copy_labels=["app.kubernetes.io/part-of"],
         ),
     ),
+    {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "registry-pull",
+            "annotations": {models.ALLOWED_NAMESPACES_ANNOTATION: "team-*"},
+        },
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": "eyJhdXRocyI6e319"},
+    },
+    SECRET_CRD.sample(
+        "registry-pull-to-labelled-namespaces",
+        models.SecretSyncSpec(
+            secret_name="registry-pull",
+            namespace_selector=LabelSelector(match_labels={"opsuite.dev/registry-pull": "true"}),
+        ),
+    ),
 ]
 """A source ConfigMap that allows copies in the namespaces named team-*, and a ConfigMapSync
 copying it (with its part-of label) into every namespace labelled
 opsuite.dev/shared-settings=true
-(`kubectl label namespace team-a opsuite.dev/shared-settings=true`)."""
+(`kubectl label namespace team-a opsuite.dev/shared-settings=true`); likewise an image pull
+Secret (an empty `{"auths":{}}`) and a SecretSync copying it, type kept, where
+opsuite.dev/registry-pull=true."""
 
 
 POLICY_NAME = "configmapsync-authorization.sync.opsuite.dev"
@@ -266,6 +302,6 @@ source's namespace. On Kubernetes 1.36 and later also apply `templates/requester
 admissionregistration.k8s.io/v1/MutatingAdmissionPolicy`): it records who created or last
 changed each ConfigMapSync, whose rights the operator re-checks before every write
 (`RequesterNotAllowed` once revoked).""",
-    resources={"ConfigMapSync": (("ConfigMap", "v1"),)},
+    resources={"ConfigMapSync": (("ConfigMap", "v1"),), "SecretSync": (("Secret", "v1"),)},
 )
 """What the OperatorHub listing (the OLM bundle's CSV) says beyond the chart."""

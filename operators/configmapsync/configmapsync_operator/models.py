@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
+from pydantic.config import JsonDict
 
 from opsuite_common.kube_model import (
     REASON_PATTERN,
@@ -27,6 +28,17 @@ DESCRIPTION = (
 )
 SHORT_NAMES = ("cms",)
 API_VERSION = f"{GROUP}/{VERSION}"
+
+SECRET_KIND = "SecretSync"
+SECRET_PLURAL = "secretsyncs"
+SECRET_DESCRIPTION = (
+    "SecretSync copies a Secret (its type kept; never a service-account token) into other "
+    "namespaces (listed, or selected by label) and keeps the copies identical to the source."
+)
+SECRET_SHORT_NAMES = ("secsync",)
+SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
+"""The Secret type a SecretSync never copies: a token authenticates as its ServiceAccount
+wherever it is read."""
 
 FINALIZER = "sync.opsuite.dev/copies"
 """Put on every ConfigMapSync by earlier versions, which cleaned up the copies before letting
@@ -69,7 +81,7 @@ DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 NamespaceName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
-ConfigMapName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
+ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
 KeyPattern = Annotated[
     str,
     Field(min_length=1, max_length=317, pattern=r"^[A-Za-z0-9*]([-A-Za-z0-9_./*]*[A-Za-z0-9*])?$"),
@@ -91,13 +103,18 @@ _HAS_TARGETS = cel(
     "set destinationNamespaces, namespaceSelector or both",
     reason="FieldValueRequired",
 )
-_NOT_ONTO_ITSELF = cel(
-    "!has(self.sourceNamespace) || !has(self.destinationNamespaces) "
-    "|| !(self.sourceNamespace in self.destinationNamespaces)",
-    "the source namespace cannot be a destination: a ConfigMap cannot be synced onto itself",
-    field_path=".destinationNamespaces",
-    reason="FieldValueInvalid",
-)
+
+
+def _not_onto_itself(object_kind: str) -> JsonDict:
+    return cel(
+        "!has(self.sourceNamespace) || !has(self.destinationNamespaces) "
+        "|| !(self.sourceNamespace in self.destinationNamespaces)",
+        f"the source namespace cannot be a destination: a {object_kind} cannot be synced "
+        "onto itself",
+        field_path=".destinationNamespaces",
+        reason="FieldValueInvalid",
+    )
+
 
 _LISTED_NOT_EXCLUDED = cel(
     "!has(self.destinationNamespaces) || !has(self.excludeNamespaces) "
@@ -117,20 +134,20 @@ ConflictPolicy = Literal["Skip", "Overwrite"]
 DeletionPolicy = Literal["Delete", "Orphan"]
 
 
-class ConfigMapSyncSpec(KubeModel):
-    """Which ConfigMap to copy, and into which namespaces."""
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            _HAS_TARGETS, _NOT_ONTO_ITSELF, _LISTED_NOT_EXCLUDED, _ONE_KEY_FILTER
-        )
+def _rules(object_kind: str) -> JsonDict:
+    """The spec's CEL rules, their messages naming the kind of object copied."""
+    return validations(
+        _HAS_TARGETS, _not_onto_itself(object_kind), _LISTED_NOT_EXCLUDED, _ONE_KEY_FILTER
     )
 
+
+class SyncSpec(KubeModel):
+    """Into which namespaces, and how: what a ConfigMapSync and a SecretSync have in common
+    (each adds the name of its source)."""
+
     source_namespace: NamespaceName | None = None
-    """Namespace of the source ConfigMap. Default: the ConfigMapSync's own namespace. The
-    source is only ever read."""
-    config_map_name: ConfigMapName
-    """Name of the source ConfigMap; every copy has the same name."""
+    """Namespace of the source. Default: the sync's own namespace. The source is only ever
+    read."""
     destination_namespaces: list[NamespaceName] | None = Field(
         default=None,
         max_length=MAX_DESTINATIONS,
@@ -150,21 +167,20 @@ class ConfigMapSyncSpec(KubeModel):
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     """Namespaces that never get a copy, listed or selected: names, or patterns where * matches
-    any run of characters. A namespace that becomes excluded loses the copy this ConfigMapSync
-    owns there; nothing else in it is touched."""
+    any run of characters. A namespace that becomes excluded loses the copy this sync owns
+    there; nothing else in it is touched."""
     conflict_policy: ConflictPolicy = "Skip"
-    """What to do with a ConfigMap of the same name in a destination that this ConfigMapSync
-    does not own: Skip (default) leaves it untouched and reports a Conflict; Overwrite takes
-    it over. A ConfigMap owned by another ConfigMapSync is never taken over."""
+    """What to do with an object of the same name in a destination that this sync does not
+    own: Skip (default) leaves it untouched and reports a Conflict; Overwrite takes it over. An
+    object owned by another sync is never taken over."""
     copy_labels: list[KeyPattern] | None = Field(
         default=None,
         max_length=MAX_COPIED_KEYS,
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     """Labels of the source that the copies carry: keys, or patterns where * matches any run of
-    characters (["*"] copies all). Default: none (data and binaryData are copied as
-    includeKeys and excludeKeys say). The operator's own sync.opsuite.dev/ keys are never
-    copied."""
+    characters (["*"] copies all). Default: none (the data is copied as includeKeys and
+    excludeKeys say). The operator's own sync.opsuite.dev/ keys are never copied."""
     copy_annotations: list[KeyPattern] | None = Field(
         default=None,
         max_length=MAX_COPIED_KEYS,
@@ -179,20 +195,40 @@ class ConfigMapSyncSpec(KubeModel):
         max_length=MAX_KEY_FILTERS,
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
-    """Copy only these keys of data and binaryData: keys, or patterns where * matches any run of
-    characters. A key named here (not a pattern) that the source lacks is reported (Degraded,
-    KeysMissing); the copies carry the keys that exist. Not with excludeKeys."""
+    """Copy only these keys of the data (a ConfigMap's binaryData too): keys, or patterns where
+    * matches any run of characters. A key named here (not a pattern) that the source lacks is
+    reported (Degraded, KeysMissing); the copies carry the keys that exist. Not with
+    excludeKeys."""
     exclude_keys: list[DataKeyPattern] | None = Field(
         default=None,
         min_length=1,
         max_length=MAX_KEY_FILTERS,
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
-    """Copy every key of data and binaryData but these (keys or patterns, as includeKeys). Not
-    with includeKeys. Default (neither set): every key is copied."""
+    """Copy every key of the data (a ConfigMap's binaryData too) but these (keys or patterns,
+    as includeKeys). Not with includeKeys. Default (neither set): every key is copied."""
     deletion_policy: DeletionPolicy = "Delete"
-    """What happens to the copies when this ConfigMapSync is deleted: Delete (default) removes
+    """What happens to the copies when this sync is deleted: Delete (default) removes
     them; Orphan keeps them without the operator's ownership label and annotations."""
+
+
+class ConfigMapSyncSpec(SyncSpec):
+    """Which ConfigMap to copy, and into which namespaces."""
+
+    model_config = ConfigDict(json_schema_extra=_rules("ConfigMap"))
+
+    config_map_name: ObjectName
+    """Name of the source ConfigMap; every copy has the same name."""
+
+
+class SecretSyncSpec(SyncSpec):
+    """Which Secret to copy, and into which namespaces."""
+
+    model_config = ConfigDict(json_schema_extra=_rules("Secret"))
+
+    secret_name: ObjectName
+    """Name of the source Secret; every copy has the same name and type. A Secret of type
+    kubernetes.io/service-account-token is never copied (Degraded, SecretTypeNotCopied)."""
 
 
 class FailedTarget(KubeModel):
@@ -207,11 +243,11 @@ class FailedTarget(KubeModel):
     """Details for people."""
 
 
-class ConfigMapSyncStatus(KubeModel):
-    """Observed state of a ConfigMapSync."""
+class SyncStatus(KubeModel):
+    """Observed state of a sync, of either kind."""
 
     source: str | None = Field(default=None, max_length=320)
-    """The source ConfigMap as namespace/name."""
+    """The source as namespace/name."""
     target_namespaces: int | None = Field(default=None, ge=0)
     """Destination namespaces: those listed plus those selected, without the source's."""
     synced_namespaces: int | None = Field(default=None, ge=0)
@@ -232,3 +268,11 @@ class ConfigMapSyncStatus(KubeModel):
     conditions: ConditionList | None = None
     """Ready (every destination holds a current copy) and Degraded (something needs a
     person: SourceNotFound, Conflict, WriteFailed, InvalidSpec...)."""
+
+
+class ConfigMapSyncStatus(SyncStatus):
+    """Observed state of a ConfigMapSync."""
+
+
+class SecretSyncStatus(SyncStatus):
+    """Observed state of a SecretSync (names, counts and reasons only: never a value)."""

@@ -6,8 +6,10 @@ from configmapsync_manifests import (
     CRD,
     MAX_CHECKED_DESTINATIONS,
     SAMPLES,
+    SECRET_CRD,
     admission_policy,
 )
+from configmapsync_operator.models import SERVICE_ACCOUNT_TOKEN, SecretSyncSpec
 from configmapsync_operator.spec import parse_spec
 from opsuite_packaging.crd import build_crd
 
@@ -55,9 +57,42 @@ def test_crd_names_columns_and_rules() -> None:
     assert len(spec["x-kubernetes-validations"]) == 4
 
 
-def test_samples_are_a_source_and_a_valid_sync_reading_it() -> None:
-    source, sync = SAMPLES
+def test_secretsync_crd_is_its_own_resource_naming_a_secret() -> None:
+    """A kind of its own, so that RBAC tells it from ConfigMapSync; the same rules, their
+    messages naming a Secret."""
+    crd = build_crd(SECRET_CRD)
+    assert crd["metadata"]["name"] == "secretsyncs.sync.opsuite.dev"
+    names = crd["spec"]["names"]
+    assert (names["kind"], names["shortNames"], names["categories"]) == (
+        "SecretSync",
+        ["secsync"],
+        ["opsuite"],
+    )
+    version = crd["spec"]["versions"][0]
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
+        "Source",
+        "Targets",
+        "Synced",
+        "Ready",
+        "Age",
+    ]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["required"] == ["secretName"]
+    assert "configMapName" not in spec["properties"]
+    messages = [rule["message"] for rule in spec["x-kubernetes-validations"]]
+    onto_itself = "the source namespace cannot be a destination: a Secret cannot be synced onto"
+    assert f"{onto_itself} itself" in messages
+    assert not any("ConfigMap" in m for m in messages)
+
+
+def test_samples_are_sources_and_valid_syncs_reading_them() -> None:
+    source, sync, secret, secret_sync = SAMPLES
     assert source["kind"] == "ConfigMap"
     spec = parse_spec(sync)
     assert spec.config_map_name == source["metadata"]["name"]
     assert spec.source_namespace is None  # applied together, into one namespace
+    assert (secret["kind"], secret_sync["kind"]) == ("Secret", "SecretSync")
+    assert secret["type"] not in ("Opaque", SERVICE_ACCOUNT_TOKEN)  # a type that is kept
+    secret_spec = SecretSyncSpec.model_validate(secret_sync["spec"], strict=True)
+    assert secret_spec.secret_name == secret["metadata"]["name"]
+    assert secret_spec.source_namespace is None
