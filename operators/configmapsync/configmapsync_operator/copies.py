@@ -1,11 +1,12 @@
 """Copies as plain dicts (pure): rendering, the ownership mark, and the slim cache records.
 
-The operator caches every ConfigMap it can see, but only as a *slim record*: name, namespace,
-uid, resourceVersion, ``immutable`` and, for ConfigMaps carrying an ownership mark, the mark, a
-digest of the content (data + binaryData) and a digest of each label and annotation value. A
-copy is current when its content, ``immutable`` and the labels and annotations the operator owns
-equal those of the copy it would render now, so the cache never holds a second full copy of any
-data; only the sources are cached in full (:mod:`configmapsync_operator.sources`).
+The operator caches every ConfigMap (and, for SecretSyncs, every Secret) it can see, but only
+as a *slim record*: name, namespace, uid, resourceVersion, ``immutable``, a Secret's ``type``
+and, for objects carrying an ownership mark, the mark, a digest of the content (data +
+binaryData) and a digest of each label and annotation value. A copy is current when its
+content, ``immutable``, type and the labels and annotations the operator owns equal those of the
+copy it would render now, so the cache never holds a second full copy of any data (nor a
+Secret's value); only the sources are cached in full (:mod:`configmapsync_operator.sources`).
 
 The operator owns a copy's data and binaryData (the source's, as the key filter of
 :mod:`configmapsync_operator.keys` selects them), its own marks (:data:`MARK_LABELS`,
@@ -26,6 +27,7 @@ import orjson
 
 from configmapsync_operator.consent import matches
 from configmapsync_operator.keys import ALL_KEYS, KeyFilter
+from configmapsync_operator.kinds import CONFIGMAPS, SyncKind
 from configmapsync_operator.models import (
     BOOKKEEPING_PREFIX,
     DELETION_POLICY_ANNOTATION,
@@ -173,6 +175,8 @@ def slim(obj: Mapping[str, Any]) -> JSON:
         if meta.get(key) is not None
     }
     record: JSON = {"metadata": record_meta, "immutable": obj.get("immutable") is True}
+    if isinstance(obj.get("type"), str):  # a Secret's, kept by its copies
+        record["type"] = obj["type"]
     owner = owner_uid(obj)
     if owner is not None:
         record_meta["labels"] = {OWNER_LABEL: owner}
@@ -190,9 +194,9 @@ def slim(obj: Mapping[str, Any]) -> JSON:
 
 
 class Desired:
-    """The copy a ConfigMapSync keeps of its source, the same in every destination but for
-    its namespace: rendered, and its digests taken, once per pass (a pass checks hundreds of
-    destinations against it)."""
+    """The copy a sync keeps of its source, the same in every destination but for its
+    namespace: rendered, and its digests taken, once per pass (a pass checks hundreds of
+    destinations against it). A Secret's copy has its type."""
 
     def __init__(
         self,
@@ -200,8 +204,12 @@ class Desired:
         source: Mapping[str, Any],
         allow: Allowlist = Allowlist(),
         keys: KeyFilter = ALL_KEYS,
+        kind: SyncKind = CONFIGMAPS,
     ) -> None:
         meta = _meta(sync)
+        self.kind = kind
+        source_type = source.get("type")
+        self.type = source_type if kind.typed and isinstance(source_type, str) else None
         source_namespace, self.name = key_of(source)
         source_meta = _meta(source)
         self.allow = allow
@@ -229,25 +237,33 @@ class Desired:
         """The copy in ``namespace`` (no uid, no resourceVersion)."""
         copy: JSON = {
             "apiVersion": "v1",
-            "kind": "ConfigMap",
+            "kind": self.kind.object_kind,
             "metadata": {
                 "name": self.name,
                 "namespace": namespace,
                 **{field: dict(values) for field, values in self.metadata.items()},
             },
         }
+        if self.type is not None:
+            copy["type"] = self.type
         copy.update((field, dict(values)) for field, values in self.content.items())
         if self.immutable:
             copy["immutable"] = True
         return copy
 
     def content_is_current(self, record: Mapping[str, Any]) -> bool:
-        """The cached ``record`` has this data, binaryData and ``immutable`` (only metadata may
-        differ)."""
+        """The cached ``record`` has this data, binaryData, ``immutable`` and type (only
+        metadata may differ)."""
         return (
             record.get("contentDigest") == self.content_digest
             and record.get("immutable") is self.immutable
+            and not self.retypes(record)
         )
+
+    def retypes(self, record: Mapping[str, Any]) -> bool:
+        """The cached ``record`` is of another type than the copy (which only a new object
+        can change)."""
+        return record.get("type") != self.type
 
     def is_current(self, record: Mapping[str, Any]) -> bool:
         """The cached copy ``record`` already equals this one in everything the operator owns
@@ -264,7 +280,7 @@ class Desired:
         patch_meta.update(self._metadata_changes(record))
         patch: JSON = {"metadata": patch_meta}
         if not self.content_is_current(record):
-            for field in ("data", "binaryData"):
+            for field in self.kind.content_fields:
                 patch[field] = {"$patch": "replace", **self.content.get(field, {})}
             if self.immutable:
                 patch["immutable"] = True

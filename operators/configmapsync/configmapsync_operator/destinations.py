@@ -29,10 +29,11 @@ from configmapsync_operator.consent import (
     protected,
 )
 from configmapsync_operator.copies import is_terminating
+from configmapsync_operator.kinds import CONFIGMAPS, SyncKind
 from configmapsync_operator.models import (
     ACCEPT_FROM_ANNOTATION,
     ALLOWED_NAMESPACES_ANNOTATION,
-    ConfigMapSyncSpec,
+    SyncSpec,
 )
 from configmapsync_operator.spec import InvalidSpecError, parse_spec
 from configmapsync_operator.status import (
@@ -50,11 +51,11 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return labels if isinstance(labels, Mapping) else {}
 
 
-def _excluded(spec: ConfigMapSyncSpec, ns: str) -> bool:
+def _excluded(spec: SyncSpec, ns: str) -> bool:
     return matches(spec.exclude_namespaces or (), ns)
 
 
-def _selects(spec: ConfigMapSyncSpec, record: Mapping[str, Any], own: str | None) -> bool:
+def _selects(spec: SyncSpec, record: Mapping[str, Any], own: str | None) -> bool:
     """Whether the selector selects the Namespace ``record``: never a protected one, which
     gets copies only when listed (``{}`` must not reach ``kube-system``)."""
     selector = spec.namespace_selector
@@ -63,7 +64,7 @@ def _selects(spec: ConfigMapSyncSpec, record: Mapping[str, Any], own: str | None
 
 
 def _targets(
-    spec: ConfigMapSyncSpec,
+    spec: SyncSpec,
     source_namespace: str,
     namespaces: Mapping[str, Mapping[str, Any]],
     served: Collection[str],
@@ -117,7 +118,7 @@ def _refused(
     refused = [ns for ns in writable if patterns is None or not matches(patterns, ns)]
     if patterns is None:
         message = (
-            f"ConfigMap {reference} does not allow copies: it has no "
+            f"{reference} does not allow copies: it has no "
             f"{ALLOWED_NAMESPACES_ANNOTATION} annotation; an existing copy is kept, not updated"
         )
         return refused, [Issue(ns, NOT_ALLOWED_BY_SOURCE, message) for ns in refused]
@@ -126,7 +127,7 @@ def _refused(
         Issue(
             ns,
             NOT_ALLOWED_BY_SOURCE,
-            f"ConfigMap {reference} does not allow copies in namespace {ns} "
+            f"{reference} does not allow copies in namespace {ns} "
             f"({ALLOWED_NAMESPACES_ANNOTATION}: {allowed[:200]}); no copy is kept there",
         )
         for ns in refused
@@ -169,7 +170,7 @@ def _not_accepted(
 
 
 def consented(
-    spec: ConfigMapSyncSpec,
+    spec: SyncSpec,
     source: Mapping[str, Any] | None,
     reference: str,
     source_namespace: str,
@@ -180,7 +181,7 @@ def consented(
     """The destinations to write (consent given both ways), those whose copies stay as they
     are (no consent annotation at all: say, before the upgrade that introduced it), and the
     issues of the others. ``namespaces``: the Namespace records by name; ``reference``: the
-    source's namespace/name, for the messages."""
+    source's kind and namespace/name (``Secret team/tls``), for the messages."""
     writable, issues = _targets(spec, source_namespace, namespaces, served, own_namespace)
     kept: list[str] = []
     if source is not None:
@@ -196,11 +197,16 @@ def consented(
     return writable, kept, issues
 
 
-def wants(sync: Mapping[str, Any], namespace: Mapping[str, Any], own: str | None = None) -> bool:
-    """Whether ``sync`` names ``namespace`` (a record) as a destination, listed or selected
-    and not excluded, that accepts copies from its source's namespace."""
+def wants(
+    sync: Mapping[str, Any],
+    namespace: Mapping[str, Any],
+    own: str | None = None,
+    kind: SyncKind = CONFIGMAPS,
+) -> bool:
+    """Whether ``sync`` (of ``kind``) names ``namespace`` (a record) as a destination, listed
+    or selected and not excluded, that accepts copies from its source's namespace."""
     try:
-        spec = parse_spec(sync)
+        spec = parse_spec(sync, kind)
     except InvalidSpecError:
         return False
     name = str((namespace.get("metadata") or {}).get("name"))

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from configmapsync_operator.consent import matches
-from configmapsync_operator.models import ConfigMapSyncSpec
+from configmapsync_operator.models import SyncSpec
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ ALL_KEYS = KeyFilter()
 """The filter of a spec with neither includeKeys nor excludeKeys."""
 
 
-def key_filter(spec: ConfigMapSyncSpec) -> KeyFilter:
+def key_filter(spec: SyncSpec) -> KeyFilter:
     """The spec's key filter (includeKeys and excludeKeys are never both set)."""
     include = tuple(spec.include_keys) if spec.include_keys is not None else None
     return KeyFilter(include, tuple(spec.exclude_keys or ()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
@@ -141,9 +142,9 @@ def _rules(object_kind: str) -> JsonDict:
     )
 
 
-class SyncSpec(KubeModel):
+class SyncSpec(KubeModel, ABC):
     """Into which namespaces, and how: what a ConfigMapSync and a SecretSync have in common
-    (each adds the name of its source)."""
+    (each adds the name of its source, :attr:`source_name`)."""
 
     source_namespace: NamespaceName | None = None
     """Namespace of the source. Default: the sync's own namespace. The source is only ever
@@ -211,6 +212,11 @@ class SyncSpec(KubeModel):
     """What happens to the copies when this sync is deleted: Delete (default) removes
     them; Orphan keeps them without the operator's ownership label and annotations."""
 
+    @property
+    @abstractmethod
+    def source_name(self) -> str:
+        """The source's name (every copy's), from the field of the kind."""
+
 
 class ConfigMapSyncSpec(SyncSpec):
     """Which ConfigMap to copy, and into which namespaces."""
@@ -219,6 +225,11 @@ class ConfigMapSyncSpec(SyncSpec):
 
     config_map_name: ObjectName
     """Name of the source ConfigMap; every copy has the same name."""
+
+    @property
+    def source_name(self) -> str:
+        """The source's name (every copy's)."""
+        return self.config_map_name
 
 
 class SecretSyncSpec(SyncSpec):
@@ -229,6 +240,11 @@ class SecretSyncSpec(SyncSpec):
     secret_name: ObjectName
     """Name of the source Secret; every copy has the same name and type. A Secret of type
     kubernetes.io/service-account-token is never copied (Degraded, SecretTypeNotCopied)."""
+
+    @property
+    def source_name(self) -> str:
+        """The source's name (every copy's)."""
+        return self.secret_name
 
 
 class FailedTarget(KubeModel):

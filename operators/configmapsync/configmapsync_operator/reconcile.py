@@ -51,11 +51,13 @@ from configmapsync_operator.copies import (
 )
 from configmapsync_operator.destinations import consented
 from configmapsync_operator.keys import key_filter
-from configmapsync_operator.models import FINALIZER, ConfigMapSyncSpec
+from configmapsync_operator.kinds import CONFIGMAPS, SyncKind
+from configmapsync_operator.models import FINALIZER, SyncSpec
 from configmapsync_operator.spec import InvalidSpecError, ObjectKey, parse_spec, source_key
 from configmapsync_operator.status import (
     CONFLICT,
     INVALID_SPEC,
+    SECRET_TYPE_NOT_COPIED,
     SOURCE_NOT_WATCHED,
     TERMINATING,
     Issue,
@@ -122,10 +124,18 @@ class Plan:
         )
 
 
+def _must_replace(desired: Desired, observed: Mapping[str, Any]) -> bool:
+    """Whether only a new object can make ``observed`` current: it is immutable and its content
+    must change, or it is of another type (a Secret's type cannot change)."""
+    if desired.retypes(observed):
+        return True
+    return observed.get("immutable") is True and not desired.content_is_current(observed)
+
+
 def _overwrite(namespace: str, desired: Desired, observed: Mapping[str, Any]) -> Write:
-    """Update ``observed`` to ``desired``, or replace it when it is immutable and must change."""
+    """Update ``observed`` to ``desired``, or replace it when only a new object can do."""
     manifest = desired.manifest(namespace)
-    if observed.get("immutable") is True and not desired.content_is_current(observed):
+    if _must_replace(desired, observed):
         return Write(namespace, manifest, observed, replace=True)
     meta = observed["metadata"]
     manifest["metadata"].update(uid=meta["uid"], resourceVersion=meta["resourceVersion"])
@@ -133,10 +143,10 @@ def _overwrite(namespace: str, desired: Desired, observed: Mapping[str, Any]) ->
 
 
 def _update(namespace: str, desired: Desired, observed: Mapping[str, Any]) -> Write:
-    """Patch the own copy ``observed`` to ``desired`` (owned keys only), or replace it when it
-    is immutable and its content must change."""
+    """Patch the own copy ``observed`` to ``desired`` (owned keys only), or replace it when
+    only a new object can do."""
     manifest = desired.manifest(namespace)
-    if observed.get("immutable") is True and not desired.content_is_current(observed):
+    if _must_replace(desired, observed):
         return Write(namespace, manifest, observed, replace=True)
     return Write(namespace, manifest, observed, patch=desired.update_patch(observed))
 
@@ -187,7 +197,8 @@ class _Context:
 
     name: str
     uid: str
-    spec: ConfigMapSyncSpec
+    spec: SyncSpec
+    kind: SyncKind
     desired: Desired | None
     live_owners: Container[str]
     served: Collection[str]
@@ -201,7 +212,7 @@ def _decide(ns: str, occupant: Mapping[str, Any] | None, c: _Context) -> Write |
         occupant = None
     if occupant is None:
         return False if c.desired is None else Write(ns, c.desired.manifest(ns))
-    where = f"ConfigMap {ns}/{c.name}"
+    where = f"{c.kind.object_kind} {ns}/{c.name}"
     owner = owner_uid(occupant)
     if is_terminating(occupant):
         return Issue(ns, TERMINATING, f"{where} is being deleted; a copy follows")
@@ -220,17 +231,24 @@ def _decide(ns: str, occupant: Mapping[str, Any] | None, c: _Context) -> Write |
         return False if c.desired is None else _overwrite(ns, c.desired, occupant)
     if owner is not None:
         return Issue(
-            ns, CONFLICT, f"{where} belongs to ConfigMapSync {owner_description(occupant)}"
+            ns, CONFLICT, f"{where} belongs to {c.kind.kind} {owner_description(occupant)}"
         )
     if c.spec.conflict_policy == "Skip":
         return Issue(
             ns,
             CONFLICT,
-            f"{where} exists and is not managed by this ConfigMapSync; "
+            f"{where} exists and is not managed by this {c.kind.kind}; "
             "conflictPolicy Skip leaves it untouched",
         )
     if (ns, c.name) in c.sources_in_use:
-        return Issue(ns, CONFLICT, f"{where} is the source of a ConfigMapSync; not overwritten")
+        return Issue(ns, CONFLICT, f"{where} is the source of a {c.kind.kind}; not overwritten")
+    if c.desired is not None and c.desired.retypes(occupant):
+        return Issue(
+            ns,
+            CONFLICT,
+            f"{where} is of type {occupant.get('type')}, the source of type "
+            f"{c.desired.type}; its type cannot change, so it is not taken over",
+        )
     return False if c.desired is None else _overwrite(ns, c.desired, occupant)
 
 
@@ -247,8 +265,9 @@ def plan(
     live_owners: Container[str] = (),
     own_namespace: str | None = None,
     requester: str | None = None,
+    kind: SyncKind = CONFIGMAPS,
 ) -> Plan:
-    """Plan one reconcile of ``sync``.
+    """Plan one reconcile of ``sync``, a sync of ``kind``.
 
     ``occupants`` maps a namespace to the slim record of the ConfigMap there named like the
     source; ``owned`` are slim records of ConfigMaps marked with the sync's uid; ``served``
@@ -263,7 +282,7 @@ def plan(
     now = as_utc(now)
     meta = sync["metadata"]
     uid = meta["uid"]
-    src_key = source_key(sync)
+    src_key = source_key(sync, kind)
     live_owned = [
         c for c in owned if owner_uid(c) == uid and is_exact_copy(c) and not is_terminating(c)
     ]
@@ -271,7 +290,7 @@ def plan(
         return _cleanup(sync, live_owned, src_key)
     strip_finalizer = FINALIZER in (meta.get("finalizers") or ())
     try:
-        spec = parse_spec(sync)
+        spec = parse_spec(sync, kind)
     except InvalidSpecError as error:
         outcome = Outcome(blocked=(INVALID_SPEC, str(error)))
         return Plan(
@@ -280,26 +299,35 @@ def plan(
             status_patch=status_patch(sync, outcome, now, wrote=False),
         )
     source_namespace = spec.source_namespace or meta["namespace"]
-    name = spec.config_map_name
+    name = spec.source_name
     reference = f"{source_namespace}/{name}"
+    if source is not None and key_of(source) != (source_namespace, name):
+        source = None
     blocked = _blocked(source_namespace, served, requester)
+    refusal = None if source is None else kind.refusal(source)
+    if blocked is None and refusal is not None:
+        blocked = (SECRET_TYPE_NOT_COPIED, refusal)
     if blocked is not None:
-        outcome = Outcome(source=reference, blocked=blocked)
+        outcome = Outcome(source=reference, object_kind=kind.object_kind, blocked=blocked)
         return Plan(
             outcome,
             strip_finalizer=strip_finalizer,
             status_patch=status_patch(sync, outcome, now, wrote=False),
         )
-    if source is not None and key_of(source) != (source_namespace, name):
-        source = None
     by_name = {str((ns.get("metadata") or {}).get("name")): ns for ns in namespaces}
     writable, kept, issues = consented(
-        spec, source, reference, source_namespace, by_name, served, own_namespace
+        spec,
+        source,
+        f"{kind.object_kind} {reference}",
+        source_namespace,
+        by_name,
+        served,
+        own_namespace,
     )
     allow = Allowlist(tuple(spec.copy_labels or ()), tuple(spec.copy_annotations or ()))
     keys = key_filter(spec)
-    desired = Desired(sync, source, allow, keys) if source is not None else None
-    context = _Context(name, uid, spec, desired, live_owners, served, sources_in_use)
+    desired = Desired(sync, source, allow, keys, kind) if source is not None else None
+    context = _Context(name, uid, spec, kind, desired, live_owners, served, sources_in_use)
     writes: list[Write] = []
     synced: set[str] = set()
     for ns in writable:
@@ -323,6 +351,7 @@ def plan(
     synced.update(w.namespace for w in writes)
     outcome = Outcome(
         source=reference,
+        object_kind=kind.object_kind,
         source_found=source is not None,
         targets=tuple(sorted({*writable, *(i.namespace for i in issues)})),
         synced=frozenset(synced),

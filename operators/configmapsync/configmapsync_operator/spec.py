@@ -1,4 +1,4 @@
-"""The ConfigMapSync spec as the planner reads it, and cheap reads of raw objects for indexes."""
+"""A sync's spec as the planner reads it, and cheap reads of raw objects for indexes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from configmapsync_operator.models import ConfigMapSyncSpec
+from configmapsync_operator.kinds import CONFIGMAPS, SyncKind
+from configmapsync_operator.models import SyncSpec
 
 ObjectKey = tuple[str, str]
 
@@ -16,8 +17,9 @@ class InvalidSpecError(ValueError):
     """The spec cannot be acted upon; the message is user-facing."""
 
 
-def parse_spec(sync: Mapping[str, Any]) -> ConfigMapSyncSpec:
-    """Validate ``sync["spec"]`` (strictly, as the API server's schema); InvalidSpecError else.
+def parse_spec(sync: Mapping[str, Any], kind: SyncKind = CONFIGMAPS) -> SyncSpec:
+    """Validate ``sync["spec"]`` as ``kind``'s spec (strictly, as the API server's schema);
+    InvalidSpecError else.
 
     Repeats the CRD's CEL rules (some destination is given, no namespace both listed and
     excluded, not both includeKeys and excludeKeys); the source namespace among the
@@ -27,7 +29,7 @@ def parse_spec(sync: Mapping[str, Any]) -> ConfigMapSyncSpec:
     if not isinstance(raw, Mapping):
         raise InvalidSpecError("spec: Field required")
     try:
-        spec = ConfigMapSyncSpec.model_validate(raw, strict=True)
+        spec = kind.spec_model.model_validate(raw, strict=True)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         path = ".".join(str(part) for part in ("spec", *first["loc"]))
@@ -49,12 +51,12 @@ def _spec(sync: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return raw if isinstance(raw, Mapping) else {}
 
 
-def source_key(sync: Mapping[str, Any] | None) -> ObjectKey | None:
-    """(namespace, name) of the source ConfigMap, straight from the raw object."""
+def source_key(sync: Mapping[str, Any] | None, kind: SyncKind = CONFIGMAPS) -> ObjectKey | None:
+    """(namespace, name) of the source, straight from the raw object."""
     if sync is None:
         return None
     spec = _spec(sync)
-    name = spec.get("configMapName")
+    name = spec.get(kind.name_field)
     if not isinstance(name, str) or not name:
         return None
     namespace = spec.get("sourceNamespace") or (sync.get("metadata") or {}).get("namespace", "")

@@ -1,5 +1,5 @@
-"""A ConfigMapSync's status: what one reconcile found (:class:`Outcome`: its destinations, which
-hold a current copy, which do not and why) as the conditions and counts a user reads.
+"""A sync's status (either kind): what one reconcile found (:class:`Outcome`: its destinations,
+which hold a current copy, which do not and why) as the conditions and counts a user reads.
 
 Ready names the worst issue present (:data:`SEVERITY`); Degraded is True only for issues that
 need a person (:data:`DEGRADING`) or for keys includeKeys names that the source lacks;
@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from configmapsync_operator.models import MAX_FAILED_TARGETS, ConfigMapSyncStatus, FailedTarget
+from configmapsync_operator.models import MAX_FAILED_TARGETS, FailedTarget, SyncStatus
 from opsuite_common.conditions import AS_EXPECTED, DEGRADED, READY, set_condition, timestamp
 from opsuite_common.kube_model import ConditionStatus
 from opsuite_common.store import JSON
@@ -33,6 +33,7 @@ NAMESPACE_MISSING = "NamespaceMissing"
 NOT_ALLOWED_BY_SOURCE = "NotAllowedBySource"
 NOT_ACCEPTED_BY_NAMESPACE = "NotAcceptedByNamespace"
 KEYS_MISSING = "KeysMissing"
+SECRET_TYPE_NOT_COPIED = "SecretTypeNotCopied"
 
 SEVERITY = (
     NOT_ALLOWED_BY_SOURCE,
@@ -65,6 +66,8 @@ class Outcome:
 
     source: str = ""
     """namespace/name of the source; "" when the spec is invalid."""
+    object_kind: str = "ConfigMap"
+    """What the source is (ConfigMap, Secret), for the messages."""
     source_found: bool = False
     blocked: tuple[str, str] | None = None
     """(reason, message) when nothing can be synced at all (InvalidSpec, SourceNotWatched)."""
@@ -122,7 +125,7 @@ def _by_destinations(outcome: Outcome, issues: Sequence[Issue]) -> tuple[_Condit
         return (READY, "False", reason, message), (DEGRADED, "True", reason, message)
     if not outcome.source_found:
         message = (
-            f"ConfigMap {outcome.source} not found; "
+            f"{outcome.object_kind} {outcome.source} not found; "
             f"the {len(outcome.synced)} existing copies are kept"
         )
         return (
@@ -180,7 +183,7 @@ def status_patch(
     )
     if wrote or (last_sync is None and complete):
         last_sync = timestamp(now)
-    desired = ConfigMapSyncStatus(
+    desired = SyncStatus(
         source=outcome.source or None,
         target_namespaces=len(outcome.targets),
         synced_namespaces=len(outcome.synced),

@@ -89,7 +89,7 @@ def test_samples_are_sources_and_valid_syncs_reading_them() -> None:
     source, sync, secret, secret_sync = SAMPLES
     assert source["kind"] == "ConfigMap"
     spec = parse_spec(sync)
-    assert spec.config_map_name == source["metadata"]["name"]
+    assert spec.source_name == source["metadata"]["name"]
     assert spec.source_namespace is None  # applied together, into one namespace
     assert (secret["kind"], secret_sync["kind"]) == ("Secret", "SecretSync")
     assert secret["type"] not in ("Opaque", SERVICE_ACCOUNT_TOKEN)  # a type that is kept
