@@ -1,6 +1,7 @@
-"""An in-memory cluster for exercising ConfigMapSync's pure planner (unit and property tests).
+"""An in-memory cluster for exercising the sync planner (unit and property tests).
 
-Namespaces and full ConfigMaps as the API server returns them, one ConfigMapSync, and
+Namespaces and full ConfigMaps (or Secrets) as the API server returns them, one sync of either
+kind, and
 :meth:`World.apply`, which does what the API server would do with a plan whose writes all
 succeed (checking their preconditions), so that re-planning shows whether the plan converged.
 """
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from configmapsync_operator.copies import MARK_ANNOTATIONS, MARK_LABELS, key_of, owner_uid, slim
+from configmapsync_operator.kinds import CONFIGMAPS, SyncKind
 from configmapsync_operator.models import (
     ACCEPT_FROM_ANNOTATION,
     ALLOWED_NAMESPACES_ANNOTATION,
@@ -68,6 +70,24 @@ def configmap(
         obj["binaryData"] = dict(binary)
     if immutable:
         obj["immutable"] = True
+    return obj
+
+
+def secret(
+    namespace: str,
+    name: str = NAME,
+    *,
+    type_: str = "Opaque",
+    data: dict[str, str] | None = None,
+    owner: str | None = None,
+    immutable: bool = False,
+    allowed: str | None = None,
+) -> JSON:
+    """A Secret as the API server returns it (``data`` base64-encoded by the caller; never
+    ``stringData``, which is write-only); the other arguments as :func:`configmap`'s."""
+    obj = configmap(namespace, name, data=data, owner=owner, immutable=immutable, allowed=allowed)
+    obj["kind"] = "Secret"
+    obj["type"] = type_
     return obj
 
 
@@ -136,6 +156,8 @@ class World:
     sources_in_use: frozenset[tuple[str, str]] = frozenset()
     live_owners: frozenset[str] = frozenset({UID, OTHER_UID})
     own_namespace: str | None = None
+    kind: SyncKind = CONFIGMAPS
+    """The sync's kind; ``configmaps`` holds the objects of the kind it copies."""
 
     def add(self, obj: JSON) -> JSON:
         self.configmaps[key_of(obj)] = obj
@@ -145,7 +167,7 @@ class World:
     def source_key(self) -> tuple[str, str]:
         spec = self.sync["spec"]
         return spec.get("sourceNamespace") or self.sync["metadata"]["namespace"], spec[
-            "configMapName"
+            self.kind.name_field
         ]
 
     def plan(self, now: datetime = T0, requester: str | None = None) -> Plan:
@@ -164,6 +186,7 @@ class World:
             live_owners=self.live_owners,
             own_namespace=self.own_namespace,
             requester=requester,
+            kind=self.kind,
         )
 
     def apply(self, actions: Plan) -> None:
@@ -182,6 +205,8 @@ class World:
                 assert existing is not None
                 assert obj["metadata"]["resourceVersion"] == existing["metadata"]["resourceVersion"]
                 assert obj["metadata"]["uid"] == existing["metadata"]["uid"]
+                # the API server's rule for Secrets: the type cannot change
+                assert obj.get("type") == existing.get("type"), f"{key}: type changed"
                 if existing.get("immutable"):  # the API server's rule for immutable ConfigMaps
                     assert obj.get("immutable") is True, f"{key}: immutable cannot be unset"
                     for field_ in ("data", "binaryData"):
@@ -211,10 +236,20 @@ class World:
             self.sync["status"] = {**self.sync.get("status", {}), **actions.status_patch}
 
 
-def make_world(spec: JSON, *names: str, own_namespace: str | None = None, **sync: bool) -> World:
-    """A World whose sync copies ``NAME`` with ``spec``, and the namespaces src and ``names``
-    (accepting copies from anywhere); ``sync``: :func:`sync_object`'s flags."""
-    world = World(sync_object({"configMapName": NAME, **spec}, **sync), own_namespace=own_namespace)
+def make_world(
+    spec: JSON,
+    *names: str,
+    own_namespace: str | None = None,
+    kind: SyncKind = CONFIGMAPS,
+    **sync: bool,
+) -> World:
+    """A World whose sync of ``kind`` copies ``NAME`` with ``spec``, and the namespaces src and
+    ``names`` (accepting copies from anywhere); ``sync``: :func:`sync_object`'s flags."""
+    world = World(
+        sync_object({kind.name_field: NAME, **spec}, **sync),
+        own_namespace=own_namespace,
+        kind=kind,
+    )
     for ns in ("src", *names):
         world.namespaces[ns] = namespace(ns)
     return world
