@@ -9,10 +9,10 @@ from pydantic import Field
 from configmapsync_operator import models
 from configmapsync_operator.requester import WRITE_VERBS
 from opsuite_common.admission import custom_resource_policy, policy_binding
-from opsuite_common.kube_model import LabelSelector
+from opsuite_common.kube_model import KubeModel, LabelSelector
 from opsuite_packaging import requester_policy as recording
 from opsuite_packaging.bundle import BundleText
-from opsuite_packaging.chart import ChartSpec, PolicyRule, policy_template
+from opsuite_packaging.chart import ChartSpec, OptionalRules, PolicyRule, policy_template
 from opsuite_packaging.chart_values import AdmissionPolicyValues, ChartValues, published_image
 from opsuite_packaging.crd import CrdDescriptor, PrinterColumn, condition_column
 
@@ -217,6 +217,25 @@ def requester_policy() -> list[dict[str, Any]]:
     return recording.requester_policy(REQUESTER_POLICY_NAME, models.GROUP, models.PLURAL)
 
 
+class SecretsValues(KubeModel):
+    """SecretSync: copying Secrets (docs/configmapsync.md, "Secrets: SecretSync")."""
+
+    enabled: bool = False
+    """Grant the operator get, list, watch, create, update, patch and delete on Secrets in
+    every served namespace. Off: it has no right on Secrets at all."""
+
+
+SECRET_RULES = OptionalRules(
+    "secrets.enabled",
+    (
+        PolicyRule(
+            ("",), ("secrets",), ("get", "list", "watch", "create", "update", "patch", "delete")
+        ),
+    ),
+)
+"""The operator's rights on Secrets, only with ``secrets.enabled``."""
+
+
 class ConfigMapSyncChartValues(ChartValues):
     """Values of the configmapsync-operator chart."""
 
@@ -224,6 +243,8 @@ class ConfigMapSyncChartValues(ChartValues):
     """The policy that lets only those who could copy a ConfigMap by hand declare a
     ConfigMapSync (cluster-wide; see the README). Disable it only if you enforce the same
     otherwise."""
+    secrets: SecretsValues = Field(default_factory=SecretsValues)
+    """Copying Secrets (SecretSync); off by default."""
 
 
 CHART_SPEC = ChartSpec(
@@ -242,6 +263,7 @@ CHART_SPEC = ChartSpec(
         PolicyRule((models.GROUP,), (f"{models.PLURAL}/status",), ("patch",)),
         PolicyRule(("",), ("events",), ("create", "patch")),
     ),
+    optional_rules=(SECRET_RULES,),
     cluster_rules=(
         PolicyRule(("",), ("namespaces",), ("list", "watch")),
         PolicyRule(("authorization.k8s.io",), ("subjectaccessreviews",), ("create",)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,9 +12,11 @@ from pydantic import ValidationError
 from opsuite_packaging.chart import (
     LEASE_PLACEHOLDER,
     ChartSpec,
+    OptionalRules,
     PolicyRule,
     operator_template,
     policy_template,
+    rbac_table,
     shared_template,
     values_schema,
     values_table,
@@ -86,6 +89,20 @@ def test_operator_template_renders_rules_and_the_releases_lease() -> None:
     assert LEASE_PLACEHOLDER not in text
     assert '- {{ include "demo-operator.fullname" . }}' in text
     assert "- --flag={{ .Values.logLevel }}" in text
+
+
+def test_optional_rules_are_granted_only_while_their_value_is_true() -> None:
+    secrets = PolicyRule(("",), ("secrets",), ("get",))
+    spec = replace(SPEC, optional_rules=(OptionalRules("secrets.enabled", (secrets,)),))
+    text = operator_template(spec)
+    guarded = "{{- if .Values.secrets.enabled }}\n- apiGroups:\n  - ''\n  resources:\n  - secrets"
+    assert guarded in text
+    rules = text.split('"demo-operator.namespacedRules" -}}', 1)[1].split('{{- define "', 1)[0]
+    assert rules.index("- pods") < rules.index(guarded) < rules.rindex("{{- end }}")
+    assert "secrets" not in operator_template(SPEC)
+    assert "| served namespaces, with `secrets.enabled` | core | secrets | get |" in rbac_table(
+        spec
+    )
 
 
 def test_shared_templates_are_renamed_for_the_chart() -> None:

@@ -33,6 +33,20 @@
   verbs:
   - create
   - patch
+{{- if .Values.secrets.enabled }}
+- apiGroups:
+  - ''
+  resources:
+  - secrets
+  verbs:
+  - get
+  - list
+  - watch
+  - create
+  - update
+  - patch
+  - delete
+{{- end }}
 {{- end }}
 {{- define "configmapsync-operator.clusterRules" -}}
 - apiGroups:

@@ -1,0 +1,50 @@
+"""ConfigMapSync's rights on Secrets, as `helm template` renders them: none unless
+``secrets.enabled``, and then in every served namespace (ClusterRole or each Role)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from helm_render import render
+
+from configmapsync_manifests import CHART, SECRET_RULES
+from opsuite_packaging.bundle import find
+
+WRITE = ["get", "list", "watch", "create", "update", "patch", "delete"]
+
+
+def _secret_verbs(objects: list[dict[str, Any]], kind: str) -> list[list[str]]:
+    """The verbs of each rule on secrets, in every object of ``kind``."""
+    return [
+        rule["verbs"]
+        for role in find(objects, kind)
+        for rule in role.get("rules") or ()
+        if "secrets" in rule.get("resources", ())
+    ]
+
+
+@pytest.mark.parametrize("watch", [[], ["team-a", "team-b"]], ids=["cluster", "namespaces"])
+def test_no_right_on_secrets_unless_enabled(watch: list[str]) -> None:
+    objects = render(CHART, values={"watchNamespaces": watch})
+    assert _secret_verbs(objects, "ClusterRole") == []
+    assert _secret_verbs(objects, "Role") == []
+
+
+def test_enabled_grants_secrets_in_the_cluster_role() -> None:
+    objects = render(CHART, "secrets.enabled=true")
+    assert _secret_verbs(objects, "ClusterRole") == [WRITE]
+    assert [list(r.verbs) for r in SECRET_RULES.rules] == [WRITE]
+
+
+def test_enabled_grants_secrets_in_each_served_namespace_only() -> None:
+    objects = render(
+        CHART, "secrets.enabled=true", values={"watchNamespaces": ["team-a", "team-b"]}
+    )
+    roles = [r for r in find(objects, "Role") if _secret_verbs([r], "Role")]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    assert _secret_verbs(objects, "ClusterRole") == []
