@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from configmapsync_operator import models
+from configmapsync_operator.kinds import CONFIGMAPS, SECRETS, SyncKind
 from configmapsync_operator.requester import WRITE_VERBS
 from opsuite_common.admission import custom_resource_policy, policy_binding
 from opsuite_common.kube_model import KubeModel, LabelSelector
@@ -94,6 +95,11 @@ opsuite.dev/registry-pull=true."""
 
 
 POLICY_NAME = "configmapsync-authorization.sync.opsuite.dev"
+POLICY_NAMES = {
+    CONFIGMAPS.kind: POLICY_NAME,
+    SECRETS.kind: "secretsync-authorization.sync.opsuite.dev",
+}
+"""The authorization policy of each kind."""
 MAX_CHECKED_DESTINATIONS = 8
 """Destination namespaces the admission policy checks one by one. Every authorizer check costs
 350,000 of the 10,000,000 CEL budget of one admission (at most two checks per expression or
@@ -116,31 +122,40 @@ _POLICY_HEADER = f"""\
 #
 # Authorizer checks are expensive in CEL's cost model, so a user without cluster-wide ConfigMap
 # rights may list at most {MAX_CHECKED_DESTINATIONS} destination namespaces in one ConfigMapSync.
+#
+# The second policy, secretsync-authorization.sync.opsuite.dev, does the same for a SecretSync,
+# on Secrets: its author must be able to get the source Secret and write Secrets everywhere it
+# writes.
 """
 
 
-def _may(index: int, verbs: tuple[str, ...]) -> str:
-    """Whether the requester may ``verbs`` ConfigMaps in destination ``index`` (if there is one)."""
-    namespace = f"variables.configmaps.namespace(variables.destinations[{index}])"
+def _may(kind: SyncKind, index: int, verbs: tuple[str, ...]) -> str:
+    """Whether the requester may ``verbs`` objects of ``kind`` in destination ``index`` (if
+    there is one)."""
+    namespace = f"variables.{kind.resource}.namespace(variables.destinations[{index}])"
     checks = " && ".join(f"{namespace}.check('{verb}').allowed()" for verb in verbs)
     return f"size(variables.destinations) <= {index} || ({checks})"
 
 
-def _write_checks(index: int) -> list[dict[str, str]]:
+def _write_checks(kind: SyncKind, index: int) -> list[dict[str, str]]:
     """Variables for destination ``index``: at most two authorizer checks each."""
     return [
-        {"name": f"mayWrite{index}", "expression": _may(index, WRITE_VERBS[:2])},
-        {"name": f"mayDelete{index}", "expression": _may(index, WRITE_VERBS[2:])},
+        {"name": f"mayWrite{index}", "expression": _may(kind, index, WRITE_VERBS[:2])},
+        {"name": f"mayDelete{index}", "expression": _may(kind, index, WRITE_VERBS[2:])},
     ]
 
 
-def admission_policy() -> list[dict[str, Any]]:
-    """The ValidatingAdmissionPolicy and its binding (see the file header for what it does)."""
+def admission_policy(kind: SyncKind = CONFIGMAPS) -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy of ``kind`` and its binding (see the file header for what
+    it does): the same checks for a SecretSync, on Secrets."""
     indexes = range(MAX_CHECKED_DESTINATIONS)
+    objects = f"variables.{kind.resource}"
+    plural = kind.object_kind + "s"
+    name = POLICY_NAMES[kind.kind]
     policy = custom_resource_policy(
-        POLICY_NAME,
+        name,
         models.GROUP,
-        models.PLURAL,
+        kind.plural,
         variables=[
             {
                 "name": "sourceNamespace",
@@ -153,60 +168,60 @@ def admission_policy() -> list[dict[str, Any]]:
                 "object.spec.destinationNamespaces : []",
             },
             {
-                "name": "configmaps",
-                "expression": "authorizer.group('').resource('configmaps')",
+                "name": kind.resource,
+                "expression": f"authorizer.group('').resource('{kind.resource}')",
             },
             {
                 "name": "createsAndUpdatesEverywhere",
-                "expression": "variables.configmaps.check('create').allowed() && "
-                "variables.configmaps.check('update').allowed()",
+                "expression": f"{objects}.check('create').allowed() && "
+                f"{objects}.check('update').allowed()",
             },
             {
                 "name": "writesEverywhere",
                 "expression": "variables.createsAndUpdatesEverywhere && "
-                "variables.configmaps.check('delete').allowed()",
+                f"{objects}.check('delete').allowed()",
             },
-            *(check for i in indexes for check in _write_checks(i)),
+            *(check for i in indexes for check in _write_checks(kind, i)),
         ],
         validations=[
             {
-                "expression": "variables.configmaps.namespace(variables.sourceNamespace)"
-                ".name(object.spec.configMapName).check('get').allowed()",
-                "messageExpression": "'you may not get ConfigMap ' + "
-                "variables.sourceNamespace + '/' + object.spec.configMapName + "
-                "': a ConfigMapSync may only copy what its author can read'",
+                "expression": f"{objects}.namespace(variables.sourceNamespace)"
+                f".name(object.spec.{kind.name_field}).check('get').allowed()",
+                "messageExpression": f"'you may not get {kind.object_kind} ' + "
+                f"variables.sourceNamespace + '/' + object.spec.{kind.name_field} + "
+                f"': a {kind.kind} may only copy what its author can read'",
                 "reason": "Forbidden",
             },
             {
                 "expression": "!(variables.sourceNamespace in variables.destinations)",
-                "message": "the source namespace cannot be a destination: a ConfigMap "
+                "message": f"the source namespace cannot be a destination: a {kind.object_kind} "
                 "cannot be synced onto itself",
                 "reason": "Invalid",
             },
             {
                 "expression": "!has(object.spec.namespaceSelector) || variables.writesEverywhere",
                 "message": "a namespaceSelector can select any namespace: it needs the "
-                "right to create, update and delete ConfigMaps in all namespaces",
+                f"right to create, update and delete {plural} in all namespaces",
                 "reason": "Forbidden",
             },
             {
                 "expression": "variables.writesEverywhere || "
                 f"size(variables.destinations) <= {MAX_CHECKED_DESTINATIONS}",
                 "message": f"more than {MAX_CHECKED_DESTINATIONS} destination namespaces "
-                "need the right to create, update and delete ConfigMaps in all namespaces",
+                f"need the right to create, update and delete {plural} in all namespaces",
                 "reason": "Forbidden",
             },
             {
                 "expression": "variables.writesEverywhere || ("
                 + " && ".join(f"variables.mayWrite{i} && variables.mayDelete{i}" for i in indexes)
                 + ")",
-                "message": "you may not create, update and delete ConfigMaps in every "
-                "destination namespace: a ConfigMapSync may only write where its author can",
+                "message": f"you may not create, update and delete {plural} in every "
+                f"destination namespace: a {kind.kind} may only write where its author can",
                 "reason": "Forbidden",
             },
         ],
     )
-    return [policy, policy_binding(POLICY_NAME)]
+    return [policy, policy_binding(name)]
 
 
 REQUESTER_POLICY_NAME = "configmapsync-requester.sync.opsuite.dev"
@@ -284,7 +299,10 @@ CHART_SPEC = ChartSpec(
 """,
     templates={
         "admission-policy.yaml": policy_template(
-            CHART, ".Values.admissionPolicy.enabled", _POLICY_HEADER, admission_policy()
+            CHART,
+            ".Values.admissionPolicy.enabled",
+            _POLICY_HEADER,
+            admission_policy() + admission_policy(SECRETS),
         ),
         **recording.requester_templates(
             CHART,

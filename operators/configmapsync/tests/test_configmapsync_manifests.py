@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from configmapsync_manifests import (
     CRD,
     MAX_CHECKED_DESTINATIONS,
@@ -9,6 +11,7 @@ from configmapsync_manifests import (
     SECRET_CRD,
     admission_policy,
 )
+from configmapsync_operator.kinds import SECRETS
 from configmapsync_operator.models import SERVICE_ACCOUNT_TOKEN, SecretSyncSpec
 from configmapsync_operator.spec import parse_spec
 from opsuite_packaging.crd import build_crd
@@ -37,6 +40,26 @@ def test_admission_policy_fits_the_api_server_s_cel_budget_and_checks_delete_too
     last = MAX_CHECKED_DESTINATIONS - 1
     for verb in ("create", "update", "delete"):
         assert any(f"destinations[{last}]).check('{verb}')" in e for e in expressions), verb
+
+
+def test_the_secretsync_policy_checks_the_same_on_secrets() -> None:
+    """Granting ConfigMap rights never lets anyone declare a SecretSync: its policy asks the
+    authorizer about Secrets only, for the source named by secretName."""
+    policy, binding = admission_policy(SECRETS)
+    assert policy["metadata"]["name"] == "secretsync-authorization.sync.opsuite.dev"
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert [r["resources"] for r in rules] == [["secretsyncs"]]
+    text = json.dumps(policy)
+    assert "configmap" not in text.lower()
+    assert "resource('secrets')" in text
+    assert "object.spec.secretName" in text
+    expressions = [v["expression"] for v in policy["spec"]["variables"]]
+    expressions += [v["expression"] for v in policy["spec"]["validations"]]
+    assert sum(e.count(".check(") for e in expressions) * 350_000 <= 10_000_000
+    same = json.dumps(admission_policy()[0]["spec"]["validations"]).replace("ConfigMap", "Secret")
+    same = same.replace("configMapName", "secretName").replace("configmaps", "secrets")
+    assert same == json.dumps(policy["spec"]["validations"])
 
 
 def test_crd_names_columns_and_rules() -> None:
