@@ -224,8 +224,9 @@ def test_install_upgrade_uninstall(
         ]
         installed = _cluster_scoped(api, release)
         policies = len(installed["ValidatingAdmissionPolicy"])
-        # PodDebugger: authorization, privileged profile, image allowlist, its writers.
-        assert policies == {"podset-operator": 1, "configmapsync-operator": 1}.get(spec.name, 4)
+        # ConfigMapSync: authorization of each kind (ConfigMapSync, SecretSync). PodDebugger:
+        # authorization, privileged profile, image allowlist, its writers.
+        assert policies == {"podset-operator": 1, "configmapsync-operator": 2}.get(spec.name, 4)
         if serves_mutating_policies(api):  # the requester policies
             recorders = len(installed["MutatingAdmissionPolicy"])
             assert recorders == 1
