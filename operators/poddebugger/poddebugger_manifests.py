@@ -337,9 +337,19 @@ CHART_SPEC = ChartSpec(
     crd_name=CRD.name,
     values=PodDebuggerChartValues(image=published_image(CHART)),
     namespaced_rules=(
-        PolicyRule(("",), ("pods",), ("list", "watch")),
+        # get and create: mode Copy reads a selected pod whole and creates its copy.
+        PolicyRule(("",), ("pods",), ("get", "list", "watch", "create")),
         PolicyRule(("",), ("pods/ephemeralcontainers",), ("patch",)),
         PolicyRule((models.GROUP,), (models.PLURAL,), ("list", "watch")),
+        # A copy names its PodDebugger with blockOwnerDeletion: where the
+        # OwnerReferencesPermissionEnforcement plugin is on (OpenShift; the local plane),
+        # creating it needs update on the owner's finalizers.
+        PolicyRule(
+            (models.GROUP,),
+            (f"{models.PLURAL}/finalizers",),
+            ("update",),
+            checked_on=("", "pods", "create"),
+        ),
         PolicyRule((models.GROUP,), (f"{models.PLURAL}/status",), ("patch",)),
         PolicyRule(("",), ("events",), ("create", "patch")),
     ),
