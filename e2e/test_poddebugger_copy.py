@@ -43,10 +43,8 @@ def test_copy_mode_debugs_a_copy_no_service_selects_and_deletes_it_with_the_debu
     app = sleeper()
     app["readinessProbe"] = {"exec": {"command": ["false"]}, "periodSeconds": 2}
     spec = real_pod_spec(api, containers=[app])
-    debuggers.core.create_namespaced_pod(
-        namespace,
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app", "labels": labels}, "spec": spec},
-    )  # fmt: skip
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app", "labels": labels}}
+    debuggers.core.create_namespaced_pod(namespace, {**pod, "spec": spec})
     debuggers.core.create_namespaced_service(
         namespace,
         {
@@ -109,8 +107,8 @@ def test_copy_mode_debugs_a_copy_no_service_selects_and_deletes_it_with_the_debu
         what="the Service's EndpointSlice listing the original",
     ) == {"app"}
     events: list[Any] = debuggers.events(namespace, "PodDebugger", "copy")
-    created = [e for e in events if e.reason == "DebugCopyCreated"]
-    assert len(created) == 1 and name in created[0].message, [e.message for e in events]
+    (created,) = [e for e in events if e.reason == "DebugCopyCreated"]
+    assert name in created.message, created.message
     assert [p.metadata.name for p in debuggers.core.list_namespaced_pod(namespace).items] == [
         "app",
         name,
