@@ -10,7 +10,7 @@ from kubernetes import client
 
 from e2e.cluster import Cluster, wait_until
 from e2e.placement import BUSYBOX, SLEEP, real_pod_spec, sleeper
-from e2e.poddebugger_support import Debuggers, debugger_manifest
+from e2e.poddebugger_support import Debuggers, doc_examples
 from poddebugger_operator.copies import COPY_LABEL, COPY_OF, copy_name
 
 PS_PROBE = ["sh", "-c", "ps; sleep 3600"]
@@ -54,10 +54,15 @@ def test_copy_mode_debugs_a_copy_no_service_selects_and_deletes_it_with_the_debu
             "spec": {"selector": labels, "ports": [{"port": 80}]},
         },
     )
-    manifest = debugger_manifest(
-        "copy", labels, image=BUSYBOX, command=PS_PROBE[:2], args=PS_PROBE[2:], mode="Copy"
-    )
-    debuggers.create(namespace, manifest)
+    (example,) = doc_examples("Copy mode")  # docs/poddebugger.md shows what is applied
+    assert example["spec"] == {
+        "mode": "Copy",
+        "selector": {"matchLabels": labels},
+        "image": BUSYBOX,
+        "command": PS_PROBE[:2],
+        "args": PS_PROBE[2:],
+    }
+    debuggers.create(namespace, example)
     name = copy_name("copy", "app")
     obj = debuggers.wait(
         namespace,

@@ -203,9 +203,7 @@ def plan(
         key=_order,
     )
     copying = spec.mode == "Copy"
-    copies = {
-        str(object_meta(p)["name"]): p for p in local if copying and copy_of(debugger, p)
-    }
+    copies = {str(object_meta(p)["name"]): p for p in local if copying and copy_of(debugger, p)}
 
     def copy_for(pod: Mapping[str, Any]) -> str | None:
         return copy_name(debugger_name, str(object_meta(pod)["name"])) if copying else None
