@@ -5,7 +5,9 @@ Rules:
 * only pods of the PodDebugger's own namespace whose labels match its selector are considered;
   pods that are terminated (Succeeded, Failed) or being deleted are skipped;
 * a pod is written only by adding one ephemeral container (pods/ephemeralcontainers); nothing
-  else of a pod is ever changed, and nothing is ever removed;
+  else of a pod is ever changed, and nothing is ever removed; in mode Copy a selected pod is
+  not written at all: it gets one copy holding the container (:mod:`.copies`), never
+  rewritten, and copies are never themselves selected;
 * the container's name says which debugger and which spec it is of (:mod:`.names`), so a pod
   that has it is not given it again, and a new spec yields a new container;
 * at most ``maxPods`` pods hold the current container: those holding it first, then pods
