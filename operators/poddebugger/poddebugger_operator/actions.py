@@ -283,10 +283,11 @@ class Injector:
         name = f"{injection.pod['metadata']['namespace']}/{injection.pod_name}"
         if error is None:
             self._backoff.get(key, {}).pop(uid, None)
+            # A copy's record (mode Copy) stays in the cache until the watch brings the pod.
             if injection.copy is not None:
-                self._pods.record_write(future.result())
                 log.info("created copy %s of pod %s", injection.copy_name, name)
-            log.info("added ephemeral container %s to pod %s", container, name)
+            else:
+                log.info("added ephemeral container %s to pod %s", container, name)
             self._on_result(key, InjectionResult(injection))
             return
         self._mark(injection, add=False)
