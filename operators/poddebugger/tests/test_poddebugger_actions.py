@@ -306,7 +306,8 @@ async def test_a_copy_is_created_once_from_the_full_pod_and_its_record_stands_me
     """Mode Copy: the POST carries the pod's whole spec (the cache is slim); until the watch
     brings the copy, its record in the cache keeps the next passes from creating it again; a
     refusal takes the record back and is reported."""
-    debugger = {**DEBUGGER, "spec": {**DEBUGGER["spec"], "mode": "Copy"}}
+    debugger = json.loads(json.dumps(DEBUGGER))
+    debugger["spec"]["mode"] = "Copy"
     full = {name: _pod(name) for name in ("a", "b")}
     for pod in full.values():
         pod["spec"]["containers"] = [{"name": "app", "image": "app:1", "env": [{"name": "X"}]}]
