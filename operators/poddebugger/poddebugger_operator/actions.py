@@ -4,8 +4,10 @@ Every injection is one strategic-merge PATCH of the pod's ``ephemeralcontainers`
 subresource adding one container (merge key: its name) after the existing ones. Nothing else
 of a pod is written. In mode Copy an injection is a GET of the pod and a POST of its copy
 (:mod:`poddebugger_operator.copies`); a record of the copy stands in the pod cache while the
-POST is in flight, so no pass creates it twice. A pass does not wait for its PATCHes (:class:`Injector`): pods matched
-while they are in flight go out at once in the next pass, as a plain client would send them.
+POST is in flight, so no pass creates it twice.
+
+A pass does not wait for its PATCHes (:class:`Injector`): pods matched while they are in
+flight go out at once in the next pass, as a plain client would send them.
 A pod is marked as holding its container before the PATCH leaves (in the pod cache, through
 :mod:`poddebugger_operator.injected`), so no pass sends it twice, however stale the versions
 the watch delivers meanwhile; a failed PATCH takes the mark back. A repeat of the same patch
