@@ -87,6 +87,7 @@ def test_copy_mode_debugs_a_copy_no_service_selects_and_deletes_it_with_the_debu
         True,
         True,
     )
+    assert copy.spec.node_name == original.spec.node_name  # scheduled anew, on the real node
     assert copy.spec.share_process_namespace is True
     main, debug = copy.spec.containers
     assert (main.name, main.readiness_probe) == ("main", None)
