@@ -30,6 +30,7 @@ CRD = CrdDescriptor.of(
     models,
     printer_columns=(
         PrinterColumn("Image", "string", ".spec.image", "Image of the debug container"),
+        PrinterColumn("Mode", "string", ".spec.mode", "Ephemeral containers, or copies of pods"),
         PrinterColumn("Matched", "integer", ".status.matchedPods", "Pods matching the selector"),
         PrinterColumn(
             "Debugged",
