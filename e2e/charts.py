@@ -191,3 +191,10 @@ def unused_grants(
     used |= {(r.group, r.resource, "list") for r in requests if r.initial_stream}
     used |= {g for rule in rules if rule.checked_on in used for g in rule.grants()}
     return sorted({g for rule in rules for g in rule.grants() if g not in used})
+
+
+def serves_mutating_policies(api: client.ApiClient) -> bool:
+    """Whether the API server serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy
+    (1.36 and later), where the charts render their requester policies."""
+    resources = client.AdmissionregistrationV1Api(api).get_api_resources().resources
+    return any(r.kind == "MutatingAdmissionPolicy" for r in resources)

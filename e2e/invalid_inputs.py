@@ -877,6 +877,24 @@ PODDEBUGGER: list[tuple[str, str, dict[str, Any], str]] = [
         "spec.targetContainer: Too long: may not be more than 63 bytes",
     ),
     (
+        "mode lower-case",
+        "the modes are Ephemeral and Copy, spelled as the API spells enums",
+        _ps(mode="copy"),
+        'spec.mode: Unsupported value: "copy"',
+    ),
+    (
+        "mode not a string",
+        "a mode is named",
+        _ps(mode=True),
+        "spec.mode in body must be of type string",
+    ),
+    (
+        "targetContainer in mode Copy",
+        "every container of a copy shares one process namespace: there is nothing to target",
+        _ps(mode="Copy", targetContainer="main"),
+        "targetContainer is for mode Ephemeral",
+    ),
+    (
         "legacy profile",
         "kubectl debug's legacy profile is not offered",
         _ps(profile="legacy"),

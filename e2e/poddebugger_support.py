@@ -7,10 +7,12 @@ carries ``pdbg-e2e-<run>`` (POD_NAME), so concurrent runs never see each other's
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+import yaml
 from kubernetes import client
 
 from e2e.cluster import ROOT, Cluster, wait_until
@@ -20,6 +22,7 @@ from e2e.resources import CustomObjects, CustomResource, NamespacePool
 
 GROUP, VERSION, PLURAL = "debug.opsuite.dev", "v1alpha1", "poddebuggers"
 CRD_DIR = ROOT / "charts" / "pod-debugger-operator" / "crds"
+DOC = ROOT / "docs" / "poddebugger.md"
 ALLOWED_PREFIX = "busybox"
 """The module's operator runs with --allowed-image-prefix=busybox."""
 DEFAULT_IMAGE = "docker.io/library/busybox"
@@ -88,6 +91,14 @@ def debugger_manifest(name: str, labels: dict[str, str], **spec: Any) -> dict[st
             **spec,
         },
     )
+
+
+def doc_examples(section: str) -> list[dict[str, Any]]:
+    """The YAML examples under the heading ``## section`` of docs/poddebugger.md, in order
+    (so that the tests apply what the page shows)."""
+    text = DOC.read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.DOTALL)
+    return [yaml.safe_load(block) for block in blocks]
 
 
 def ephemeral(pod: client.V1Pod) -> list[str]:

@@ -24,6 +24,7 @@ from e2e.charts import (
     helm,
     lease_rules,
     requests_by,
+    serves_mutating_policies,
     token_kubeconfig,
 )
 from e2e.cluster import Cluster, wait_until
@@ -173,13 +174,6 @@ def _cluster_scoped(api: client.ApiClient, release: str) -> dict[str, list[str]]
         kind: sorted(o.metadata.name for o in listing(label_selector=selector).items)
         for kind, listing in listings
     }
-
-
-def serves_mutating_policies(api: client.ApiClient) -> bool:
-    """Whether the API server serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy
-    (1.36 and later), where the charts render their requester policies."""
-    resources = client.AdmissionregistrationV1Api(api).get_api_resources().resources
-    return any(r.kind == "MutatingAdmissionPolicy" for r in resources)
 
 
 @pytest.mark.local_operators("waits for the chart's pods, whose default image is not pulled here")

@@ -27,6 +27,7 @@ OPERATOR_TEST_MODULES = {
     "test_poddebugger.py",
     "test_poddebugger_security.py",
     "test_poddebugger_requester.py",
+    "test_poddebugger_copy.py",
     "test_podset_requester.py",
     "test_podset_rollouts.py",
     "test_configmapsync_requester.py",

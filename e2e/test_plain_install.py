@@ -24,13 +24,17 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from e2e.charts import CHARTS, RELEASE_NAMESPACE
-from e2e.cluster import ROOT, Cluster, wait_until
+from e2e.charts import CHARTS, RELEASE_NAMESPACE, serves_mutating_policies
+from e2e.cluster import ROOT, Cluster, condition, wait_until
 from e2e.configmapsync_support import ACCEPT, ALLOWED, sync_manifest
+from e2e.configmapsync_support import RESOURCE as SYNC
 from e2e.operators import operators_mode
 from e2e.placement import BUSYBOX, real_node_placement, real_pod_spec
+from e2e.poddebugger_support import RESOURCE as DEBUGGER
 from e2e.poddebugger_support import debugger_manifest, ephemeral
+from e2e.podset_support import RESOURCE as PODSET
 from e2e.podset_support import podset
+from e2e.resources import CustomResource
 from opsuite_packaging.chart_values import IMAGE_REGISTRY
 from opsuite_packaging.plain_install import CUSTOM_RESOURCES, INSTALL, MUTATION
 from poddebugger_operator.gate import LOAD_GRACE
@@ -79,11 +83,6 @@ def _kustomization(work: Path, chart: str, api: client.ApiClient, mutation: bool
     (work / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
 
 
-def _has_v1_map(api: client.ApiClient) -> bool:
-    found = client.AdmissionregistrationV1Api(api).get_api_resources().resources
-    return any(r.kind == "MutatingAdmissionPolicy" for r in found)
-
-
 @pytest.fixture(scope="module")
 def installed(
     cluster: Cluster, api: client.ApiClient, tmp_path_factory: pytest.TempPathFactory
@@ -91,7 +90,7 @@ def installed(
     """The three operators installed from deploy/; yields whether the requester mutation was
     applied too (the API server serves MutatingAdmissionPolicy)."""
     work = tmp_path_factory.mktemp("plain-install")
-    mutation = _has_v1_map(api)
+    mutation = serves_mutating_policies(api)
     for chart in CHARTS:
         _kustomization(work / chart, chart, api, mutation)
     custom = [ROOT / "deploy" / c / CUSTOM_RESOURCES for c in CHARTS]
@@ -138,21 +137,21 @@ def test_the_operators_run_on_the_real_node_without_restarts(
 
 
 def _ready(obj: dict[str, Any]) -> bool:
-    status = obj.get("status") or {}
-    conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
     generation = obj["metadata"]["generation"]
-    return conditions.get("Ready") == "True" and status.get("observedGeneration") == generation
+    ready = condition(obj, "Ready").get("status") == "True"
+    return ready and (obj.get("status") or {}).get("observedGeneration") == generation
 
 
 def _custom(
     api: client.ApiClient,
+    resource: CustomResource,
     body: dict[str, Any],
     namespace: str,
     done: Callable[[dict[str, Any]], bool] = _ready,
 ) -> dict[str, Any]:
-    """Create a custom resource and wait until ``done`` (Ready at its generation)."""
-    group, version = body["apiVersion"].split("/")
-    plural = body["kind"].lower() + "s"
+    """Create a custom resource of ``resource`` and wait until ``done`` (Ready at its
+    generation)."""
+    group, version, plural = resource.group, resource.version, resource.plural
     custom = client.CustomObjectsApi(api)
 
     def create() -> ApiException | None:
@@ -198,6 +197,7 @@ def test_each_operator_serves_its_kind(
     core = client.CoreV1Api(api)
     pset = _custom(
         api,
+        PODSET,
         podset("plain", 2),
         namespace,
         lambda o: _ready(o) and o["status"].get("readyReplicas") == 2,
@@ -219,9 +219,8 @@ def test_each_operator_serves_its_kind(
                 data={"level": "info"},
             ),
         )
-        _custom(
-            api, sync_manifest("plain", "settings", destinationNamespaces=[destination]), namespace
-        )
+        sync = sync_manifest("plain", "settings", destinationNamespaces=[destination])
+        _custom(api, SYNC, sync, namespace)
         copy = core.read_namespaced_config_map("settings", destination)
         assert copy.data == {"level": "info"}
     finally:
@@ -236,7 +235,7 @@ def test_each_operator_serves_its_kind(
             spec=real_pod_spec(api),
         ),
     )
-    _custom(api, debugger_manifest("plain", labels, image=BUSYBOX), namespace)
+    _custom(api, DEBUGGER, debugger_manifest("plain", labels, image=BUSYBOX), namespace)
 
     def running_debug() -> list[str]:
         pod = core.read_namespaced_pod("target", namespace)

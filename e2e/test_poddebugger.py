@@ -137,8 +137,9 @@ def test_matching_pods_get_one_container_through_the_subresource_only(
                 what=f"the {kind} {involved} Event naming who debugged {name}",
             )
     table = cluster.kubectl("get", "pdbg", "shell", "-n", a).splitlines()
-    assert table[0].split() == ["NAME", "IMAGE", "MATCHED", "DEBUGGED", "READY", "REASON", "AGE"]
-    assert table[1].split()[:6] == ["shell", BUSYBOX, "2", "2", "True", "Debugged"]
+    header = ["NAME", "IMAGE", "MODE", "MATCHED", "DEBUGGED", "READY", "REASON", "AGE"]
+    assert table[0].split() == header
+    assert table[1].split()[:7] == ["shell", BUSYBOX, "Ephemeral", "2", "2", "True", "Debugged"]
     text = operator.metrics()
     assert metric_value(text, "opsuite_poddebugger_injections_total") >= 2
     assert metric_value(text, "opsuite_poddebugger_injection_latency_seconds_count") >= 2

@@ -31,7 +31,7 @@ def _steps(job: str) -> list[dict[str, Any]]:
     return steps
 
 
-STEPS = ["load", "install-previous", "upgrade", "test"]
+STEPS = ["load", "install-previous", "upgrade", "test", "uninstall", "plain"]
 
 
 def _script_steps(text: str) -> list[str]:
@@ -44,7 +44,8 @@ def _script_steps(text: str) -> list[str]:
 
 def test_the_workflow_builds_then_runs_the_scripts_steps_in_order() -> None:
     """Each chart's image is built under the name the script loads; then load, the previous
-    release's install, the upgrade and test, each by the script, each once, in that order."""
+    release's install, the upgrade, test, the uninstall and the plain install, each by the
+    script, each once, in that order."""
     steps = _steps("e2e")
     image = "${{ env.IMAGE_PREFIX }}/%s:${{ env.IMAGE_TAG }}"
     builds = {
@@ -63,7 +64,7 @@ def test_the_workflow_builds_then_runs_the_scripts_steps_in_order() -> None:
 def test_make_runs_the_same_steps_in_the_same_order() -> None:
     makefile = (ROOT / "Makefile").read_text()
     target = makefile[makefile.index("\ne2e-in-cluster:") :].split("\n\n", 1)[0]
-    assert _script_steps(target) == [*STEPS, "uninstall"]
+    assert _script_steps(target) == STEPS
 
 
 def test_install_script_refuses_to_guess_its_arguments() -> None:

@@ -30,6 +30,7 @@ CRD = CrdDescriptor.of(
     models,
     printer_columns=(
         PrinterColumn("Image", "string", ".spec.image", "Image of the debug container"),
+        PrinterColumn("Mode", "string", ".spec.mode", "Ephemeral containers, or copies of pods"),
         PrinterColumn("Matched", "integer", ".status.matchedPods", "Pods matching the selector"),
         PrinterColumn(
             "Debugged",
@@ -337,9 +338,19 @@ CHART_SPEC = ChartSpec(
     crd_name=CRD.name,
     values=PodDebuggerChartValues(image=published_image(CHART)),
     namespaced_rules=(
-        PolicyRule(("",), ("pods",), ("list", "watch")),
+        # get and create: mode Copy reads a selected pod whole and creates its copy.
+        PolicyRule(("",), ("pods",), ("get", "list", "watch", "create")),
         PolicyRule(("",), ("pods/ephemeralcontainers",), ("patch",)),
         PolicyRule((models.GROUP,), (models.PLURAL,), ("list", "watch")),
+        # A copy names its PodDebugger with blockOwnerDeletion: where the
+        # OwnerReferencesPermissionEnforcement plugin is on (OpenShift; the local plane),
+        # creating it needs update on the owner's finalizers.
+        PolicyRule(
+            (models.GROUP,),
+            (f"{models.PLURAL}/finalizers",),
+            ("update",),
+            checked_on=("", "pods", "create"),
+        ),
         PolicyRule((models.GROUP,), (f"{models.PLURAL}/status",), ("patch",)),
         PolicyRule(("",), ("events",), ("create", "patch")),
     ),

@@ -77,7 +77,8 @@ def install_files(
     hooks = [o for o in rendered if "helm.sh/hook" in o.get("metadata", {}).get("annotations", {})]
     if hooks:
         raise ValueError(f"{chart}: Helm hooks rendered (render with --no-hooks): {hooks}")
-    groups = {crd["spec"]["group"] for crd in find(rendered, "CustomResourceDefinition")}
+    crds = find(rendered, "CustomResourceDefinition")
+    groups = {crd["spec"]["group"] for crd in crds}
     custom = [o for o in rendered if o["apiVersion"].split("/")[0] in groups]
     objects = [namespace_object(namespace)]
     objects += [relabelled(o, MANAGED_BY) for o in rendered if o not in custom]
@@ -101,15 +102,13 @@ def install_files(
         + _stream(mutation),
     }
     if custom:
-        crds = " ".join(
-            f"crd/{c['metadata']['name']}" for c in find(rendered, "CustomResourceDefinition")
-        )
+        names = " ".join(f"crd/{c['metadata']['name']}" for c in crds)
         files[CUSTOM_RESOURCES] = _header(
             chart,
             version,
             "the custom resources the operator's policies read",
             f"Install after {INSTALL}, once its CRDs are established:",
-            f"  kubectl wait --for=condition=Established {crds}",
+            f"  kubectl wait --for=condition=Established {names}",
             f"  kubectl apply --server-side -f {CUSTOM_RESOURCES}",
         ) + _stream([relabelled(o, MANAGED_BY) for o in custom])
     return files

@@ -5,8 +5,10 @@
   resources:
   - pods
   verbs:
+  - get
   - list
   - watch
+  - create
 - apiGroups:
   - ''
   resources:
@@ -20,6 +22,12 @@
   verbs:
   - list
   - watch
+- apiGroups:
+  - debug.opsuite.dev
+  resources:
+  - poddebuggers/finalizers
+  verbs:
+  - update
 - apiGroups:
   - debug.opsuite.dev
   resources:

@@ -2,8 +2,12 @@
 
 Every injection is one strategic-merge PATCH of the pod's ``ephemeralcontainers``
 subresource adding one container (merge key: its name) after the existing ones. Nothing else
-of a pod is written. A pass does not wait for its PATCHes (:class:`Injector`): pods matched
-while they are in flight go out at once in the next pass, as a plain client would send them.
+of a pod is written. In mode Copy an injection is a GET of the pod and a POST of its copy
+(:mod:`poddebugger_operator.copies`); a record of the copy stands in the pod cache while the
+POST is in flight, so no pass creates it twice.
+
+A pass does not wait for its PATCHes (:class:`Injector`): pods matched while they are in
+flight go out at once in the next pass, as a plain client would send them.
 A pod is marked as holding its container before the PATCH leaves (in the pod cache, through
 :mod:`poddebugger_operator.injected`), so no pass sends it twice, however stale the versions
 the watch delivers meanwhile; a failed PATCH takes the mark back. A repeat of the same patch
@@ -32,6 +36,7 @@ from opsuite_common.kube import ApiException, KubeApi, resource_path
 from opsuite_common.protofields import Fields
 from opsuite_common.status_pacer import StatusPacer
 from opsuite_common.store import JSON, ObjectKey, Store
+from poddebugger_operator.copies import copy_pod, is_copy, placeholder
 from poddebugger_operator.injected import Injected
 from poddebugger_operator.models import API_VERSION, PLURAL
 from poddebugger_operator.mounts import WATCHED_VOLUME_FIELDS, slim_volume
@@ -75,23 +80,25 @@ def _slim_state(state: Any) -> JSON:
     return {}
 
 
+_STATUS_FIELDS: Fields = {
+    "name": None,
+    "state": {
+        "waiting": {"reason": None, "message": None},
+        "running": {"startedAt": None},
+        "terminated": {"exitCode": None, "reason": None, "message": None},
+    },
+}
 WATCHED_FIELDS: Fields = {
     "spec": {
-        "containers": {"name": None},
+        "containers": {"name": None, "image": None},
         "initContainers": {"name": None},
         "ephemeralContainers": {"name": None, "image": None},
         "volumes": WATCHED_VOLUME_FIELDS,
     },
     "status": {
         "phase": None,
-        "ephemeralContainerStatuses": {
-            "name": None,
-            "state": {
-                "waiting": {"reason": None, "message": None},
-                "running": {"startedAt": None},
-                "terminated": {"exitCode": None, "reason": None, "message": None},
-            },
-        },
+        "ephemeralContainerStatuses": _STATUS_FIELDS,
+        "containerStatuses": _STATUS_FIELDS,
     },
 }
 """What the pod watch decodes besides the common metadata (protofields.OBJECT_META): all
@@ -102,17 +109,21 @@ def slim_pod(pod: Mapping[str, Any]) -> JSON:
     """What the planner needs of a pod: identity, labels, phase, the names of its containers
     and init containers (a targetContainer must be one), ephemeral containers (name and
     image) and their states (:func:`_slim_state`), the kinds of its volumes (a volume mount
-    must name one that holds no credentials: :func:`~poddebugger_operator.mounts.slim_volume`)."""
+    must name one that holds no credentials: :func:`~poddebugger_operator.mounts.slim_volume`).
+    Of a copy (mode Copy, :mod:`poddebugger_operator.copies`) also its containers' images and
+    states: one of them is the debug container."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     keep = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp")
+    copy = is_copy(pod)
+    regular = ("name", "image") if copy else ("name",)
     return {
         "metadata": {k: meta[k] for k in keep if k in meta},
         "spec": {
             **{
-                kind: [{"name": c.get("name")} for c in spec.get(kind) or ()]
-                for kind in ("containers", "initContainers")
+                kind: [{k: c.get(k) for k in fields} for c in spec.get(kind) or ()]
+                for kind, fields in (("containers", regular), ("initContainers", ("name",)))
                 if spec.get(kind)
             },
             "ephemeralContainers": [
@@ -127,10 +138,13 @@ def slim_pod(pod: Mapping[str, Any]) -> JSON:
         },
         "status": {
             "phase": status.get("phase"),
-            "ephemeralContainerStatuses": [
-                {"name": s.get("name"), "state": _slim_state(s.get("state"))}
-                for s in status.get("ephemeralContainerStatuses") or ()
-            ],
+            **{
+                kind: [
+                    {"name": s.get("name"), "state": _slim_state(s.get("state"))}
+                    for s in status.get(kind) or ()
+                ]
+                for kind in ("ephemeralContainerStatuses", *(("containerStatuses",) * copy))
+            },
         },
     }
 
@@ -167,6 +181,24 @@ def _inject(kube: KubeApi, injection: Injection) -> asyncio.Future[JSON]:
         },
     }
     return kube.patch(path, patch, patch_type="strategic")
+
+
+async def _create_copy(kube: KubeApi, injection: Injection) -> JSON:
+    """GET the pod whole (the cache keeps a slim record) and POST its copy (mode Copy). A pod
+    re-created under its name meanwhile is not copied (404: the next pass plans for it)."""
+    meta = injection.pod["metadata"]
+    assert injection.copy is not None
+    pod = await kube.request("GET", resource_path("v1", "pods", meta["namespace"], meta["name"]))
+    if (pod.get("metadata") or {}).get("uid") != meta["uid"]:
+        raise ApiException(404, "Not Found", '{"message": "the pod was replaced"}')
+    body = copy_pod(injection.copy, pod, injection.container)
+    return await kube.create(resource_path("v1", "pods", meta["namespace"]), body)
+
+
+def _send(kube: KubeApi, injection: Injection) -> asyncio.Future[JSON]:
+    if injection.copy is None:
+        return _inject(kube, injection)
+    return asyncio.ensure_future(_create_copy(kube, injection))
 
 
 class Injector:
@@ -220,10 +252,19 @@ class Injector:
         """Mark each pod as holding its container and send the PATCHes."""
         for injection in injections:
             self._mark(injection, add=True)
-            future = _inject(self._kube, injection)
+            future = _send(self._kube, injection)
             future.add_done_callback(functools.partial(self._done, key, injection))
 
     def _mark(self, injection: Injection, *, add: bool) -> None:
+        if injection.copy is not None:  # the copy's record stands for it until the watch's
+            meta = injection.copy
+            if add:
+                self._pods.apply("ADDED", placeholder(meta, injection.container))
+            elif (cached := self._pods.get(meta["namespace"], meta["name"])) and not cached[
+                "metadata"
+            ].get("uid"):  # never created
+                self._pods.apply("DELETED", cached)
+            return
         if add:
             self._injected.add(injection.pod_uid, injection.container)
         else:
@@ -244,7 +285,11 @@ class Injector:
         name = f"{injection.pod['metadata']['namespace']}/{injection.pod_name}"
         if error is None:
             self._backoff.get(key, {}).pop(uid, None)
-            log.info("added ephemeral container %s to pod %s", container, name)
+            # A copy's record (mode Copy) stays in the cache until the watch brings the pod.
+            if injection.copy is not None:
+                log.info("created copy %s of pod %s", injection.copy_name, name)
+            else:
+                log.info("added ephemeral container %s to pod %s", container, name)
             self._on_result(key, InjectionResult(injection))
             return
         self._mark(injection, add=False)

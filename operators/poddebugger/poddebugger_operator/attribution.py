@@ -47,3 +47,11 @@ def not_added(by: str, container: str, pod: str, why: str) -> str:
     """The message of ``DebugContainerRefused`` (on the pod) and ``InjectionFailed`` (on the
     PodDebugger)."""
     return f"{by} could not add ephemeral container {container} to pod {pod}: {why}"
+
+
+def copied(by: str, container: Mapping[str, Any], pod: str, copy: Mapping[str, Any]) -> str:
+    """The message of ``DebugCopyCreated`` (mode Copy), on the pod and on the PodDebugger."""
+    return (
+        f"{by} created pod {copy['name']}, a copy of pod {pod} with debug container "
+        f"{container['name']} (image {container['image']})"
+    )

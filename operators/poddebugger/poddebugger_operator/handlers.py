@@ -46,7 +46,8 @@ from poddebugger_operator.actions import (
     slim_pod,
     write_status,
 )
-from poddebugger_operator.attribution import added, not_added
+from poddebugger_operator.attribution import added, copied, not_added
+from poddebugger_operator.copies import COPY_LABEL
 from poddebugger_operator.deadline import remaining
 from poddebugger_operator.gate import admission_problem
 from poddebugger_operator.injected import Injected
@@ -181,6 +182,12 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
         pod = _pod_ref(dict(injection.pod))
         if result.failure is None:
             metrics.observe_injection(time.monotonic() - (started or time.monotonic()))
+            if injection.copy is not None:
+                message = copied(injection.by, container, injection.pod_name, injection.copy)
+                recorder.normal(pod, "DebugCopyCreated", message)
+                if debugger is not None:
+                    recorder.normal(debugger, "DebugCopyCreated", message)
+                return
             message = added(injection.by, container, injection.pod_name)
             recorder.normal(pod, "DebugContainerAdded", message)
             if debugger is not None:
@@ -198,9 +205,13 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
 
     def enqueue_selecting(pods_: Sequence[JSON], after: float) -> None:
         """Enqueue the PodDebuggers whose selector matches one of ``pods_`` (one pod, as it
-        is and as it was)."""
+        is and as it was), or that made it (a copy: it has none of the original's labels)."""
         namespace = pods_[0]["metadata"].get("namespace", "")
+        makers = {pod_labels(p).get(COPY_LABEL) for p in pods_} - {None}
         for debugger in debuggers.by_index("namespace", namespace):
+            if debugger["metadata"].get("uid") in makers:
+                controller.enqueue(object_key(debugger), after=after)
+                continue
             spec = specs.get(debugger)
             if spec is not None and any(spec.selector.matches(pod_labels(p)) for p in pods_):
                 controller.enqueue(object_key(debugger), after=after)

@@ -52,6 +52,7 @@ DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 
 Profile = Literal["general", "baseline", "restricted", "netadmin", "sysadmin"]
+Mode = Literal["Ephemeral", "Copy"]
 ContainerState = Literal["Running", "Waiting", "Terminated", "Unknown"]
 
 _SELECTOR_NOT_EMPTY = cel(
@@ -162,10 +163,24 @@ class VolumeMount(KubeModel):
     """Mount this relative path of the volume only (no '..', not absolute)."""
 
 
+TARGET_IN_COPY = (
+    "targetContainer is for mode Ephemeral: in mode Copy every container of the copy shares "
+    "one process namespace (shareProcessNamespace, as kubectl debug --copy-to --share-processes)"
+)
+_NO_TARGET_IN_COPY = cel(
+    "!has(self.targetContainer) || !has(self.mode) || self.mode != 'Copy'",
+    TARGET_IN_COPY,
+    field_path=".targetContainer",
+    reason="FieldValueForbidden",
+)
+
+
 class PodDebuggerSpec(KubeModel):
     """Which pods get a debug container, and what that container is."""
 
-    model_config = ConfigDict(json_schema_extra=validations(_NOT_ROOT_WHEN_RESTRICTED))
+    model_config = ConfigDict(
+        json_schema_extra=validations(_NOT_ROOT_WHEN_RESTRICTED, _NO_TARGET_IN_COPY)
+    )
 
     selector: LabelSelector = Field(json_schema_extra=validations(_SELECTOR_NOT_EMPTY))
     """Pods of the PodDebugger's namespace whose labels match get the debug container. Must
@@ -223,12 +238,22 @@ class PodDebuggerSpec(KubeModel):
     max_pods: int = Field(default=10, ge=1, le=MAX_PODS_LIMIT)
     """At most this many pods get a debug container from this PodDebugger; further matching
     pods are reported (skippedPods)."""
+    mode: Mode = "Ephemeral"
+    """Ephemeral (default): add the debug container to each selected pod as an ephemeral
+    container (kubectl debug). Copy: leave the pod alone and create a copy of it with the debug
+    container added as a regular container (kubectl debug --copy-to --share-processes): all
+    containers share one process namespace, the copy is unscheduled from the pod's node, has
+    none of the pod's labels (no Service selects it), annotations, owners or probes, and is
+    owned by the PodDebugger (deleted with it). The requester must be allowed to create pods
+    in the namespace. An existing copy is never rewritten: delete it for one of a new spec."""
 
     @model_validator(mode="after")
     def _not_root_when_restricted(self) -> Self:
-        # The CEL rule above, for objects the API server did not validate (tests, old objects).
+        # The CEL rules above, for objects the API server did not validate (tests, old objects).
         if self.profile == "restricted" and self.run_as_user == 0:
             raise ValueError(ROOT_WHEN_RESTRICTED)
+        if self.mode == "Copy" and self.target_container is not None:
+            raise ValueError(TARGET_IN_COPY)
         return self
 
 
@@ -238,7 +263,9 @@ class DebuggedPod(KubeModel):
     pod: str = Field(max_length=253)
     """Pod name."""
     container: str = Field(max_length=63)
-    """Ephemeral container name."""
+    """Ephemeral container name (mode Copy: the copy's debug container)."""
+    copy_pod: str | None = Field(default=None, max_length=63)
+    """Mode Copy: the name of the pod's copy, which holds the container."""
     image: str = Field(max_length=512)
     """Its image."""
     state: ContainerState

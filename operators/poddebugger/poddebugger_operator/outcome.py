@@ -22,6 +22,13 @@ class Injection:
     container: JSON
     attempt: int = 1
     by: str = ""
+    copy: JSON | None = None
+    """Mode Copy: create a copy of the pod with this metadata holding ``container``
+    instead (:mod:`poddebugger_operator.copies`)."""
+
+    @property
+    def copy_name(self) -> str | None:
+        return None if self.copy is None else str(self.copy["name"])
 
     @property
     def pod_name(self) -> str:
@@ -63,7 +70,13 @@ class Outcome:
         failures = list(failed)
         refused = {f.pod for f in failures}
         added = [
-            DebuggedPod(pod=i.pod_name, container=self.container, image=self.image, state="Unknown")
+            DebuggedPod(
+                pod=i.pod_name,
+                container=self.container,
+                copy_pod=i.copy_name,
+                image=self.image,
+                state="Unknown",
+            )
             for i in injected
             if i.pod_name not in refused
         ]

@@ -55,14 +55,21 @@ def _text(value: Any, limit: int) -> str | None:
     return str(value)[:limit] or None if value else None
 
 
-def container_state(pod: Mapping[str, Any], name: str, image: str) -> DebuggedPod:
-    """The container ``name`` of ``pod`` as the kubelet reports it (Unknown: not yet)."""
+def container_state(
+    pod: Mapping[str, Any], name: str, image: str, original: str | None = None
+) -> DebuggedPod:
+    """The ephemeral container ``name`` of ``pod`` as the kubelet reports it (Unknown: not
+    yet); with ``original`` (mode Copy), the regular container ``name`` of ``pod``, the copy
+    of the pod named ``original``."""
+    here = str(object_meta(pod)["name"])
     fields: dict[str, Any] = {
-        "pod": str(object_meta(pod)["name"]),
+        "pod": here if original is None else original,
         "container": name,
         "image": image,
+        **({} if original is None else {"copy_pod": here}),
     }
-    for status in (pod.get("status") or {}).get("ephemeralContainerStatuses") or ():
+    kind = "ephemeralContainerStatuses" if original is None else "containerStatuses"
+    for status in (pod.get("status") or {}).get(kind) or ():
         if not (isinstance(status, Mapping) and status.get("name") == name):
             continue
         state = status.get("state")
@@ -96,12 +103,19 @@ def up(entry: DebuggedPod) -> bool:
     return entry.state == "Running" or (entry.state == "Terminated" and entry.exit_code == 0)
 
 
-def container_image(pod: Mapping[str, Any], name: str) -> str:
-    """The image of the pod's ephemeral container ``name`` (empty: not there)."""
-    for c in (pod.get("spec") or {}).get("ephemeralContainers") or ():
+def container_image(pod: Mapping[str, Any], name: str, kind: str = "ephemeralContainers") -> str:
+    """The image of the pod's ephemeral container ``name`` (``kind`` containers: a regular
+    one) (empty: not there)."""
+    for c in (pod.get("spec") or {}).get(kind) or ():
         if isinstance(c, Mapping) and c.get("name") == name:
             return str(c.get("image") or "")
     return ""
+
+
+def regular_names(pod: Mapping[str, Any]) -> list[str]:
+    """Names of the pod's (regular) containers."""
+    containers = (pod.get("spec") or {}).get("containers") or ()
+    return [str(c.get("name")) for c in containers if isinstance(c, Mapping)]
 
 
 def container_names(pod: Mapping[str, Any]) -> frozenset[str]:

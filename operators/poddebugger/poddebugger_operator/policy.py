@@ -1,7 +1,8 @@
 """The authorization admission policy of PodDebuggers, as the chart installs it and as the
 operator's gate (:mod:`poddebugger_operator.gate`) expects to find it in force: only someone who
-could run ``kubectl debug`` on a namespace's pods may declare a PodDebugger there, and only
-with env valueFrom naming Secrets and ConfigMaps they may get."""
+could run ``kubectl debug`` on a namespace's pods may declare a PodDebugger there (in mode Copy:
+who may also create pods there), and only with env valueFrom naming Secrets and ConfigMaps they
+may get."""
 
 from __future__ import annotations
 
@@ -35,6 +36,15 @@ def admission_policy() -> list[dict[str, Any]]:
                 "messageExpression": "'you may not patch pods/ephemeralcontainers in "
                 "namespace ' + request.namespace + ': a PodDebugger may only add debug "
                 "containers where its author could run kubectl debug'",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": "!has(object.spec.mode) || object.spec.mode != 'Copy' || "
+                "authorizer.group('').resource('pods').namespace(request.namespace)"
+                ".check('create').allowed()",
+                "messageExpression": "'you may not create pods in namespace ' + "
+                "request.namespace + ': a PodDebugger in mode Copy may only create copies "
+                "where its author could run kubectl debug --copy-to'",
                 "reason": "Forbidden",
             },
             {

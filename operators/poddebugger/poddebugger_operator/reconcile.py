@@ -5,7 +5,9 @@ Rules:
 * only pods of the PodDebugger's own namespace whose labels match its selector are considered;
   pods that are terminated (Succeeded, Failed) or being deleted are skipped;
 * a pod is written only by adding one ephemeral container (pods/ephemeralcontainers); nothing
-  else of a pod is ever changed, and nothing is ever removed;
+  else of a pod is ever changed, and nothing is ever removed; in mode Copy a selected pod is
+  not written at all: it gets one copy holding the container (:mod:`.copies`), never
+  rewritten, and copies are never themselves selected;
 * the container's name says which debugger and which spec it is of (:mod:`.names`), so a pod
   that has it is not given it again, and a new spec yields a new container;
 * at most ``maxPods`` pods hold the current container: those holding it first, then pods
@@ -29,8 +31,9 @@ from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 from opsuite_common.store import JSON
 from poddebugger_operator import images
 from poddebugger_operator.attribution import attribution
+from poddebugger_operator.copies import copy_meta, copy_name, copy_of, is_copy
 from poddebugger_operator.deadline import exceeded, remaining
-from poddebugger_operator.models import MAX_FAILED_PODS, PodDebuggerSpec
+from poddebugger_operator.models import MAX_FAILED_PODS, DebuggedPod, PodDebuggerSpec
 from poddebugger_operator.mounts import VOLUME_NOT_ALLOWED, VOLUME_NOT_FOUND, mount_problem
 from poddebugger_operator.names import (
     container_name,
@@ -47,6 +50,7 @@ from poddebugger_operator.pods import (
     is_live,
     object_meta,
     pod_labels,
+    regular_names,
 )
 from poddebugger_operator.refusals import TARGET_NOT_FOUND, Failure, known_failures, retry_in
 from poddebugger_operator.spec import InvalidSpecError, parse_spec
@@ -185,25 +189,57 @@ def plan(
     if blocked is not None:
         outcome = Outcome(blocked=blocked, image=spec.image)
         return Plan(outcome, status_patch=status_patch(debugger, outcome, now))
-    name = container_name(str(meta["name"]), spec)
-    legacy = legacy_container_name(str(meta["name"]), spec)
+    debugger_name = str(meta["name"])
+    name = container_name(debugger_name, spec)
+    legacy = legacy_container_name(debugger_name, spec)
     current = frozenset([name] if legacy is None else [name, legacy])
-    owns = owned_by(str(meta["name"]))
+    owns = owned_by(debugger_name)
+    local = [p for p in pods if object_meta(p).get("namespace") == namespace]
+    # A copy (mode Copy) is never itself copied or debugged.
     matching = sorted(
         (
             p
-            for p in pods
-            if object_meta(p).get("namespace") == namespace
-            and is_live(p)
-            and spec.selector.matches(pod_labels(p))
+            for p in local
+            if is_live(p) and not is_copy(p) and spec.selector.matches(pod_labels(p))
         ),
         key=_order,
     )
-    holders = [p for p in matching if not current.isdisjoint(ephemeral_names(p))]
+    copying = spec.mode == "Copy"
+    copies = {str(object_meta(p)["name"]): p for p in local if copying and copy_of(debugger, p)}
+
+    def copy_for(pod: Mapping[str, Any]) -> str | None:
+        return copy_name(debugger_name, str(object_meta(pod)["name"])) if copying else None
+
+    def has_it(pod: Mapping[str, Any]) -> bool:
+        """Whether the pod holds (mode Copy: has a copy holding) the current container, or
+        (mode Copy) any container of the debugger's: a copy is never rewritten."""
+        copy = copy_for(pod)
+        if copy is not None:
+            return copy in copies
+        return not current.isdisjoint(ephemeral_names(pod))
+
+    def debug_containers(pod: Mapping[str, Any]) -> list[DebuggedPod]:
+        copy = copies.get(copy_for(pod) or "")
+        if copy is not None:
+            original = str(object_meta(pod)["name"])
+            return [
+                container_state(copy, n, container_image(copy, n, "containers"), original)
+                for n in regular_names(copy)
+                if owns(n)
+            ]
+        if copying:
+            return []
+        return [
+            container_state(pod, n, container_image(pod, n))
+            for n in ephemeral_names(pod)
+            if owns(n)
+        ]
+
+    holders = [p for p in matching if has_it(p)]
     known = known_failures(debugger, current)
     known.update((uid, f) for uid, f in (refused or {}).items() if f.container in current)
     room = max(spec.max_pods - len(holders), 0)
-    candidates = [p for p in matching if current.isdisjoint(ephemeral_names(p))]
+    candidates = [p for p in matching if not has_it(p)]
     # A pod that can never hold this container is reported and takes no slot.
     judged = [(p, unfit(p, spec)) for p in candidates]
     unfit_pods = [(p, problem) for p, problem in judged if problem is not None]
@@ -232,7 +268,8 @@ def plan(
             retrying.append(str(object_meta(pod)["name"]))
         else:
             attempt = 1 if refusal is None else refusal.attempts + 1
-            injections.append(Injection(pod, container, attempt, by))
+            copy = copy_meta(debugger, pod) if copying else None
+            injections.append(Injection(pod, container, attempt, by, copy))
     missing = [
         Failure(
             str(object_meta(p)["name"]), str(object_meta(p).get("uid") or ""), name, why, reason
@@ -240,12 +277,7 @@ def plan(
         for p, (reason, why) in unfit_pods
     ]
     failures.extend(missing)
-    containers = tuple(
-        container_state(p, n, container_image(p, n))
-        for p in matching
-        for n in ephemeral_names(p)
-        if owns(n)
-    )
+    containers = tuple(c for p in matching for c in debug_containers(p))
     outcome = Outcome(
         container=name,
         current=current,

@@ -1,8 +1,8 @@
 """What a PodDebugger's requester must still be allowed for the operator to act for them
 (:mod:`opsuite_common.requester`): run `kubectl debug` in the namespace, that is patch
-``pods/ephemeralcontainers`` there, and get every Secret and ConfigMap its env reads
-(``valueFrom``): the kubelet reads those for the container, so without this check a debug
-container would show a Secret its requester may not read."""
+``pods/ephemeralcontainers`` there (mode Copy: also create pods there), and get every Secret
+and ConfigMap its env reads (``valueFrom``): the kubelet reads those for the container, so
+without this check a debug container would show a Secret its requester may not read."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ def needs(debugger: Mapping[str, Any]) -> list[Access]:
         spec = parse_spec(debugger)
     except InvalidSpecError:  # nothing is injected for it (InvalidSpec)
         return accesses
+    if spec.mode == "Copy":  # the copy is a pod the requester could have created
+        accesses.append(Access(namespace, "create", "pods"))
     for var in spec.env or ():
         source = var.value_from
         if source is None:

@@ -275,3 +275,62 @@ async def test_a_refusal_is_tried_again_once_its_backoff_is_over_and_counted_aga
     await kube.release()
     assert results[-1].failure is not None
     assert results[-1].failure.attempts == 2
+
+
+class CopyKube:
+    """GETs answer with the full pod; POSTs (mode Copy) answer as ``answer`` says."""
+
+    def __init__(self, pods: dict[str, JSON], answer: ApiException | None = None) -> None:
+        self.pods = pods
+        self.answer = answer
+        self.created: list[JSON] = []
+
+    def request(self, method: str, path: str) -> Any:
+        assert method == "GET"
+        future: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
+        future.set_result(self.pods[path.rsplit("/", 1)[1]])
+        return future
+
+    def create(self, path: str, body: JSON) -> Any:
+        assert path == "/api/v1/namespaces/ns/pods"
+        self.created.append(body)
+        future: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
+        if self.answer is None:
+            future.set_result(body)
+        else:
+            future.set_exception(self.answer)
+        return future
+
+
+async def test_a_copy_is_created_once_from_the_full_pod_and_its_record_stands_meanwhile() -> None:
+    """Mode Copy: the POST carries the pod's whole spec (the cache is slim); until the watch
+    brings the copy, its record in the cache keeps the next passes from creating it again; a
+    refusal takes the record back and is reported."""
+    debugger = json.loads(json.dumps(DEBUGGER))
+    debugger["spec"]["mode"] = "Copy"
+    full = {name: _pod(name) for name in ("a", "b")}
+    for pod in full.values():
+        pod["spec"]["containers"] = [{"name": "app", "image": "app:1", "env": [{"name": "X"}]}]
+    kube = CopyKube(full)
+    cache, _injected, injector, results = _setup(kube)  # type: ignore[arg-type]
+    injector.send(KEY, plan(debugger, cache.items(), NOW).injections)
+    assert plan(debugger, cache.items(), NOW).injections == ()  # in flight: not again
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert sorted(
+        c["metadata"]["annotations"]["debug.opsuite.dev/copy-of"] for c in kube.created
+    ) == [
+        "a",
+        "b",
+    ]
+    assert all(c["spec"]["containers"][0]["env"] == [{"name": "X"}] for c in kube.created)
+    assert [r.failure for r in results] == [None, None]
+    assert plan(debugger, cache.items(), NOW).injections == ()
+
+    refusing = CopyKube(full, ApiException(403, "Forbidden", json.dumps({"message": "no"})))
+    cache, _injected, injector, results = _setup(refusing)  # type: ignore[arg-type]
+    injector.send(KEY, plan(debugger, cache.items(), NOW).injections)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert sorted(r.failure.message for r in results if r.failure) == ["no", "no"]
+    assert sorted(p["metadata"]["name"] for p in cache.items()) == ["a", "b"]

@@ -198,7 +198,7 @@ def test_crd_and_policy() -> None:
     assert (names["shortNames"], names["categories"]) == (["pdbg"], ["opsuite"])
     version = crd["spec"]["versions"][0]
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert columns == ["Image", "Matched", "Debugged", "Ready", "Reason", "Age"]
+    assert columns == ["Image", "Mode", "Matched", "Debugged", "Ready", "Reason", "Age"]
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert sorted(spec["required"]) == ["image", "selector"]
     assert spec["properties"]["selector"]["x-kubernetes-validations"]
