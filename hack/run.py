@@ -65,8 +65,12 @@ class Operator:
     flags: tuple[str, ...] = ()
 
 
-FLAGS = {"poddebugger": (f"--admission-policy-name={DEMO_POLICY}",)}
-"""Flags of an operator's own for the demo: PodDebugger's policy is the demo's."""
+FLAGS = {
+    "poddebugger": (f"--admission-policy-name={DEMO_POLICY}",),
+    "configmapsync": ("--secrets",),
+}
+"""Flags of an operator's own for the demo: PodDebugger's policy is the demo's; ConfigMapSync
+serves the SecretSync sample too (the chart's secrets.enabled)."""
 FIRST_PORT = 18080
 """The metrics port of the first operator; its probes take the next, and so on down the list."""
 

@@ -275,10 +275,19 @@ CHART_SPEC = ChartSpec(
             ("",), ("configmaps",), ("get", "list", "watch", "create", "update", "patch", "delete")
         ),
         PolicyRule((models.GROUP,), (models.PLURAL,), ("list", "watch", "patch")),
-        PolicyRule((models.GROUP,), (f"{models.PLURAL}/status",), ("patch",)),
+        PolicyRule((models.GROUP,), (models.SECRET_PLURAL,), ("list", "watch")),
+        PolicyRule(
+            (models.GROUP,),
+            (f"{models.PLURAL}/status", f"{models.SECRET_PLURAL}/status"),
+            ("patch",),
+        ),
         PolicyRule(("",), ("events",), ("create", "patch")),
     ),
     optional_rules=(SECRET_RULES,),
+    operator_args="""\
+{{- if .Values.secrets.enabled }}
+- --secrets
+{{- end }}""",
     cluster_rules=(
         PolicyRule(("",), ("namespaces",), ("list", "watch")),
         PolicyRule(("authorization.k8s.io",), ("subjectaccessreviews",), ("create",)),

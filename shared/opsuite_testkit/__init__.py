@@ -272,12 +272,15 @@ def offline_manager(
 
 class WiredOperator:
     """An operator wired onto an offline manager: :meth:`event` delivers a watch event as the
-    manager's route would, and every key the controller enqueues is recorded."""
+    manager's route would, and every key the controller enqueues is recorded (the one named
+    ``controller_name``, when the operator has several)."""
 
-    def __init__(self, manager: Manager) -> None:
+    def __init__(self, manager: Manager, controller_name: str | None = None) -> None:
         self.manager = manager
         self.enqueued: list[ObjectKey] = []
-        (controller,) = manager.controllers
+        (controller,) = [c for c in manager.controllers if controller_name in (None, c.name)]
+        self.controller = controller
+        """The controller whose enqueues are recorded."""
 
         def enqueue(key: ObjectKey, *, after: float = 0.0) -> None:
             self.enqueued.append(key)

@@ -23,7 +23,15 @@
 - apiGroups:
   - sync.opsuite.dev
   resources:
+  - secretsyncs
+  verbs:
+  - list
+  - watch
+- apiGroups:
+  - sync.opsuite.dev
+  resources:
   - configmapsyncs/status
+  - secretsyncs/status
   verbs:
   - patch
 - apiGroups:
@@ -93,5 +101,7 @@
 configmapsyncs.sync.opsuite.dev
 {{- end }}
 {{- define "configmapsync-operator.operatorArgs" -}}
-
+{{- if .Values.secrets.enabled }}
+- --secrets
+{{- end }}
 {{- end }}

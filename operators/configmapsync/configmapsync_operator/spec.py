@@ -63,9 +63,9 @@ def source_key(sync: Mapping[str, Any] | None, kind: SyncKind = CONFIGMAPS) -> O
     return str(namespace), name
 
 
-def config_map_name(sync: Mapping[str, Any]) -> list[str]:
+def source_name(sync: Mapping[str, Any], kind: SyncKind = CONFIGMAPS) -> list[str]:
     """Indexer: the name every copy (and the source) has."""
-    key = source_key(sync)
+    key = source_key(sync, kind)
     return [key[1]] if key else []
 
 
@@ -76,13 +76,13 @@ def listed_namespaces(sync: Mapping[str, Any]) -> list[str]:
 
 
 def has_selector(sync: Mapping[str, Any]) -> list[bool]:
-    """Indexer: [True] for ConfigMapSyncs with a namespaceSelector."""
+    """Indexer: [True] for syncs with a namespaceSelector."""
     return [True] if isinstance(_spec(sync).get("namespaceSelector"), Mapping) else []
 
 
-def source_index(sync: Mapping[str, Any]) -> list[ObjectKey]:
-    """Indexer: the source ConfigMap's key."""
-    key = source_key(sync)
+def source_index(sync: Mapping[str, Any], kind: SyncKind = CONFIGMAPS) -> list[ObjectKey]:
+    """Indexer: the source's key."""
+    key = source_key(sync, kind)
     return [key] if key else []
 
 

@@ -34,6 +34,7 @@ NOT_ALLOWED_BY_SOURCE = "NotAllowedBySource"
 NOT_ACCEPTED_BY_NAMESPACE = "NotAcceptedByNamespace"
 KEYS_MISSING = "KeysMissing"
 SECRET_TYPE_NOT_COPIED = "SecretTypeNotCopied"
+SECRETS_NOT_ENABLED = "SecretsNotEnabled"
 
 SEVERITY = (
     NOT_ALLOWED_BY_SOURCE,

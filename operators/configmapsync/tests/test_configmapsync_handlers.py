@@ -34,7 +34,7 @@ SYNC: ObjectKey = ("src", "s1")
 def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> WiredOperator:
     manager = offline_manager("configmapsync-operator", SERVED, tmp_path, monkeypatch)
     setup(manager)
-    wired = WiredOperator(manager)
+    wired = WiredOperator(manager, "configmapsync")
     sync = {
         "metadata": {"namespace": SYNC[0], "name": SYNC[1], "uid": "sync-uid", "generation": 1},
         "spec": {"configMapName": "cfg", "destinationNamespaces": ["a", "b"]},
@@ -243,7 +243,7 @@ async def test_a_sync_the_watch_saw_deleted_loses_its_copies_without_a_live_list
     sync = wired.cached(PLURAL, *SYNC)
     assert sync is not None
     wired.event(GROUP, PLURAL, "DELETED", sync)
-    (controller,) = wired.manager.controllers
+    controller = wired.controller
     await controller._reconcile(SYNC)
     assert sorted(kube.sent) == [
         ("DELETE", "/api/v1/namespaces/a/configmaps/cfg"),
@@ -264,7 +264,7 @@ async def test_a_configmap_no_configmapsync_reads_is_held_slim_whatever_it_allow
     once, and from then on the watch keeps it whole."""
     kube = _RecordingKube()
     wired.manager.kube = kube  # type: ignore[assignment]
-    (controller,) = wired.manager.controllers
+    controller = wired.controller
     big = {"blob": "x" * 100_000}
     for name, allowed in (("shared", {ALLOWED_NAMESPACES_ANNOTATION: "*"}), ("private", {})):
         source = _configmap("src", name)
