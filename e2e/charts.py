@@ -112,6 +112,20 @@ def token_kubeconfig(cluster: Cluster, api: client.ApiClient, namespace: str, sa
     return path
 
 
+def optional_rules_on(spec: ChartSpec) -> dict[str, Any]:
+    """Values turning on every optional rule of ``spec`` (ConfigMapSync's ``secrets.enabled``),
+    so the e2e identity may do all its operator does with any flag; tests of a flag off check
+    from the audit log that the operator asked for none of it."""
+    values: dict[str, Any] = {}
+    for optional in spec.optional_rules:
+        *path, leaf = optional.value.split(".")
+        node = values
+        for key in path:
+            node = node.setdefault(key, {})
+        node[leaf] = True
+    return values
+
+
 def install_identities(cluster: Cluster, api: client.ApiClient) -> None:
     """Install each chart (policies and users' roles off) and give its operator the chart's
     ServiceAccount."""
@@ -133,7 +147,11 @@ def install_identities(cluster: Cluster, api: client.ApiClient) -> None:
             "--reset-values",
             # Nor users' roles: aggregated into the built-in ones, they would change what every
             # view or edit user of the cluster may do for the whole session.
-            values={**POLICIES_OFF.get(spec.name, {}), "userRoles": {"create": False}},
+            values={
+                **POLICIES_OFF.get(spec.name, {}),
+                **optional_rules_on(spec),
+                "userRoles": {"create": False},
+            },
         )
         cluster.operator_kubeconfigs[command] = token_kubeconfig(
             cluster, api, RELEASE_NAMESPACE, spec.name

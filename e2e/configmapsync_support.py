@@ -36,6 +36,7 @@ ACCEPT = "sync.opsuite.dev/accept-from"
 
 RESOURCE = CustomResource(GROUP, VERSION, "ConfigMapSync", PLURAL, CRD_DIR)
 install_crd = RESOURCE.install_crd
+SECRET_RESOURCE = CustomResource(GROUP, VERSION, "SecretSync", "secretsyncs", CRD_DIR)
 
 
 class Pool(NamespacePool):

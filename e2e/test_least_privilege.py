@@ -31,6 +31,8 @@ OPERATOR_TEST_MODULES = {
     "test_podset_requester.py",
     "test_podset_rollouts.py",
     "test_configmapsync_requester.py",
+    "test_secretsync.py",
+    "test_secretsync_disabled.py",
     "test_leader_election.py",
     "test_charts.py",
 }
@@ -53,7 +55,8 @@ def test_operators_used_every_rule_of_their_chart_and_were_never_refused(
         requests = list(
             requests_by(cluster.audit_log, service_account_user(spec), operator_identities)
         )
-        rules = spec.namespaced_rules + spec.cluster_rules + lease_rules(spec, spec.name)
+        optional = tuple(rule for o in spec.optional_rules for rule in o.rules)  # all on in e2e
+        rules = spec.namespaced_rules + optional + spec.cluster_rules + lease_rules(spec, spec.name)
         report[spec.name] = {
             "requests": [f"{len(requests)}"],
             "refused": sorted(
