@@ -1,8 +1,9 @@
--- Argo CD health of an opsuite custom resource (PodSet, ConfigMapSync, PodDebugger), read from
--- the status its operator writes. Degraded when the Degraded condition is True (or a PodSet's
--- rollout passed its progressDeadlineSeconds), Suspended while a PodSet is paused (Progressing
--- reason Paused, as Argo CD shows a paused Deployment), Healthy when Ready is True, otherwise
--- Progressing; Progressing too until status.observedGeneration shows the current spec seen.
+-- Argo CD health of an opsuite custom resource (PodSet, ConfigMapSync, SecretSync, PodDebugger),
+-- read from the status its operator writes. Degraded when the Degraded condition is True (or a
+-- PodSet's rollout passed its progressDeadlineSeconds), Suspended while a PodSet is paused
+-- (Progressing reason Paused, as Argo CD shows a paused Deployment), Healthy when Ready is True,
+-- otherwise Progressing; Progressing too until status.observedGeneration shows the current spec
+-- seen.
 local health = { status = "Progressing", message = "Waiting for the operator" }
 if obj.status == nil or obj.status.conditions == nil then
   return health

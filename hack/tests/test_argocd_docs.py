@@ -1,5 +1,6 @@
 """docs/argocd.md gives Argo CD's argocd-cm block with docs/argocd/health.lua, unchanged, for
-each operator's own kind (the first CRD of its entry in operators/operators.toml)."""
+each kind of every operator whose status has conditions (the CRDs of its entry in
+operators/operators.toml; PodDebugger's DebugImagePolicy has none)."""
 
 from __future__ import annotations
 
@@ -24,10 +25,11 @@ def _block() -> dict[str, str]:
 def test_the_page_gives_the_script_for_each_operators_kind() -> None:
     keys = set()
     for op in OPERATORS:
-        crd = yaml.safe_load((op.chart / "crds" / f"{op.crds[0]}.yaml").read_text())
-        keys.add(
-            f"resource.customizations.health.{crd['spec']['group']}_{crd['spec']['names']['kind']}"
-        )
+        for name in op.crds:
+            spec = yaml.safe_load((op.chart / "crds" / f"{name}.yaml").read_text())["spec"]
+            schema = spec["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+            if "conditions" in schema.get("status", {}).get("properties", {}):
+                keys.add(f"resource.customizations.health.{spec['group']}_{spec['names']['kind']}")
     data = _block()
     assert set(data) == keys
     for key in keys:
