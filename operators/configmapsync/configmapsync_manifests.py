@@ -305,6 +305,10 @@ CHART_SPEC = ChartSpec(
   (`admissionPolicy.enabled`, on by default) lets someone create or change a ConfigMapSync only
   if they could get the source and create, update and delete ConfigMaps in every destination
   themselves.
+- Secrets only with `secrets.enabled` (off by default): the operator then may read and write
+  Secrets in every served namespace, for SecretSyncs, under the same two consents and a second
+  policy (`secretsync-authorization.sync.opsuite.dev`, on Secrets); no Secret value ever
+  appears in a status, Event, log line or metric. Off, it never reads a Secret.
 """,
     templates={
         "admission-policy.yaml": policy_template(
@@ -350,7 +354,8 @@ source's namespace. On Kubernetes 1.36 and later also apply `templates/requester
 (add `--show-only templates/requester-mutation.yaml --api-versions
 admissionregistration.k8s.io/v1/MutatingAdmissionPolicy`): it records who created or last
 changed each ConfigMapSync, whose rights the operator re-checks before every write
-(`RequesterNotAllowed` once revoked).""",
+(`RequesterNotAllowed` once revoked). The bundle grants no right on Secrets: SecretSyncs are
+reported `SecretsNotEnabled` (the Helm chart's `secrets.enabled` serves them).""",
     resources={"ConfigMapSync": (("ConfigMap", "v1"),), "SecretSync": (("Secret", "v1"),)},
 )
 """What the OperatorHub listing (the OLM bundle's CSV) says beyond the chart."""
