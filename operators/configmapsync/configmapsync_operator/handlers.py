@@ -52,9 +52,10 @@ from configmapsync_operator import metrics
 from configmapsync_operator.actions import Execution, execute, release
 from configmapsync_operator.copies import is_terminating, key_of, owner_key, owner_uid, slim
 from configmapsync_operator.destinations import wants
+from configmapsync_operator.disabled import refuse
 from configmapsync_operator.kinds import CONFIGMAPS, SECRETS, SyncKind
 from configmapsync_operator.models import ACCEPT_FROM_ANNOTATION, API_VERSION, GROUP, VERSION
-from configmapsync_operator.reconcile import Plan, collect, not_enabled, plan
+from configmapsync_operator.reconcile import Plan, collect, plan
 from configmapsync_operator.requester import needs
 from configmapsync_operator.sources import SourceCache
 from configmapsync_operator.spec import (
@@ -361,31 +362,6 @@ def _serve(manager: Manager, kind: SyncKind, namespaces: Store) -> Callable[[str
     return namespace_changed
 
 
-def _refuse(manager: Manager, kind: SyncKind) -> None:
-    """Watch syncs of ``kind`` only to say in their status that this operator does not serve
-    them (a SecretSync without ``--secrets``); the objects they would copy are never read."""
-    syncs = Store(kind.plural, {})
-
-    async def reconcile(key: ObjectKey) -> Result | None:
-        sync = syncs.get(*key)
-        if sync is None or sync["metadata"].get("deletionTimestamp"):
-            return None
-        actions = not_enabled(sync, datetime.now(UTC), kind)
-        if actions.is_empty:
-            return None
-        nothing = Store(kind.resource)  # no copy is written
-        await execute(manager.kube, nothing, sync, actions, on_status=syncs.record_write, kind=kind)
-        return None
-
-    controller = manager.add_controller(kind.kind.lower(), reconcile)
-
-    def on_sync(event_type: str | None, obj: JSON, old: JSON | None) -> None:
-        if event_type != "DELETED" and not status_only(old, obj):
-            controller.enqueue(object_key(obj))
-
-    manager.watch(GROUP, VERSION, kind.plural, store=syncs, on_event=on_sync)
-
-
 def setup(manager: Manager, secrets: bool = False) -> None:
     """Register the watches and one controller per kind on ``manager``: ConfigMapSync, and
     SecretSync when ``secrets`` (the chart's ``secrets.enabled``) lets the operator touch
@@ -395,7 +371,7 @@ def setup(manager: Manager, secrets: bool = False) -> None:
     if secrets:
         listeners.append(_serve(manager, SECRETS, namespaces))
     else:
-        _refuse(manager, SECRETS)
+        refuse(manager, SECRETS)
 
     def on_namespace(event_type: str | None, obj: JSON, old: JSON | None) -> None:
         record = _slim_namespace(obj)  # the store's record (idempotent on a record)
