@@ -3,15 +3,35 @@ objects are watched only so that their status says so; what they would copy is n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from configmapsync_operator.actions import execute
 from configmapsync_operator.kinds import SyncKind
 from configmapsync_operator.models import GROUP, VERSION
-from configmapsync_operator.reconcile import not_enabled
+from configmapsync_operator.reconcile import Plan
+from configmapsync_operator.spec import source_key
+from configmapsync_operator.status import SECRETS_NOT_ENABLED, Outcome, as_utc, status_patch
 from opsuite_common.controller import Result
 from opsuite_common.manager import Manager
 from opsuite_common.store import JSON, ObjectKey, Store, object_key, status_only
+
+
+def not_enabled(sync: Mapping[str, Any], now: datetime, kind: SyncKind) -> Plan:
+    """The plan for a sync of a ``kind`` the operator was started without (a SecretSync without
+    ``--secrets``): nothing read or written but its status, which says why."""
+    source = source_key(sync, kind)
+    outcome = Outcome(
+        source=f"{source[0]}/{source[1]}" if source is not None else "",
+        object_kind=kind.object_kind,
+        blocked=(
+            SECRETS_NOT_ENABLED,
+            f"this operator was installed without secrets.enabled; it does not copy "
+            f"{kind.resource} (a cluster administrator can enable it: see docs/configmapsync.md)",
+        ),
+    )
+    return Plan(outcome, status_patch=status_patch(sync, outcome, as_utc(now), wrote=False))
 
 
 def refuse(manager: Manager, kind: SyncKind) -> None:

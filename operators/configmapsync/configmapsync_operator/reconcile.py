@@ -58,7 +58,6 @@ from configmapsync_operator.status import (
     CONFLICT,
     INVALID_SPEC,
     SECRET_TYPE_NOT_COPIED,
-    SECRETS_NOT_ENABLED,
     SOURCE_NOT_WATCHED,
     TERMINATING,
     Issue,
@@ -366,22 +365,6 @@ def plan(
         strip_finalizer=strip_finalizer,
         status_patch=status_patch(sync, outcome, now, wrote=bool(writes)),
     )
-
-
-def not_enabled(sync: Mapping[str, Any], now: datetime, kind: SyncKind) -> Plan:
-    """The plan for a sync of a ``kind`` the operator was started without (a SecretSync without
-    ``--secrets``): nothing read or written but its status, which says why."""
-    source = source_key(sync, kind)
-    outcome = Outcome(
-        source=f"{source[0]}/{source[1]}" if source is not None else "",
-        object_kind=kind.object_kind,
-        blocked=(
-            SECRETS_NOT_ENABLED,
-            f"this operator was installed without secrets.enabled; it does not copy "
-            f"{kind.resource} (a cluster administrator can enable it: see docs/configmapsync.md)",
-        ),
-    )
-    return Plan(outcome, status_patch=status_patch(sync, outcome, as_utc(now), wrote=False))
 
 
 def collect(
