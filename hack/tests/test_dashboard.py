@@ -17,15 +17,18 @@ DASHBOARD = ROOT / "shared" / "dashboards" / "opsuite-operators.json"
 
 
 def _exported() -> dict[str, set[str]]:
-    """Per operator, the sample names of the opsuite_* families its metrics module registers."""
+    """Per operator, the sample names of the opsuite_* families its metrics module registers
+    (named for the operator or for one of its kinds)."""
     exported: dict[str, set[str]] = {}
     for op in OPERATORS:
         importlib.import_module(f"{op.package}.metrics")
     families = [f for f in REGISTRY.collect() if f.name.startswith("opsuite_")]
     for op in OPERATORS:
-        prefix = f"opsuite_{op.name}_"
+        # Its own name's, and each of its kinds' (ConfigMapSync's opsuite_secretsync_*).
+        kinds = (crd.split(".")[0].removesuffix("s") for crd in op.crds)
+        prefixes = tuple({f"opsuite_{op.name}_", *(f"opsuite_{kind}_" for kind in kinds)})
         names = exported.setdefault(op.name, set())
-        for family in (f for f in families if f.name.startswith(prefix)):
+        for family in (f for f in families if f.name.startswith(prefixes)):
             if family.type == "counter":
                 names.add(f"{family.name}_total")
             elif family.type == "histogram":
