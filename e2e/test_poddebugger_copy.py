@@ -128,3 +128,50 @@ def test_copy_mode_debugs_a_copy_no_service_selects_and_deletes_it_with_the_debu
         what="the copy deleted with its PodDebugger",
     )
     assert _slice_pods(api, namespace, "web") == {"app"}
+
+
+def test_a_copy_name_another_pod_holds_is_reported_then_taken_once_free(
+    api: client.ApiClient, debuggers: Debuggers, namespace: str
+) -> None:
+    """A pod of the copy's name that is not this PodDebugger's copy is never touched: the pod
+    to copy is reported (CopyNameTaken, in the status and as an Event), nothing is POSTed
+    again and again; once that pod is gone the copy is made."""
+    labels = {"app": "squatted"}
+    spec = real_pod_spec(api, containers=[sleeper()])
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app", "labels": labels}}
+    debuggers.core.create_namespaced_pod(namespace, {**pod, "spec": spec})
+    name = copy_name("squat", "app")
+    squatter = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    uid = debuggers.core.create_namespaced_pod(namespace, squatter).metadata.uid
+    debugger = {
+        "apiVersion": "debug.opsuite.dev/v1alpha1",
+        "kind": "PodDebugger",
+        "metadata": {"name": "squat"},
+        "spec": {"mode": "Copy", "selector": {"matchLabels": labels}, "image": BUSYBOX},
+    }
+    debuggers.create(namespace, debugger)
+    reported = debuggers.wait(
+        namespace,
+        "squat",
+        lambda o: any(
+            f.get("reason") == "CopyNameTaken" for f in o.get("status", {}).get("failedPods") or []
+        ),
+        "CopyNameTaken in the status",
+    )
+    (failed,) = reported["status"]["failedPods"]
+    assert failed["pod"] == "app"
+    assert name in failed["message"]
+    kept = debuggers.pod(namespace, name)
+    assert (kept.metadata.uid, kept.metadata.owner_references) == (uid, None)
+    assert any(e.reason == "CopyNameTaken" for e in debuggers.events(namespace, "Pod", "app")), (
+        "no Event on the pod"
+    )
+
+    debuggers.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    copy = wait_until(
+        lambda: {p.metadata.name: p for p in debuggers.core.list_namespaced_pod(namespace).items},
+        lambda pods: name in pods and pods[name].metadata.uid != uid,
+        timeout=90,
+        what="the copy made once its name was free",
+    )[name]
+    assert copy.metadata.labels == {COPY_LABEL: reported["metadata"]["uid"]}

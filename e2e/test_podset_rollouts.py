@@ -73,8 +73,8 @@ def test_paused_podset_scales_but_rolls_out_only_when_resumed(
     namespace: str,
 ) -> None:
     """Paused: a template change replaces no pod for PAUSED_WATCH_SECONDS and Progressing says
-    Paused; kubectl scale still adds a pod. Resumed: every pod is replaced from the new
-    template, and they run and get Ready on the real node."""
+    Paused; kubectl scale still adds a pod, of the pods' template. Resumed: every pod is
+    replaced from the new template, and they run and get Ready on the real node."""
     name, selector = "web", "app=web"
     podsets.create(_real_podset(api, name, 2, updateStrategy=STRATEGY))
     before = _running_and_ready(podsets, selector, 2)
@@ -94,6 +94,10 @@ def test_paused_podset_scales_but_rolls_out_only_when_resumed(
     cluster.kubectl("scale", f"pset/{name}", "-n", namespace, "--replicas=3")
     scaled = _running_and_ready(podsets, selector, 3)
     assert {p.metadata.name for p in before} <= {p.metadata.name for p in scaled}
+    # The pod added while paused runs the pods' template, as a paused Deployment scales its
+    # existing ReplicaSet: the waiting one is not rolled out by scaling.
+    assert _hashes(scaled) == {old_hash}
+    assert {(p.metadata.annotations or {}).get("version") for p in scaled} == {None}
     ps = podsets.wait_status(name, replicas=3, readyReplicas=3)
     assert _progressing(ps) == ("Unknown", "Paused"), ps["status"]
 

@@ -30,6 +30,9 @@ COPY_OF = f"{GROUP}/copy-of"
 """On every copy (annotation): the name of the pod it copies."""
 MAX_NAME = 63
 HASH_LENGTH = 8
+COPY_NAME_TAKEN = "CopyNameTaken"
+"""A pod other than this debugger's copy holds the copy's name (mode Copy): nothing is sent,
+the pod is reported and takes no maxPods slot, until the name is free."""
 SUFFIX = "-debug-"
 PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 DROPPED_SPEC = ("nodeName", "ephemeralContainers")

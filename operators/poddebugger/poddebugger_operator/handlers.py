@@ -203,9 +203,11 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
 
     injector = Injector(manager.kube, pods, injected, on_result)
 
-    def enqueue_selecting(pods_: Sequence[JSON], after: float) -> None:
+    def enqueue_selecting(pods_: Sequence[JSON], after: float, *, named: bool = False) -> None:
         """Enqueue the PodDebuggers whose selector matches one of ``pods_`` (one pod, as it
-        is and as it was), or that made it (a copy: it has none of the original's labels)."""
+        is and as it was), or that made it (a copy: it has none of the original's labels);
+        with ``named`` (a pod appeared or vanished: a copy's name taken or freed) also every
+        PodDebugger of mode Copy there."""
         namespace = pods_[0]["metadata"].get("namespace", "")
         makers = {pod_labels(p).get(COPY_LABEL) for p in pods_} - {None}
         for debugger in debuggers.by_index("namespace", namespace):
@@ -213,6 +215,9 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
                 controller.enqueue(object_key(debugger), after=after)
                 continue
             spec = specs.get(debugger)
+            if named and spec is not None and spec.mode == "Copy":
+                controller.enqueue(object_key(debugger), after=after)
+                continue
             if spec is not None and any(spec.selector.matches(pod_labels(p)) for p in pods_):
                 controller.enqueue(object_key(debugger), after=after)
 
@@ -237,7 +242,9 @@ def setup(manager: Manager, settings: Settings | None = None) -> None:
             return  # nothing the planner reads changed
         urgent = event_type != "DELETED" and injection_may_be_due(old, record)
         enqueue_selecting(
-            [record] if old is None else [record, old], 0.0 if urgent else STATUS_INTERVAL
+            [record] if old is None else [record, old],
+            0.0 if urgent else STATUS_INTERVAL,
+            named=old is None or event_type == "DELETED",
         )
 
     def enqueue_all() -> None:

@@ -297,8 +297,9 @@ class FailedPod(KubeModel):
     Security level relaxed, a quota raised) does not stay for good; at once when the spec or
     the pod changes. TargetContainerNotFound: the pod has no container (or init container)
     named spec.targetContainer; VolumeNotFound: no volume of a spec.volumeMounts name;
-    VolumeNotAllowed: that volume holds Secrets or service account tokens. For these three
-    nothing is sent, and the pod takes no maxPods slot."""
+    VolumeNotAllowed: that volume holds Secrets or service account tokens; CopyNameTaken (mode
+    Copy): another pod holds the copy's name, until it is free. For these four nothing is
+    sent, and the pod takes no maxPods slot."""
     message: str = Field(max_length=1024)
     """The API server's message."""
     attempts: int | None = Field(default=None, ge=1)

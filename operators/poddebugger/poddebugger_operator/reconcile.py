@@ -31,7 +31,7 @@ from opsuite_common.requester import REQUESTER_NOT_ALLOWED
 from opsuite_common.store import JSON
 from poddebugger_operator import images
 from poddebugger_operator.attribution import attribution
-from poddebugger_operator.copies import copy_meta, copy_name, copy_of, is_copy
+from poddebugger_operator.copies import COPY_NAME_TAKEN, copy_meta, copy_name, copy_of, is_copy
 from poddebugger_operator.deadline import exceeded, remaining
 from poddebugger_operator.models import MAX_FAILED_PODS, DebuggedPod, PodDebuggerSpec
 from poddebugger_operator.mounts import VOLUME_NOT_ALLOWED, VOLUME_NOT_FOUND, mount_problem
@@ -61,7 +61,7 @@ IMAGE_NOT_ALLOWED = "ImageNotAllowed"
 POLICY_MISSING = "PolicyMissing"
 PROFILE_NOT_ALLOWED = "ProfileNotAllowed"
 PRIVILEGED_PROFILE = "sysadmin"
-UNFIT_REASONS = frozenset({TARGET_NOT_FOUND, VOLUME_NOT_FOUND, VOLUME_NOT_ALLOWED})
+UNFIT_REASONS = frozenset({TARGET_NOT_FOUND, VOLUME_NOT_FOUND, VOLUME_NOT_ALLOWED, COPY_NAME_TAKEN})
 """Failures of a pod that can never take the container (:func:`unfit`), not of the API server."""
 POLICY_FIX = (
     "nothing is injected until it is: install the chart with admissionPolicy.enabled=true (or "
@@ -240,8 +240,21 @@ def plan(
     known.update((uid, f) for uid, f in (refused or {}).items() if f.container in current)
     room = max(spec.max_pods - len(holders), 0)
     candidates = [p for p in matching if not has_it(p)]
+    # Names of pods that are not this debugger's copies (mode Copy: a copy cannot take one).
+    taken = {str(object_meta(p)["name"]) for p in local} - copies.keys() if copying else set()
+
+    def problem(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+        copy = copy_for(pod)
+        if copy in taken:
+            return (
+                COPY_NAME_TAKEN,
+                f"pod {copy} exists and is not this PodDebugger's copy of this pod; the copy is "
+                "made once that name is free",
+            )
+        return unfit(pod, spec)
+
     # A pod that can never hold this container is reported and takes no slot.
-    judged = [(p, unfit(p, spec)) for p in candidates]
+    judged = [(p, problem(p)) for p in candidates]
     unfit_pods = [(p, problem) for p, problem in judged if problem is not None]
     candidates = [p for p, problem in judged if problem is None]
     # Pods that hold an older container of this debugger come first: they were chosen before.

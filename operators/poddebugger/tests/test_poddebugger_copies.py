@@ -15,6 +15,7 @@ from opsuite_common.requester import Access
 from poddebugger_operator.actions import slim_pod
 from poddebugger_operator.copies import (
     COPY_LABEL,
+    COPY_NAME_TAKEN,
     COPY_OF,
     copy_meta,
     copy_name,
@@ -186,11 +187,24 @@ def test_a_waiting_copy_is_starting_and_copies_are_never_copied() -> None:
     assert (ready["status"], ready["reason"]) == ("False", STARTING)
 
 
-def test_another_debuggers_copy_is_not_taken_for_this_ones() -> None:
+def test_a_copy_name_another_pod_holds_is_reported_and_nothing_is_created() -> None:
+    """Another debugger's copy of that name (one of the same name, deleted and re-created, whose
+    copy the garbage collector has not removed yet) or any other pod: the POST would fail (409)
+    at every retry. The pod is reported (CopyNameTaken, no maxPods slot); once the name is free
+    the copy is made."""
     other = debugger()
     other["metadata"]["uid"] = "other-uid"
-    copy = _copy_record(other, full_pod(), {"running": {}})
-    (injection,) = plan(debugger(), [slim_pod(full_pod()), copy], NOW).injections
+    squatter = slim_pod(full_pod(copy_name("dbg", "web-1")))
+    squatter["metadata"]["labels"] = {}
+    for holder in (_copy_record(other, full_pod(), {"running": {}}), squatter):
+        result = plan(debugger(maxPods=1), [slim_pod(full_pod()), holder], NOW)
+        assert result.injections == ()
+        (failure,) = result.unfit
+        assert (failure.pod, failure.reason) == ("web-1", COPY_NAME_TAKEN)
+        assert copy_name("dbg", "web-1") in failure.message
+        assert result.status_patch is not None
+        assert result.status_patch["failedPods"][0]["reason"] == COPY_NAME_TAKEN
+    (injection,) = plan(debugger(), [slim_pod(full_pod())], NOW).injections
     assert injection.copy is not None
 
 

@@ -313,3 +313,28 @@ def test_a_prefix_admits_nothing_that_merely_extends_its_last_component(
         if images.normalise(image).startswith(images.normalise(prefix) + "/"):
             continue  # a registry host followed by its repository, or the prefix's own path
         assert not images.allowed(image, [prefix]), image
+
+
+def test_a_pod_appearing_or_vanishing_wakes_the_copy_mode_debuggers_of_its_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its name may be the one a copy needs (CopyNameTaken until it is free), whatever its
+    labels; a debugger of mode Ephemeral only wakes for pods its selector matches."""
+    from opsuite_testkit import WiredOperator
+
+    manager = offline_manager("pod-debugger-operator", ("ns",), tmp_path, monkeypatch)
+    setup(manager)
+    wired = WiredOperator(manager)
+    copying = debugger()
+    copying["spec"]["mode"] = "Copy"
+    copying["metadata"] = {**copying["metadata"], "name": "copying", "uid": "copying-uid"}
+    wired.event("debug.opsuite.dev", "poddebuggers", None, debugger())
+    wired.event("debug.opsuite.dev", "poddebuggers", None, copying)
+    wired.enqueued.clear()
+    squatter = {"metadata": {"namespace": "ns", "name": "web-1-debug-0", "uid": "s"}}
+    wired.event("", "pods", "ADDED", squatter)
+    assert wired.enqueued == [("ns", "copying")]
+    wired.event("", "pods", "MODIFIED", {**squatter, "status": {"phase": "Running"}})
+    assert wired.enqueued == [("ns", "copying")]
+    wired.event("", "pods", "DELETED", squatter)
+    assert wired.enqueued == [("ns", "copying")] * 2

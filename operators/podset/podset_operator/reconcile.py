@@ -221,6 +221,31 @@ def _generation(podset: Mapping[str, Any]) -> int:
     return int(podset["metadata"].get("generation") or 0)
 
 
+def _held_template(
+    podset: Mapping[str, Any], status: PodSetStatus, revisions: Sequence[Mapping[str, Any]]
+) -> tuple[ParsedSpec, str] | None:
+    """The spec with the current revision's template, and its hash: what a paused PodSet's new
+    pods get while its template waits (a paused Deployment scales its existing ReplicaSets).
+    Only a template that hashes to its revision's name, so one the PodSet's spec once held and
+    admission checked then (a revision's data cannot change). None when the current revision
+    is the update revision, or no such revision is in the cache."""
+    if status.current_revision in (None, status.update_revision):
+        return None
+    uid = podset["metadata"]["uid"]
+    for revision in owned_revisions(revisions, uid):
+        if (
+            revision.name == status.current_revision
+            and revision.template is not None
+            and template_hash(revision.template) == revision.hash
+        ):
+            held = {**podset, "spec": {**podset["spec"], "template": revision.template}}
+            try:
+                return parse_spec(held), revision.hash
+            except InvalidSpecError:
+                return None
+    return None
+
+
 def _invalid_plan(
     podset: Mapping[str, Any], pods: Sequence[Pod], hash_: str, error: str, now: datetime
 ) -> Plan:
@@ -306,10 +331,13 @@ def plan(
     outdated = status.updated_replicas < status.replicas
     acting = expectations_satisfied and not deleting and requester is None
     step = _step(spec, claim, outdated, hash_, now) if acting else Step()
+    created = (spec, hash_)
+    if spec.paused and revisions is not None and step.creates:
+        created = _held_template(podset, status, revisions) or created
     return Plan(
         status=status,
         pods_to_create=step.creates,
-        pod_manifest=render_pod(podset, spec, hash_) if step.creates else None,
+        pod_manifest=render_pod(podset, *created) if step.creates else None,
         pods_to_delete=tuple(pod_name(p) for p in step.deletes),
         pods_to_adopt=_names(claim.adopt) if requester is None else (),
         pods_to_release=_names(claim.release),

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from podset_operator.models import NAME_LABEL
+from podset_operator.models import GROUP, KIND, NAME_LABEL
 from podset_operator.pod_state import TEMPLATE_HASH_LABEL
 from podset_operator.template import HASH_LENGTH, owner_reference
 
@@ -31,6 +31,8 @@ class Revision:
     uid: str
     number: int
     hash: str
+    template: Mapping[str, Any] | None = None
+    """The template it keeps (``data.template``); what a paused PodSet's new pods get."""
 
 
 @dataclass(frozen=True)
@@ -53,14 +55,25 @@ class RevisionWrites:
 _SLIM_METADATA = ("name", "namespace", "uid", "labels", "ownerReferences", "deletionTimestamp")
 
 
+def _podset_controlled(meta: Mapping[str, Any]) -> bool:
+    return any(
+        r.get("controller") and r.get("kind") == KIND and str(r.get("apiVersion")).startswith(GROUP)
+        for r in meta.get("ownerReferences") or ()
+    )
+
+
 def slim_revision(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What the revision cache keeps: the fields :func:`owned_revisions` reads, not the data
-    (every StatefulSet's and DaemonSet's revisions in the served namespaces are cached too)."""
+    """What the revision cache keeps: the fields :func:`owned_revisions` reads, and the data
+    only of PodSets' revisions (every StatefulSet's and DaemonSet's revisions in the served
+    namespaces are cached too)."""
     meta = obj.get("metadata") or {}
-    return {
+    record = {
         "metadata": {k: meta[k] for k in _SLIM_METADATA if k in meta},
         "revision": obj.get("revision"),
     }
+    if _podset_controlled(meta) and isinstance(obj.get("data"), Mapping):
+        record["data"] = obj["data"]
+    return record
 
 
 def revision_name(podset_name: str, hash_: str) -> str:
@@ -86,7 +99,9 @@ def owned_revisions(revisions: Sequence[Mapping[str, Any]], uid: str) -> list[Re
             and isinstance(number, int)
             and not meta.get("deletionTimestamp")
         ):
-            owned.append(Revision(meta["name"], meta["uid"], number, hash_))
+            template = (obj.get("data") or {}).get("template")
+            kept = template if isinstance(template, Mapping) else None
+            owned.append(Revision(meta["name"], meta["uid"], number, hash_, kept))
     return owned
 
 

@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from opsuite_testkit.podset import HASH, OLD, T0, TEMPLATE, UID, iso, pod
 from podset_operator.pod_state import TEMPLATE_HASH_LABEL
 from podset_operator.reconcile import plan
+from podset_operator.revisions import revision_name, slim_revision
 from podset_operator.scaling import BURST_REPLICAS
 from podset_operator.spec import parse_spec
 from podset_operator.status import PAUSED
+from podset_operator.template import template_hash
 
 
 def podset(replicas: int = 4, generation: int = 1, **spec: Any) -> dict[str, Any]:
@@ -133,3 +135,74 @@ def test_paused_only_ever_scales(
     assert result.status_patch is not None
     progressing = condition(dict(result.status_patch), "Progressing")
     assert (progressing["status"], progressing["reason"]) == ("Unknown", PAUSED)
+
+
+OLD_TEMPLATE: dict[str, Any] = {
+    "metadata": {"labels": {"app": "web"}},
+    "spec": {"containers": [{"name": "c", "image": "nginx:1.26"}]},
+}
+
+
+def _revision(template: dict[str, Any], number: int) -> dict[str, Any]:
+    """A ControllerRevision of the PodSet, as the revision cache keeps it."""
+    hash_ = template_hash(template)
+    return slim_revision(
+        {
+            "metadata": {
+                "name": revision_name("web", hash_),
+                "namespace": "ns",
+                "uid": f"rev-{number}",
+                "labels": {TEMPLATE_HASH_LABEL: hash_},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps.opsuite.dev/v1alpha1",
+                        "kind": "PodSet",
+                        "name": "web",
+                        "uid": UID,
+                        "controller": True,
+                    }
+                ],
+            },
+            "revision": number,
+            "data": {"template": template},
+        }
+    )
+
+
+def test_a_paused_podset_scales_up_with_the_template_its_pods_run() -> None:
+    """As a paused Deployment scales its existing ReplicaSets: the pods added while paused are
+    of the current revision (the template of the pods), not of the template that waits."""
+    old = template_hash(OLD_TEMPLATE)
+    pods = [pod(f"old-{i}", hash_=old) for i in range(4)]
+    revisions = [_revision(OLD_TEMPLATE, 1), _revision(TEMPLATE, 2)]
+    ps = podset(6, paused=True)
+    ps["status"] = {"currentRevision": revision_name("web", old)}
+    up = plan(ps, pods, T0, True, revisions=revisions)
+    assert up.pods_to_create == 2
+    assert up.pod_manifest is not None
+    assert up.pod_manifest["metadata"]["labels"][TEMPLATE_HASH_LABEL] == old
+    assert up.pod_manifest["spec"] == OLD_TEMPLATE["spec"]
+    # Resumed, the waiting template is the one new pods get.
+    ps["spec"]["paused"] = False
+    resumed = plan(ps, pods, T0, True, revisions=revisions)
+    assert resumed.pod_manifest is not None
+    assert resumed.pod_manifest["metadata"]["labels"][TEMPLATE_HASH_LABEL] == HASH
+    # A revision the cache lost (deleted by hand) leaves the spec's template.
+    ps["spec"]["paused"] = True
+    lost = plan(ps, pods, T0, True, revisions=revisions[1:])
+    assert lost.pod_manifest is not None
+    assert lost.pod_manifest["metadata"]["labels"][TEMPLATE_HASH_LABEL] == HASH
+
+
+def test_a_revision_whose_data_is_not_the_template_it_names_is_never_used() -> None:
+    """Someone allowed to write ControllerRevisions crafts one under the current revision's
+    name, controlled by the PodSet, with other data: new pods keep the spec's template."""
+    old = template_hash(OLD_TEMPLATE)
+    crafted = _revision(OLD_TEMPLATE, 1)
+    crafted["data"] = {"template": {**OLD_TEMPLATE, "spec": {"containers": [{"name": "x"}]}}}
+    ps = podset(6, paused=True)
+    ps["status"] = {"currentRevision": revision_name("web", old)}
+    pods = [pod(f"old-{i}", hash_=old) for i in range(4)]
+    up = plan(ps, pods, T0, True, revisions=[crafted, _revision(TEMPLATE, 2)])
+    assert up.pod_manifest is not None
+    assert up.pod_manifest["metadata"]["labels"][TEMPLATE_HASH_LABEL] == HASH
