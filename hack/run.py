@@ -343,6 +343,8 @@ def guide(cluster: Cluster) -> str:
         f"  kubectl annotate namespace team-a sync.opsuite.dev/accept-from={DEMO_NAMESPACE}"
         "   # and consenting\n"
         "  kubectl get configmap shared-settings -n team-a   # copied by ConfigMapSync\n"
+        "  kubectl label namespace team-a opsuite.dev/registry-pull=true\n"
+        "  kubectl get secret registry-pull -n team-a   # copied by SecretSync, its type kept\n"
         f"  kubectl label pods -n {DEMO_NAMESPACE} -l app=busybox-sleepers opsuite.dev/debug=true\n"
         f"  kubectl get pdbg -n {DEMO_NAMESPACE}   # PodDebugger adds its container to those pods\n"
         + "".join(
