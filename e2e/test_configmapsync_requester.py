@@ -1,6 +1,6 @@
-"""A ConfigMapSync writes only while its requester may still write there (#31, item 3), on a real
-API server, as a tenant ServiceAccount and with no authorization policy (OLM, or the chart with
-its policies off).
+"""A ConfigMapSync (and a SecretSync) writes only while its requester may still write there (#31,
+item 3; #34), on a real API server, as a tenant ServiceAccount and with no authorization policy
+(OLM, or the chart with its policies off).
 
 The tenant owns the source in its namespace and may write ConfigMaps in a second namespace,
 which accepts copies from the tenant's; the requester policy (the shipped
@@ -12,9 +12,11 @@ answer expired), a change of the source is not copied there, and the ConfigMapSy
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,29 +30,46 @@ from e2e.configmapsync_support import (
     ACCEPT,
     ALLOWED,
     GROUP,
-    PLURAL,
     VERSION,
     install_crd,
-    sync_manifest,
 )
 from e2e.operators import OperatorProcess, start_operator
 from opsuite_common.requester import ALLOW_TTL, REQUESTER_NOT_ALLOWED, requested_by
 
 pytestmark = pytest.mark.local_operators("runs its own operator over this test's namespaces")
 
-CONFIG_MAPS = {
-    "apiGroups": [""],
-    "resources": ["configmaps"],
-    "verbs": ["get", "list", "watch", "create", "update", "delete"],
-}
-SYNCS = {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["*"]}
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of sync, what it copies, and the operator's flags that serve it."""
+
+    plural: str
+    resource: str
+    name_field: str
+    flags: tuple[str, ...] = ()
+
+    def rights(self) -> list[dict[str, object]]:
+        verbs = ["get", "list", "watch", "create", "update", "delete"]
+        return [{"apiGroups": [""], "resources": [self.resource], "verbs": verbs}]
+
+    def manifest(self, name: str, **spec: object) -> dict[str, object]:
+        kind = "ConfigMapSync" if self.resource == "configmaps" else "SecretSync"
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": {"name": name}}
+        return {**body, "spec": {self.name_field: name, **spec}}
+
+
+KINDS = [
+    Kind("configmapsyncs", "configmaps", "configMapName"),
+    Kind("secretsyncs", "secrets", "secretName", ("--secrets",)),
+]
 
 
 class Namespaces:
     """The tenant's namespace and a destination accepting copies from it."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, kind: Kind) -> None:
         self.api = api
+        self.kind = kind
         self.core = client.CoreV1Api(api)
         self.rbac = client.RbacAuthorizationV1Api(api)
         run = uuid.uuid4().hex[:6]
@@ -62,8 +81,10 @@ class Namespaces:
             {"metadata": {"name": self.dest, "annotations": {ACCEPT: self.tenant}}}
         )
         self.core.create_namespaced_service_account(self.tenant, {"metadata": {"name": "tenant"}})
-        grant(self.api, self.tenant, "tenant", [CONFIG_MAPS, SYNCS], "tenant", self.tenant)
-        grant(self.api, self.dest, "tenant", [CONFIG_MAPS], "tenant", self.tenant)
+        syncs = {"apiGroups": [GROUP], "resources": [self.kind.plural], "verbs": ["*"]}
+        rights = self.kind.rights()
+        grant(self.api, self.tenant, "tenant", [*rights, syncs], "tenant", self.tenant)
+        grant(self.api, self.dest, "tenant", rights, "tenant", self.tenant)
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -71,13 +92,18 @@ class Namespaces:
             self.core.delete_namespace(ns, propagation_policy="Background")
 
 
+@pytest.fixture(params=KINDS, ids=lambda k: k.plural)
+def kind(request: pytest.FixtureRequest) -> Kind:
+    return request.param  # type: ignore[no-any-return]
+
+
 @pytest.fixture
-def spaces(api: client.ApiClient, cluster: Cluster) -> Iterator[Namespaces]:
-    """The namespaces, the tenant's rights there, and the requester policy in force for the
-    tenant's namespace only."""
+def spaces(api: client.ApiClient, cluster: Cluster, kind: Kind) -> Iterator[Namespaces]:
+    """The namespaces, the tenant's rights there, and the requester policy (one for both kinds)
+    in force for the tenant's namespace only."""
     install_crd(cluster)
     with (
-        Namespaces(api) as made,
+        Namespaces(api, kind) as made,
         in_force(api, renamed(requester_policy(), made.policy, only_in(made.tenant))),
     ):
         yield made
@@ -86,14 +112,22 @@ def spaces(api: client.ApiClient, cluster: Cluster) -> Iterator[Namespaces]:
 @pytest.fixture
 def operator(cluster: Cluster, spaces: Namespaces, tmp_path: Path) -> Iterator[OperatorProcess]:
     process = start_operator(
-        cluster, "configmapsync-operator", (spaces.tenant, spaces.dest), tmp_path
+        cluster,
+        "configmapsync-operator",
+        (spaces.tenant, spaces.dest),
+        tmp_path,
+        *spaces.kind.flags,
     )
     yield process
     process.stop()
 
 
-def _data(core: client.CoreV1Api, namespace: str) -> dict[str, str] | None:
+def _data(core: client.CoreV1Api, kind: Kind, namespace: str) -> dict[str, str] | None:
+    """The copied values (a Secret's decoded), None while there is no copy."""
     try:
+        if kind.resource == "secrets":
+            data = core.read_namespaced_secret("settings", namespace).data or {}
+            return {k: base64.b64decode(v).decode() for k, v in data.items()}
         return core.read_namespaced_config_map("settings", namespace).data
     except ApiException as exc:
         if exc.status == 404:
@@ -102,34 +136,42 @@ def _data(core: client.CoreV1Api, namespace: str) -> dict[str, str] | None:
 
 
 def test_a_revoked_requester_stops_the_copies(
-    api: client.ApiClient, spaces: Namespaces, operator: OperatorProcess
+    api: client.ApiClient, spaces: Namespaces, kind: Kind, operator: OperatorProcess
 ) -> None:
-    """``operator``: running over both namespaces."""
+    """``operator``: running over both namespaces (with the kind's flags)."""
     core = client.CoreV1Api(api)
     tenant = service_account_client(api, spaces.tenant, "tenant")
-    client.CoreV1Api(tenant).create_namespaced_config_map(
-        spaces.tenant,
-        {
-            "metadata": {"name": "settings", "annotations": {ALLOWED: spaces.dest}},
-            "data": {"level": "1"},
-        },
-    )
-    body = sync_manifest("settings", "settings", destinationNamespaces=[spaces.dest])
+    source = {
+        "metadata": {"name": "settings", "annotations": {ALLOWED: spaces.dest}},
+        "stringData" if kind.resource == "secrets" else "data": {"level": "1"},
+    }
+    tenant_core = client.CoreV1Api(tenant)
+    if kind.resource == "secrets":
+        tenant_core.create_namespaced_secret(spaces.tenant, source)
+    else:
+        tenant_core.create_namespaced_config_map(spaces.tenant, source)
+    body = kind.manifest("settings", destinationNamespaces=[spaces.dest])
     custom = client.CustomObjectsApi(tenant)
     key = requested_by(GROUP)
     wait_until(
         lambda: custom.create_namespaced_custom_object(
-            GROUP, VERSION, spaces.tenant, PLURAL, body, dry_run="All"
+            GROUP, VERSION, spaces.tenant, kind.plural, body, dry_run="All"
         ),
         lambda obj: bool((obj["metadata"].get("annotations") or {}).get(key)),
         timeout=30,
         what="the requester policy recording the tenant",
     )
-    made = custom.create_namespaced_custom_object(GROUP, VERSION, spaces.tenant, PLURAL, body)
+    made = custom.create_namespaced_custom_object(GROUP, VERSION, spaces.tenant, kind.plural, body)
     user = f"system:serviceaccount:{spaces.tenant}:tenant"
     assert made["metadata"]["annotations"][key] == user
+    # A change that leaves the spec alone does not rewrite the record: the policy keeps it.
+    forged = {"metadata": {"annotations": {key: "someone-else"}}}
+    kept = custom.patch_namespaced_custom_object(
+        GROUP, VERSION, spaces.tenant, kind.plural, "settings", forged
+    )
+    assert kept["metadata"]["annotations"][key] == user
     wait_until(
-        lambda: _data(core, spaces.dest),
+        lambda: _data(core, kind, spaces.dest),
         lambda data: data == {"level": "1"},
         timeout=60,
         what="the copy in the destination",
@@ -137,17 +179,21 @@ def test_a_revoked_requester_stops_the_copies(
 
     spaces.rbac.delete_namespaced_role_binding("tenant", spaces.dest)
     time.sleep(ALLOW_TTL + 1)  # the operator's last allowing answer expires
-    core.patch_namespaced_config_map("settings", spaces.tenant, {"data": {"level": "2"}})
+    change = {"stringData" if kind.resource == "secrets" else "data": {"level": "2"}}
+    if kind.resource == "secrets":
+        core.patch_namespaced_secret("settings", spaces.tenant, change)
+    else:
+        core.patch_namespaced_config_map("settings", spaces.tenant, change)
     sync = wait_until(
         lambda: client.CustomObjectsApi(api).get_namespaced_custom_object(
-            GROUP, VERSION, spaces.tenant, PLURAL, "settings"
+            GROUP, VERSION, spaces.tenant, kind.plural, "settings"
         ),
         lambda obj: condition(obj, "Ready").get("reason") == REQUESTER_NOT_ALLOWED,
         timeout=60,
-        what="the ConfigMapSync reporting RequesterNotAllowed",
+        what=f"the {kind.plural} reporting RequesterNotAllowed",
     )
     message = condition(sync, "Ready")["message"]
     assert user in message
     assert f"in {spaces.dest}" in message
     time.sleep(2)  # what a pass that wrote anyway would have done by now
-    assert _data(core, spaces.dest) == {"level": "1"}
+    assert _data(core, kind, spaces.dest) == {"level": "1"}

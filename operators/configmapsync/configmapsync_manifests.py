@@ -155,7 +155,7 @@ def admission_policy(kind: SyncKind = CONFIGMAPS) -> list[dict[str, Any]]:
     policy = custom_resource_policy(
         name,
         models.GROUP,
-        kind.plural,
+        (kind.plural,),
         variables=[
             {
                 "name": "sourceNamespace",
@@ -229,7 +229,9 @@ REQUESTER_POLICY_NAME = "configmapsync-requester.sync.opsuite.dev"
 
 def requester_policy() -> list[dict[str, Any]]:
     """The MutatingAdmissionPolicy recording each ConfigMapSync's requester, and its binding."""
-    return recording.requester_policy(REQUESTER_POLICY_NAME, models.GROUP, models.PLURAL)
+    return recording.requester_policy(
+        REQUESTER_POLICY_NAME, models.GROUP, (models.PLURAL, models.SECRET_PLURAL)
+    )
 
 
 class SecretsValues(KubeModel):
@@ -319,11 +321,11 @@ CHART_SPEC = ChartSpec(
         ),
         **recording.requester_templates(
             CHART,
-            "ConfigMapSync",
-            "get the source and create, update and delete ConfigMaps where it writes",
+            "ConfigMapSync or SecretSync",
+            "get the source and create, update and delete ConfigMaps (Secrets) where it writes",
             REQUESTER_POLICY_NAME,
             models.GROUP,
-            models.PLURAL,
+            (models.PLURAL, models.SECRET_PLURAL),
         ),
     },
 )

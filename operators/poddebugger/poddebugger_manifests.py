@@ -130,7 +130,7 @@ def privileged_policy() -> list[dict[str, Any]]:
     policy = custom_resource_policy(
         PRIVILEGED_POLICY_NAME,
         models.GROUP,
-        models.PLURAL,
+        (models.PLURAL,),
         validations=[
             {
                 "expression": "!has(object.spec.profile) || object.spec.profile != 'sysadmin'",
@@ -173,7 +173,7 @@ def image_allowlist_policy(
     policy = custom_resource_policy(
         IMAGE_POLICY_NAME,
         models.GROUP,
-        models.PLURAL,
+        (models.PLURAL,),
         param_kind={"apiVersion": models.API_VERSION, "kind": models.IMAGE_POLICY_KIND},
         variables=[
             {
@@ -245,7 +245,7 @@ def image_policy_writers_policy() -> list[dict[str, Any]]:
     policy = custom_resource_policy(
         IMAGE_POLICY_WRITERS_NAME,
         models.GROUP,
-        models.IMAGE_POLICY_PLURAL,
+        (models.IMAGE_POLICY_PLURAL,),
         operations=("CREATE", "UPDATE", "DELETE"),
         spec_changes_only=False,
         validations=[
@@ -267,13 +267,13 @@ REQUESTER_POLICY_NAME = "poddebugger-requester.debug.opsuite.dev"
 
 def requester_policy() -> list[dict[str, Any]]:
     """The MutatingAdmissionPolicy recording each PodDebugger's requester, and its binding."""
-    return recording.requester_policy(REQUESTER_POLICY_NAME, models.GROUP, models.PLURAL)
+    return recording.requester_policy(REQUESTER_POLICY_NAME, models.GROUP, (models.PLURAL,))
 
 
 def requester_check() -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy admitting only a truthful requester record (before 1.36),
     and its binding."""
-    return recording.requester_check(REQUESTER_POLICY_NAME, models.GROUP, models.PLURAL)
+    return recording.requester_check(REQUESTER_POLICY_NAME, models.GROUP, (models.PLURAL,))
 
 
 class ImageAllowlistValues(KubeModel):
@@ -427,7 +427,7 @@ CHART_SPEC = ChartSpec(
             "patch pods/ephemeralcontainers there (kubectl debug)",
             REQUESTER_POLICY_NAME,
             models.GROUP,
-            models.PLURAL,
+            (models.PLURAL,),
         ),
         "image-policy-writers.yaml": policy_template(
             CHART,

@@ -94,7 +94,7 @@ def admission_policy() -> list[dict[str, Any]]:
     policy = custom_resource_policy(
         POLICY_NAME,
         models.GROUP,
-        models.PLURAL,
+        (models.PLURAL,),
         validations=[
             {
                 "expression": " && ".join(f"{pods}.check('{v}').allowed()" for v in POD_VERBS),
@@ -110,7 +110,7 @@ def admission_policy() -> list[dict[str, Any]]:
 
 def requester_policy() -> list[dict[str, Any]]:
     """The MutatingAdmissionPolicy recording each PodSet's requester, and its binding."""
-    return recording.requester_policy(REQUESTER_POLICY_NAME, models.GROUP, models.PLURAL)
+    return recording.requester_policy(REQUESTER_POLICY_NAME, models.GROUP, (models.PLURAL,))
 
 
 class PodSetChartValues(ChartValues):
@@ -172,7 +172,7 @@ CHART_SPEC = ChartSpec(
             "create and delete pods in the namespace",
             REQUESTER_POLICY_NAME,
             models.GROUP,
-            models.PLURAL,
+            (models.PLURAL,),
         ),
     },
 )

@@ -9,16 +9,16 @@ import yaml
 from opsuite_common.store import JSON
 
 
-def match_constraints(group: str, plural: str, operations: Sequence[str]) -> JSON:
-    """An admission policy's matchConstraints: ``operations`` on ``group``/``plural``, any
-    version."""
+def match_constraints(group: str, plurals: Sequence[str], operations: Sequence[str]) -> JSON:
+    """An admission policy's matchConstraints: ``operations`` on the resources ``plurals`` of
+    ``group``, any version."""
     return {
         "resourceRules": [
             {
                 "apiGroups": [group],
                 "apiVersions": ["*"],
                 "operations": list(operations),
-                "resources": [plural],
+                "resources": list(plurals),
             }
         ]
     }
@@ -27,7 +27,7 @@ def match_constraints(group: str, plural: str, operations: Sequence[str]) -> JSO
 def custom_resource_policy(
     name: str,
     group: str,
-    plural: str,
+    plurals: Sequence[str],
     *,
     validations: Sequence[JSON],
     variables: Sequence[JSON] = (),
@@ -35,8 +35,8 @@ def custom_resource_policy(
     operations: Sequence[str] = ("CREATE", "UPDATE"),
     spec_changes_only: bool = True,
 ) -> JSON:
-    """A policy checked on ``operations`` of ``group``/``plural`` (by default CREATE, and
-    UPDATE when the spec changes).
+    """A policy checked on ``operations`` of the resources ``plurals`` of ``group`` (by default
+    CREATE, and UPDATE when the spec changes).
 
     With ``spec_changes_only``, status updates and metadata-only changes pass unchecked;
     failures deny (failurePolicy Fail).
@@ -44,7 +44,7 @@ def custom_resource_policy(
     spec: JSON = {"failurePolicy": "Fail"}
     if param_kind is not None:
         spec["paramKind"] = param_kind
-    spec["matchConstraints"] = match_constraints(group, plural, operations)
+    spec["matchConstraints"] = match_constraints(group, plurals, operations)
     if spec_changes_only:
         spec["matchConditions"] = [
             {

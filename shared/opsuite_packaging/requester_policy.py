@@ -5,6 +5,7 @@ server serves them, else a ValidatingAdmissionPolicy admitting only a truthful r
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 from opsuite_common.admission import custom_resource_policy, match_constraints, policy_binding
 from opsuite_common.requester import requested_by, requested_by_groups
@@ -32,9 +33,9 @@ _GROUPS = "has(request.userInfo.groups) ? request.userInfo.groups.join('\\n') : 
 """The requesting user's groups, one per line."""
 
 
-def requester_policy(name: str, group: str, plural: str) -> list[JSON]:
-    """The MutatingAdmissionPolicy ``name`` recording the requester of ``group``/``plural``
-    objects (:mod:`opsuite_common.requester`), and its binding.
+def requester_policy(name: str, group: str, plurals: Sequence[str]) -> list[JSON]:
+    """The MutatingAdmissionPolicy ``name`` recording the requester of objects of the
+    resources ``plurals`` of ``group`` (:mod:`opsuite_common.requester`), and its binding.
 
     On CREATE, and on UPDATE when the spec changes, the annotations take the requesting user's
     name and groups; any other UPDATE gets them back as they were, so nobody rewrites the
@@ -49,7 +50,7 @@ def requester_policy(name: str, group: str, plural: str) -> list[JSON]:
         "spec": {
             "failurePolicy": "Fail",
             "reinvocationPolicy": "Never",
-            "matchConstraints": match_constraints(group, plural, ("CREATE", "UPDATE")),
+            "matchConstraints": match_constraints(group, plurals, ("CREATE", "UPDATE")),
             "variables": [
                 _STAMP,
                 {
@@ -82,10 +83,11 @@ def requester_policy(name: str, group: str, plural: str) -> list[JSON]:
     return [policy, binding]
 
 
-def requester_check(name: str, group: str, plural: str) -> list[JSON]:
+def requester_check(name: str, group: str, plurals: Sequence[str]) -> list[JSON]:
     """The ValidatingAdmissionPolicy ``name`` admitting only a truthful requester record of
-    ``group``/``plural`` objects, and its binding: where no MutatingAdmissionPolicy can write
-    the record (before 1.36), the requester writes it, and this makes it mean what it says.
+    objects of the resources ``plurals`` of ``group``, and its binding: where no
+    MutatingAdmissionPolicy can write the record (before 1.36), the requester writes it, and
+    this makes it mean what it says.
 
     On CREATE, and on UPDATE when the spec changes, the annotations are either absent or name
     the requesting user (and, when listed, exactly their groups); any other UPDATE leaves them
@@ -96,7 +98,7 @@ def requester_check(name: str, group: str, plural: str) -> list[JSON]:
     policy = custom_resource_policy(
         name,
         group,
-        plural,
+        plurals,
         spec_changes_only=False,
         variables=[
             _STAMP,
@@ -128,7 +130,7 @@ def requester_check(name: str, group: str, plural: str) -> list[JSON]:
 
 
 def requester_templates(
-    chart: str, kind: str, needs: str, name: str, group: str, plural: str
+    chart: str, kind: str, needs: str, name: str, group: str, plurals: Sequence[str]
 ) -> dict[str, str]:
     """The chart templates recording ``kind``'s requester, whose rights the operator checks
     it may still ``needs``: ``requester-mutation.yaml`` (:func:`requester_policy`, under
@@ -139,13 +141,13 @@ def requester_templates(
             chart,
             RECORDS_REQUESTER,
             _header(kind, needs),
-            requester_policy(name, group, plural),
+            requester_policy(name, group, plurals),
         ),
         "requester-check.yaml": policy_template(
             chart,
             CHECKS_REQUESTER,
             _check_header(kind, needs),
-            requester_check(name, group, plural),
+            requester_check(name, group, plurals),
         ),
     }
 

@@ -10,7 +10,7 @@ RULE = {"expression": "true", "message": "never", "reason": "Forbidden"}
 
 
 def test_policy_matches_spec_changes_of_one_resource() -> None:
-    policy = custom_resource_policy("p", "x.opsuite.dev", "things", validations=[RULE])
+    policy = custom_resource_policy("p", "x.opsuite.dev", ("things",), validations=[RULE])
     spec = policy["spec"]
     assert list(spec) == ["failurePolicy", "matchConstraints", "matchConditions", "validations"]
     (rule,) = spec["matchConstraints"]["resourceRules"]
@@ -22,7 +22,7 @@ def test_params_and_variables_only_when_given() -> None:
     policy = custom_resource_policy(
         "p",
         "x.opsuite.dev",
-        "things",
+        ("things",),
         validations=[RULE],
         variables=[{"name": "v", "expression": "1"}],
         param_kind={"apiVersion": "v1", "kind": "ConfigMap"},

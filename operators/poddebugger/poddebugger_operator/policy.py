@@ -27,7 +27,7 @@ def admission_policy() -> list[dict[str, Any]]:
     policy = custom_resource_policy(
         POLICY_NAME,
         GROUP,
-        PLURAL,
+        (PLURAL,),
         validations=[
             {
                 "expression": "authorizer.group('').resource('pods')"
