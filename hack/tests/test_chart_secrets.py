@@ -48,3 +48,18 @@ def test_enabled_grants_secrets_in_each_served_namespace_only() -> None:
     roles = [r for r in find(objects, "Role") if _secret_verbs([r], "Role")]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     assert _secret_verbs(objects, "ClusterRole") == []
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_users_roles_cover_secretsyncs_only_when_enabled(enabled: bool) -> None:
+    """A namespace's view and edit users get SecretSyncs with the feature, not before."""
+    objects = render(CHART, f"secrets.enabled={str(enabled).lower()}")
+    roles = {r["metadata"]["name"].rsplit("-", 1)[1]: r for r in find(objects, "ClusterRole")}
+    for suffix, verbs in (("view", ["get", "list", "watch"]), ("edit", ["create", "delete"])):
+        covered = [
+            rule["verbs"]
+            for rule in roles[suffix]["rules"]
+            if "secretsyncs" in rule.get("resources", ())
+        ]
+        assert bool(covered) is enabled, (suffix, covered)
+        assert all(set(verbs) <= set(v) for v in covered)

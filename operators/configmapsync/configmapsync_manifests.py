@@ -249,8 +249,10 @@ SECRET_RULES = OptionalRules(
             ("",), ("secrets",), ("get", "list", "watch", "create", "update", "patch", "delete")
         ),
     ),
+    user_resources=(models.SECRET_PLURAL,),
 )
-"""The operator's rights on Secrets, only with ``secrets.enabled``."""
+"""The operator's rights on Secrets, and the users' roles on SecretSyncs, only with
+``secrets.enabled``."""
 
 
 class ConfigMapSyncChartValues(ChartValues):

@@ -77,6 +77,9 @@ class OptionalRules:
     value: str
     """The boolean value that grants them, as a path under ``.Values`` (``secrets.enabled``)."""
     rules: tuple[PolicyRule, ...]
+    user_resources: tuple[str, ...] = ()
+    """The chart's custom resources (plurals of its CRD's group) that the feature serves: the
+    users' view and edit roles cover them only while the value is true (SecretSyncs)."""
 
 
 LEADER_ELECTION_RULES = (
@@ -195,6 +198,9 @@ def user_roles_template(spec: ChartSpec) -> str:
             f'    rbac.authorization.k8s.io/aggregate-to-{to}: "true"\n' for to in aggregate
         )
         rule = _rules_yaml((PolicyRule((group,), (plural,), verbs),))
+        for optional in (o for o in spec.optional_rules if o.user_resources):
+            served = _rules_yaml((PolicyRule((group,), optional.user_resources, verbs),))
+            rule += f"\n{{{{- if .Values.{optional.value} }}}}\n{served}\n{{{{- end }}}}"
         return (
             "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n"
             f'  name: {{{{ include "{prefix}fullname" . }}}}-{suffix}\n  labels:\n'
