@@ -51,6 +51,7 @@ def merged(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
 API = {
     "PodSet": (pset.GROUP, pset.VERSION, pset.PLURAL),
     "ConfigMapSync": (cms.GROUP, cms.VERSION, cms.PLURAL),
+    "SecretSync": (cms.GROUP, cms.VERSION, cms.SECRET_PLURAL),
     "PodDebugger": (pdbg.GROUP, pdbg.VERSION, pdbg.PLURAL),
 }
 """(group, version, plural) of each kind."""
@@ -73,6 +74,12 @@ BASES: dict[str, dict[str, Any]] = {
         "kind": "ConfigMapSync",
         "metadata": {"name": "invalid"},
         "spec": {"configMapName": "settings", "destinationNamespaces": ["team-a"]},
+    },
+    "SecretSync": {
+        "apiVersion": f"{cms.GROUP}/{cms.VERSION}",
+        "kind": "SecretSync",
+        "metadata": {"name": "invalid"},
+        "spec": {"secretName": "settings", "destinationNamespaces": ["team-a"]},
     },
     "PodDebugger": {
         "apiVersion": f"{pdbg.GROUP}/{pdbg.VERSION}",
@@ -671,6 +678,44 @@ CONFIGMAPSYNC: list[tuple[str, str, dict[str, Any], str]] = [
     *_unknown("ConfigMapSync"),
 ]
 
+
+def _secret_names(change: Any) -> Any:
+    """``change`` with configMapName spelled secretName (the one field the kinds name
+    differently)."""
+    if isinstance(change, dict):
+        return {
+            ("secretName" if k == "configMapName" else k): _secret_names(v)
+            for k, v in change.items()
+        }
+    return change
+
+
+SECRETSYNC: list[tuple[str, str, dict[str, Any], str]] = [
+    *(
+        (
+            name.replace("configMapName", "secretName"),
+            why,
+            _secret_names(change),
+            message.replace("configMapName", "secretName").replace("ConfigMapSync", "SecretSync"),
+        )
+        for name, why, change, message in CONFIGMAPSYNC
+    ),
+    (
+        "configMapName on a SecretSync",
+        "a SecretSync names a Secret; the ConfigMapSync's field is refused, not pruned",
+        _ps(configMapName="settings"),
+        'unknown field "spec.configMapName"',
+    ),
+    (
+        "secretName with a namespace",
+        "the source's namespace is sourceNamespace, never part of the name",
+        _ps(secretName="platform/registry"),
+        "spec.secretName in body should match",
+    ),
+]
+"""A SecretSync's spec is a ConfigMapSync's with secretName for configMapName (one base model,
+SyncSpec): every ConfigMapSync case, renamed, and what only a SecretSync can get wrong."""
+
 _KEY = {"name": "s", "key": "k"}
 
 PODDEBUGGER: list[tuple[str, str, dict[str, Any], str]] = [
@@ -962,6 +1007,7 @@ CASES: list[Case] = [
     for kind, table in (
         ("PodSet", PODSET),
         ("ConfigMapSync", CONFIGMAPSYNC),
+        ("SecretSync", SECRETSYNC),
         ("PodDebugger", PODDEBUGGER),
     )
     for name, why, change, message in table
