@@ -55,7 +55,8 @@ def expected_files() -> dict[Path, str]:
         crds = [build_crd(d) for d in (module.CRD, *getattr(module, "EXTRA_CRDS", ()))]
         for crd in crds:
             name = crd["metadata"]["name"]
-            files[chart / "crds" / f"{name}.yaml"] = HEADER + crd_yaml(crd)
+            # A document start of its own: `helm show crds` concatenates the files as they are.
+            files[chart / "crds" / f"{name}.yaml"] = "---\n" + HEADER + crd_yaml(crd)
         generated = chart_files(
             module.CHART_SPEC,
             version=version,
