@@ -362,15 +362,16 @@ def _serve(manager: Manager, kind: SyncKind, namespaces: Store) -> Callable[[str
     return namespace_changed
 
 
-def setup(manager: Manager, secrets: bool = False) -> None:
+def setup(manager: Manager, secrets: bool = False, *, secret_crd: bool = True) -> None:
     """Register the watches and one controller per kind on ``manager``: ConfigMapSync, and
     SecretSync when ``secrets`` (the chart's ``secrets.enabled``) lets the operator touch
-    Secrets; without it SecretSyncs only get a status saying so."""
+    Secrets; without it SecretSyncs only get a status saying so. Without ``secret_crd`` (the
+    CRD is not installed) nothing watches SecretSyncs."""
     namespaces = Store("namespaces", transform=_slim_namespace)
     listeners = [_serve(manager, CONFIGMAPS, namespaces)]
-    if secrets:
+    if secrets and secret_crd:
         listeners.append(_serve(manager, SECRETS, namespaces))
-    else:
+    elif secret_crd:
         refuse(manager, SECRETS)
 
     def on_namespace(event_type: str | None, obj: JSON, old: JSON | None) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from configmapsync_operator.__main__ import split_args
+from configmapsync_operator.__main__ import split_args, wire
 from configmapsync_operator.handlers import setup
 from configmapsync_operator.models import (
     ACCEPT_FROM_ANNOTATION,
@@ -18,6 +18,7 @@ from configmapsync_operator.models import (
     SECRET_PLURAL,
 )
 from configmapsync_operator.status import SECRETS_NOT_ENABLED
+from opsuite_common.kube import ApiException
 from opsuite_common.store import JSON, ObjectKey
 from opsuite_testkit import WiredOperator, offline_manager
 
@@ -163,3 +164,41 @@ def test_the_secrets_flag_and_its_variable(
     argv: list[str], environ: dict[str, str], secrets: bool
 ) -> None:
     assert split_args([*argv, "--namespace=a"], environ) == (secrets, ["--namespace=a"])
+
+
+class _Discovery:
+    """Answers the API group's discovery with ``resources`` (None: 404, no CRD of the group)."""
+
+    def __init__(self, resources: list[str] | None) -> None:
+        self.resources = resources
+
+    def request(self, method: str, path: str, **_: object) -> asyncio.Future[JSON]:
+        assert (method, path) == ("GET", f"/apis/{GROUP}/v1alpha1")
+        future: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
+        if self.resources is None:
+            future.set_exception(ApiException(404, "Not Found"))
+        else:
+            future.set_result({"resources": [{"name": r} for r in self.resources]})
+        return future
+
+
+@pytest.mark.parametrize("secrets", [False, True])
+@pytest.mark.parametrize(
+    ("resources", "watched"),
+    [(["configmapsyncs", "secretsyncs"], True), (["configmapsyncs"], False), (None, False)],
+)
+async def test_without_the_secretsync_crd_nothing_waits_for_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    secrets: bool,
+    resources: list[str] | None,
+    watched: bool,
+) -> None:
+    """An upgrade whose CRDs were not applied: ConfigMapSyncs go on, SecretSyncs are not
+    watched (their watch would hold every pass back until it listed)."""
+    manager = offline_manager("configmapsync-operator", (), tmp_path, monkeypatch)
+    monkeypatch.setattr(manager.kube, "request", _Discovery(resources).request)
+    await wire(manager, secrets=secrets)
+    assert (manager.route(GROUP, SECRET_PLURAL) is not None) is watched
+    assert (manager.route("", "secrets") is not None) is (watched and secrets)
+    assert manager.route(GROUP, "configmapsyncs") is not None
