@@ -1,5 +1,6 @@
 """ConfigMapSync's rights on Secrets, as `helm template` renders them: none unless
-``secrets.enabled``, and then in every served namespace (ClusterRole or each Role)."""
+``secrets.enabled``, and then in every served namespace (ClusterRole or each Role); none in the
+OLM bundle; the users' roles and the requester policies for SecretSyncs."""
 
 from __future__ import annotations
 
@@ -8,13 +9,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from helm_render import render
 
-from configmapsync_manifests import CHART, SECRET_RULES
+from configmapsync_manifests import (
+    CHART,
+    REQUESTER_POLICY_NAME,
+    SECRET_RULES,
+    requester_policy,
+)
+from configmapsync_operator.models import PLURAL, SECRET_PLURAL
 from opsuite_packaging.bundle import find
 
+ROOT = Path(__file__).resolve().parents[2]
 WRITE = ["get", "list", "watch", "create", "update", "patch", "delete"]
 
 
@@ -63,3 +72,31 @@ def test_users_roles_cover_secretsyncs_only_when_enabled(enabled: bool) -> None:
         ]
         assert bool(covered) is enabled, (suffix, covered)
         assert all(set(verbs) <= set(v) for v in covered)
+
+
+def test_the_csv_has_no_right_on_secrets() -> None:
+    """The OLM bundle ships with Secrets off: a CSV's permissions cannot depend on a value."""
+    path = ROOT / "bundle" / CHART / "manifests" / f"{CHART}.clusterserviceversion.yaml"
+    strategy = yaml.safe_load(path.read_text())["spec"]["install"]["spec"]
+    rules = [
+        rule
+        for key in ("permissions", "clusterPermissions")
+        for grant in strategy.get(key, ())
+        for rule in grant["rules"]
+    ]
+    assert rules
+    assert [rule for rule in rules if "secrets" in rule["resources"]] == []
+
+
+def test_the_requester_policy_and_check_cover_both_kinds() -> None:
+    """The requester policy (1.36 and later) and, as rendered before 1.36, the requester check
+    match ConfigMapSyncs and SecretSyncs alike (the plane runs only the policy)."""
+    (recorded,) = requester_policy()[0]["spec"]["matchConstraints"]["resourceRules"]
+    assert recorded["resources"] == [PLURAL, SECRET_PLURAL]
+    (check,) = [
+        policy
+        for policy in find(render(CHART, kube_version="1.35.0"), "ValidatingAdmissionPolicy")
+        if policy["metadata"]["name"] == REQUESTER_POLICY_NAME
+    ]
+    (checked,) = check["spec"]["matchConstraints"]["resourceRules"]
+    assert checked["resources"] == [PLURAL, SECRET_PLURAL]
