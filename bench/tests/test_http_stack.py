@@ -26,10 +26,12 @@ def test_socket_ports_keeps_the_process_sockets_connected_to_the_port() -> None:
 def test_connected_ports_sees_this_process_connections_to_a_server() -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
-        with socket.create_connection(("127.0.0.1", port)) as first:
-            with socket.create_connection(("127.0.0.1", port)) as second:
-                ports = {first.getsockname()[1], second.getsockname()[1]}
-                assert connected_ports(os.getpid(), port) == ports
+        with (
+            socket.create_connection(("127.0.0.1", port)) as first,
+            socket.create_connection(("127.0.0.1", port)) as second,
+        ):
+            ports = {first.getsockname()[1], second.getsockname()[1]}
+            assert connected_ports(os.getpid(), port) == ports
         assert connected_ports(os.getpid(), port) == set()
 
 
