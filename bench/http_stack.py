@@ -3,7 +3,7 @@
 
     python -m bench.http_stack [--writes 500] [--rounds 3] [--concurrency 64]
 
-Three ways to send the same writes from one asyncio operator process:
+Four ways to send the same writes from one asyncio operator process:
 
 - ``threads``: the first design, kept here only as a baseline: the blocking ``kubernetes``
   client (urllib3) in a pool of ``--concurrency`` threads (:class:`ThreadPoolWriter`);
@@ -11,15 +11,20 @@ Three ways to send the same writes from one asyncio operator process:
   loop, as ``KubeApi`` had until #19 (:class:`AiohttpWriter`);
 - ``kubeapi``: what the operators do, :class:`opsuite_common.kube.KubeApi` on its own HTTP/1.1
   connections (:mod:`opsuite_common.http1`), at most ``--concurrency`` requests in flight,
-  each write passing an open write fence.
+  each write passing an open write fence;
+- ``httpx-h2``: the candidate of #36 (item 2), one ``httpx.AsyncClient`` speaking HTTP/2
+  (httpx with h2, a dev dependency only) that multiplexes the requests in flight over one
+  connection, as client-go does (:class:`HttpxH2Writer`).
 
 The workload is a PodSet-like burst: ``--writes`` pod creates at once, then as many deletes, in a
 fresh namespace of the local plane (kwok nodes take the pods; nothing runs). Each stack runs in
 a fresh process per round, alternating which goes first. Per stack, medians over the rounds:
 CPU seconds per 1,000 writes (the process's user + system time during the writes), RSS after the
-writes and its peak (MiB), and write latency p50 / p99 / max (ms, from the request being made to
-its response, queueing included). Printed, and written to
-.local/measurements/bench-http-stack.json.
+writes and its peak (MiB), write latency p50 / p99 / max (ms, from the request being made to
+its response, queueing included), the wall time of the whole burst (s), and the TCP connections
+to the API server the process opened (distinct local ports of its sockets, sampled every
+SAMPLE_EVERY seconds from /proc by this parent process, so that the sampling's CPU is not the
+worker's). Printed, and written to .local/measurements/bench-http-stack.json.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import asyncio
 import json
 import os
 import resource
+import socket
 import ssl
 import statistics
 import subprocess
@@ -38,18 +44,39 @@ import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
+import httpx
+import orjson
 from kubernetes import client, config
 
 from bench import plane
 from opsuite_common.fence import WriteFence
 from opsuite_common.kube import KubeApi, resource_path
-from opsuite_common.kube_transport import api_socket, bound_tls_read_buffers
-from opsuite_common.kubeconfig import load_configuration
+from opsuite_common.kube_transport import (
+    IDLE_CONNECTION_TIMEOUT,
+    UNACKNOWLEDGED_TIMEOUT,
+    api_socket,
+    bound_tls_read_buffers,
+    ssl_context,
+)
+from opsuite_common.kubeconfig import Configuration, load_configuration
 from opsuite_common.store import JSON
 
-STACKS = ("threads", "aiohttp", "kubeapi")
+STACKS = ("threads", "aiohttp", "httpx-h2", "kubeapi")
+FIGURES = (
+    "cpu_s_per_1000",
+    "rss_mib",
+    "peak_rss_mib",
+    "p50_ms",
+    "p99_ms",
+    "max_ms",
+    "burst_s",
+    "connections",
+)
+SAMPLE_EVERY = 0.02
+"""Seconds between two looks at the worker's sockets."""
 OUTPUT = plane.LOCAL / "measurements" / "bench-http-stack.json"
 USER_AGENT = "opsuite-bench-http-stack"
 
@@ -154,6 +181,51 @@ class AiohttpWriter:
             await self.session.close()
 
 
+class HttpxH2Writer:
+    """The HTTP/2 candidate (#36, item 2): one ``httpx.AsyncClient`` with ``http2=True`` on the
+    event loop, the TLS context, sockets (no Nagle, TCP_USER_TIMEOUT) and idle timeout of
+    ``KubeApi``'s connections, the ``Authorization`` header asked of the configuration for
+    every request, orjson bodies, at most ``concurrency`` in flight, multiplexed as streams of
+    one connection (httpx opens one HTTP/2 connection per server, and the API server allows
+    far more than 64 streams on it)."""
+
+    def __init__(self, configuration: Configuration, concurrency: int) -> None:
+        self.configuration = configuration
+        self.slots = asyncio.Semaphore(concurrency)
+        transport = httpx.AsyncHTTPTransport(
+            verify=ssl_context(configuration),
+            http2=True,
+            limits=httpx.Limits(keepalive_expiry=IDLE_CONNECTION_TIMEOUT),
+            socket_options=[
+                (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),
+                (socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(UNACKNOWLEDGED_TIMEOUT * 1000)),
+            ],
+        )
+        self.client = httpx.AsyncClient(
+            transport=transport,
+            base_url=configuration.host,
+            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+            timeout=30.0,
+        )
+
+    async def request(self, method: str, path: str, body: object) -> JSON:
+        headers = {"Content-Type": "application/json"}
+        authorization = await self.configuration.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
+        async with self.slots:
+            response = await self.client.request(
+                method, path, content=orjson.dumps(body), headers=headers
+            )
+        if not 200 <= response.status_code <= 299:
+            raise RuntimeError(f"{method} {path}: {response.status_code}")
+        data: JSON = orjson.loads(response.content) if response.content else {}
+        return data
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
 async def _burst(
     send: Callable[[str, str, object], Awaitable[JSON]], namespace: str, writes: int
 ) -> list[float]:
@@ -175,11 +247,13 @@ async def _burst(
     return latencies
 
 
-def _rss_mib() -> float:
+def _status_mib(field: str) -> float:
+    """A memory figure of /proc/self/status: VmRSS now, or VmHWM, the peak since the worker's
+    exec (getrusage's ru_maxrss keeps the forking parent's, larger, across the exec)."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+    raise RuntimeError(f"no {field}")
 
 
 async def _worker(stack: str, kubeconfig: Path, namespace: str, writes: int, width: int) -> JSON:
@@ -190,6 +264,9 @@ async def _worker(stack: str, kubeconfig: Path, namespace: str, writes: int, wid
     elif stack == "aiohttp":
         session = AiohttpWriter(kubeconfig, width)
         send, close = session.request, session.close
+    elif stack == "httpx-h2":
+        multiplexed = HttpxH2Writer(load_configuration(), width)
+        send, close = multiplexed.request, multiplexed.close
     else:
         fence = WriteFence()
         fence.open()
@@ -200,9 +277,11 @@ async def _worker(stack: str, kubeconfig: Path, namespace: str, writes: int, wid
 
         close = api.close
     before = resource.getrusage(resource.RUSAGE_SELF)
+    began = time.perf_counter()
     latencies = await _burst(send, namespace, writes)
+    burst = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_SELF)
-    rss = _rss_mib()
+    rss, peak = _status_mib("VmRSS"), _status_mib("VmHWM")
     await close()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     latencies.sort()
@@ -211,10 +290,49 @@ async def _worker(stack: str, kubeconfig: Path, namespace: str, writes: int, wid
         "writes": len(latencies),
         "cpu_s_per_1000": cpu * 1000 / len(latencies),
         "rss_mib": rss,
-        "peak_rss_mib": after.ru_maxrss / 1024,
+        "peak_rss_mib": peak,
         "p50_ms": 1000 * latencies[len(latencies) // 2],
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
         "max_ms": 1000 * latencies[-1],
+        "burst_s": burst,
+    }
+
+
+def socket_ports(tcp_table: str, inodes: set[str], remote_port: int) -> set[int]:
+    """The local ports of the sockets among ``inodes`` connected to ``remote_port``, from a
+    /proc/<pid>/net/tcp or tcp6 table."""
+    ports: set[int] = set()
+    for line in tcp_table.splitlines()[1:]:
+        fields = line.split()
+        local, remote, inode = fields[1], fields[2], fields[9]
+        if inode in inodes and int(remote.rsplit(":", 1)[1], 16) == remote_port:
+            ports.add(int(local.rsplit(":", 1)[1], 16))
+    return ports
+
+
+def connected_ports(pid: int, remote_port: int) -> set[int]:
+    """The local ports of process ``pid``'s TCP connections to ``remote_port`` now (empty once
+    it has ended)."""
+    try:
+        inodes: set[str] = set()
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except FileNotFoundError:
+                continue  # closed since the listing (the listing's own, for one)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+        tables = [Path(f"/proc/{pid}/net/{t}").read_text() for t in ("tcp", "tcp6")]
+    except (FileNotFoundError, ProcessLookupError):
+        return set()
+    return set().union(*(socket_ports(table, inodes, remote_port) for table in tables))
+
+
+def medians(trials: list[JSON], stacks: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Each stack's median of each figure over its trials."""
+    return {
+        stack: {f: statistics.median(t[f] for t in trials if t["stack"] == stack) for f in FIGURES}
+        for stack in stacks
     }
 
 
@@ -225,9 +343,22 @@ def _run_worker(stack: str, namespace: str, args: argparse.Namespace) -> JSON:
         "--kubeconfig", str(args.kubeconfig),
     ]  # fmt: skip
     env = {**os.environ, "KUBECONFIG": str(args.kubeconfig)}  # what load_configuration reads
-    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600, env=env)
-    result: JSON = json.loads(done.stdout)
-    return result
+    api_port = urlsplit(plane.api_client(args.kubeconfig).configuration.host).port or 443
+    ports: set[int] = set()
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as worker:
+        deadline = time.monotonic() + 600
+        while worker.poll() is None:
+            if time.monotonic() > deadline:
+                worker.kill()
+            ports |= connected_ports(worker.pid, api_port)
+            time.sleep(SAMPLE_EVERY)
+        out, err = worker.communicate()
+    if worker.returncode != 0:
+        raise RuntimeError(f"{stack} worker exited {worker.returncode}: {err[-2000:]}")
+    result: JSON = json.loads(out)
+    return result | {"connections": len(ports)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -262,24 +393,20 @@ def main(argv: list[str] | None = None) -> int:
                 trials.append({"round": round_, **_run_worker(stack, namespace, args)})
             finally:
                 core.delete_namespace(namespace, propagation_policy="Background")
-    figures = ("cpu_s_per_1000", "rss_mib", "peak_rss_mib", "p50_ms", "p99_ms", "max_ms")
-    medians = {
-        stack: {f: statistics.median(t[f] for t in trials if t["stack"] == stack) for f in figures}
-        for stack in STACKS
-    }
+    median = medians(trials, STACKS)
     print(
         f"{'figure (median of ' + str(args.rounds) + ')':<26}"
         + "".join(f"{s:>12}" for s in STACKS)
-        + "".join(f"{'kubeapi/' + s:>16}" for s in STACKS[:-1])
+        + "".join(f"{'kubeapi/' + s:>18}" for s in STACKS[:-1])
     )
-    for f in figures:
-        values = [medians[s][f] for s in STACKS]
-        ratios = "".join(f"{values[-1] / v:>16.2f}" for v in values[:-1])
+    for f in FIGURES:
+        values = [median[s][f] for s in STACKS]
+        ratios = "".join(f"{values[-1] / v:>18.2f}" if v else f"{'-':>18}" for v in values[:-1])
         print(f"{f:<26}" + "".join(f"{v:>12.2f}" for v in values) + ratios)
     OUTPUT.parent.mkdir(parents=True, exist_ok=True)
     OUTPUT.write_text(
         json.dumps({"config": vars(args) | {"kubeconfig": str(args.kubeconfig)}, "trials": trials,
-                    "medians": medians, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                    "medians": median, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                    indent=2)
     )  # fmt: skip
     return 0
