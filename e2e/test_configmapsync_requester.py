@@ -30,10 +30,13 @@ from e2e.configmapsync_support import (
     ACCEPT,
     ALLOWED,
     GROUP,
+    RESOURCE,
+    SECRET_RESOURCE,
     VERSION,
     install_crd,
 )
 from e2e.operators import OperatorProcess, start_operator
+from e2e.resources import CustomResource
 from opsuite_common.requester import ALLOW_TTL, REQUESTER_NOT_ALLOWED, requested_by
 
 pytestmark = pytest.mark.local_operators("runs its own operator over this test's namespaces")
@@ -43,24 +46,26 @@ pytestmark = pytest.mark.local_operators("runs its own operator over this test's
 class Kind:
     """A kind of sync, what it copies, and the operator's flags that serve it."""
 
-    plural: str
+    sync: CustomResource
     resource: str
     name_field: str
     flags: tuple[str, ...] = ()
+
+    @property
+    def plural(self) -> str:
+        return self.sync.plural
 
     def rights(self) -> list[dict[str, object]]:
         verbs = ["get", "list", "watch", "create", "update", "delete"]
         return [{"apiGroups": [""], "resources": [self.resource], "verbs": verbs}]
 
     def manifest(self, name: str, **spec: object) -> dict[str, object]:
-        kind = "ConfigMapSync" if self.resource == "configmaps" else "SecretSync"
-        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": {"name": name}}
-        return {**body, "spec": {self.name_field: name, **spec}}
+        return self.sync.manifest(name, {self.name_field: name, **spec})
 
 
 KINDS = [
-    Kind("configmapsyncs", "configmaps", "configMapName"),
-    Kind("secretsyncs", "secrets", "secretName", ("--secrets",)),
+    Kind(RESOURCE, "configmaps", "configMapName"),
+    Kind(SECRET_RESOURCE, "secrets", "secretName", ("--secrets",)),
 ]
 
 

@@ -21,6 +21,7 @@ from kubernetes.client.rest import ApiException
 
 from configmapsync_manifests import admission_policy
 from configmapsync_operator.kinds import SECRETS
+from e2e.access import in_force, only_in, renamed
 from e2e.cluster import Cluster, condition, flush_audit_log, service_account_client, wait_until
 from e2e.configmapsync_support import ACCEPT, OWNER_LABEL, metric_value
 from e2e.operators import LocalOperator, OperatorHandle
@@ -32,6 +33,7 @@ from e2e.secretsync_support import (
     secret_requests,
     secret_sync_manifest,
 )
+from opsuite_common.admission import match_constraints, policy_binding
 
 pytestmark = pytest.mark.local_operators(
     "runs the operator with --secrets, reads its whole log and its requests in the audit log"
@@ -218,13 +220,7 @@ def test_a_tenant_with_edit_in_one_namespace_copies_no_secret_it_could_not_copy_
     src, a, b = pool.name("src"), pool.name("a"), pool.name("b")
     syncs.put_secret(src, "guarded", {"password": "hunter2"})
     rbac = client.RbacAuthorizationV1Api(api)
-    adm = client.AdmissionregistrationV1Api(api)
-    policy, binding = admission_policy(SECRETS)
     name = f"secsync-e2e-{pool.run}"
-    policy["metadata"]["name"] = binding["metadata"]["name"] = binding["spec"]["policyName"] = name
-    binding["spec"]["matchResources"] = {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": a}}
-    }
     role = f"{name}-syncs"
     rbac.create_cluster_role(
         {
@@ -234,71 +230,59 @@ def test_a_tenant_with_edit_in_one_namespace_copies_no_secret_it_could_not_copy_
             ],
         }
     )
-    adm.create_validating_admission_policy(policy)
-    adm.create_validating_admission_policy_binding(binding)
     client.CoreV1Api(api).create_namespaced_service_account(a, {"metadata": {"name": "tenant"}})
     _bind(rbac, a, f"{a}/tenant", "edit")  # edit in a: its Secrets
     tenant = service_account_client(api, a, "tenant")
     try:
-        body = secret_sync_manifest(
-            "guarded", "guarded", sourceNamespace=src, destinationNamespaces=[b]
-        )
-        custom = client.CustomObjectsApi(tenant)
+        with in_force(api, renamed(admission_policy(SECRETS), name, only_in(a))):
+            body = secret_sync_manifest(
+                "guarded", "guarded", sourceNamespace=src, destinationNamespaces=[b]
+            )
+            custom = client.CustomObjectsApi(tenant)
 
-        def try_create() -> tuple[int, str]:
-            try:
-                custom.create_namespaced_custom_object(
-                    "sync.opsuite.dev", "v1alpha1", a, "secretsyncs", body
-                )
-            except ApiException as exc:
-                return exc.status, exc.body or ""
-            syncs.delete(a, "guarded", wait=True)  # admitted before the policy was loaded
-            return 201, ""
+            def try_create() -> tuple[int, str]:
+                try:
+                    custom.create_namespaced_custom_object(
+                        "sync.opsuite.dev", "v1alpha1", a, "secretsyncs", body
+                    )
+                except ApiException as exc:
+                    return exc.status, exc.body or ""
+                syncs.delete(a, "guarded", wait=True)  # admitted before the policy was loaded
+                return 201, ""
 
-        # edit, as the charts aggregate it only with secrets.enabled: here no SecretSync right.
-        status, text = try_create()
-        assert status == 403, text
-        assert "secretsyncs" in text
-        _bind(rbac, a, f"{a}/tenant", role)
-        status, text = wait_until(  # once the binding and the policy are in force
-            try_create, lambda r: "you may not" in r[1], timeout=30, what="the policy's denial"
-        )
-        assert status == 403, text
-        assert f"you may not get Secret {src}/guarded" in text
-        # It may read the source now, but not write Secrets in b.
-        _bind(rbac, src, f"{a}/tenant", "edit")
-        status, text = wait_until(
-            try_create, lambda r: "destination" in r[1], timeout=30, what="destination denial"
-        )
-        assert status == 403, text
-        assert "may not create, update and delete Secrets in every destination" in text
-        assert syncs.secret(b, "guarded") is None
+            # edit, as the charts aggregate it only with secrets.enabled: here no SecretSync right.
+            status, text = try_create()
+            assert status == 403, text
+            assert "secretsyncs" in text
+            _bind(rbac, a, f"{a}/tenant", role)
+            status, text = wait_until(  # once the binding and the policy are in force
+                try_create, lambda r: "you may not" in r[1], timeout=30, what="the policy's denial"
+            )
+            assert status == 403, text
+            assert f"you may not get Secret {src}/guarded" in text
+            # It may read the source now, but not write Secrets in b.
+            _bind(rbac, src, f"{a}/tenant", "edit")
+            status, text = wait_until(
+                try_create, lambda r: "destination" in r[1], timeout=30, what="destination denial"
+            )
+            assert status == 403, text
+            assert "may not create, update and delete Secrets in every destination" in text
+            assert syncs.secret(b, "guarded") is None
     finally:
         tenant.close()
-        adm.delete_validating_admission_policy_binding(name)
-        adm.delete_validating_admission_policy(name)
         rbac.delete_cluster_role(role)
 
 
-def _echo_policy(name: str, namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _echo_policy(name: str, namespace: str) -> list[dict[str, Any]]:
     """A policy refusing every Secret written in ``namespace`` with a message quoting its data,
-    as a careless admission webhook would."""
+    as a careless admission webhook would, and its binding."""
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name},
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["secrets"],
-                    }
-                ]
-            },
+            "matchConstraints": match_constraints("", ("secrets",), ("CREATE", "UPDATE")),
             "validations": [
                 {
                     "expression": "false",
@@ -308,19 +292,7 @@ def _echo_policy(name: str, namespace: str) -> tuple[dict[str, Any], dict[str, A
             ],
         },
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {
-            "policyName": name,
-            "validationActions": ["Deny"],
-            "matchResources": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-            },
-        },
-    }
-    return policy, binding
+    return renamed([policy, policy_binding(name)], name, only_in(namespace))
 
 
 def test_no_value_leaves_the_secret(
@@ -336,11 +308,7 @@ def test_no_value_leaves_the_secret(
     src, a, b, c = (pool.name(s) for s in ("src", "a", "b", "c"))
     planted = [f"planted-{uuid.uuid4().hex}" for _ in range(2)]
     forms = [*planted, *(base64.b64encode(p.encode()).decode() for p in planted)]
-    adm = client.AdmissionregistrationV1Api(api)
-    policy, binding = _echo_policy(f"secsync-echo-{pool.run}", c)
-    adm.create_validating_admission_policy(policy)
-    adm.create_validating_admission_policy_binding(binding)
-    try:
+    with in_force(api, _echo_policy(f"secsync-echo-{pool.run}", c)):
         # The policy echoes a Secret's value (retried until the API server has loaded it).
         def echo() -> str:
             try:
@@ -396,9 +364,6 @@ def test_no_value_leaves_the_secret(
         assert "WriteFailed" in texts["events"], texts["events"]
         leaks = {where: [f for f in forms if f in text] for where, text in texts.items()}
         assert not any(leaks.values()), leaks
-    finally:
-        adm.delete_validating_admission_policy_binding(binding["metadata"]["name"])
-        adm.delete_validating_admission_policy(policy["metadata"]["name"])
 
 
 def test_the_operator_touched_secrets_only_in_its_namespaces_and_by_the_names_it_copies(
