@@ -1,7 +1,9 @@
 """Pydantic base model and reusable Kubernetes types for operator custom resources.
 
 Every operator model derives from :class:`KubeModel`: camelCase aliases on the wire, unknown
-keys rejected, and attribute docstrings become schema descriptions (``kubectl explain``).
+keys rejected. Attribute docstrings become the descriptions of the generated schemas
+(``kubectl explain``), read by the generators (:mod:`opsuite_packaging.descriptions`), not by
+every process that imports a model.
 
 CEL rules (``x-kubernetes-validations``) are declared in exactly one way, with
 ``validations(cel(...), ...)`` passed as ``json_schema_extra``:
@@ -50,14 +52,13 @@ LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
 
 
 class KubeModel(BaseModel):
-    """Base for operator models: camelCase aliases, no unknown keys, docstring descriptions."""
+    """Base for operator models: camelCase aliases, no unknown keys."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,
         validate_by_name=True,
         validate_by_alias=True,
         extra="forbid",
-        use_attribute_docstrings=True,
     )
 
     def to_kube(self) -> dict[str, Any]:

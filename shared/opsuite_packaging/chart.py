@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from opsuite_common.store import JSON
 from opsuite_packaging.chart_values import CHART_REPOSITORY, ChartValues
+from opsuite_packaging.descriptions import described_schema, field_description
 
 TEMPLATE_PREFIX = "opsuite."
 """Prefix of named templates in shared/helm/templates, replaced by ``<chart name>.``."""
@@ -267,7 +268,7 @@ def _inline(node: Any, defs: JSON) -> Any:
 
 def values_schema(model: type[ChartValues]) -> JSON:
     """``values.schema.json``: the values model with unknown keys rejected at every level."""
-    raw = model.model_json_schema(by_alias=True)
+    raw = described_schema(model)
     schema: JSON = _inline(raw, raw.get("$defs", {}))
     # Helm passes `global` to every chart that is a subchart; allow it.
     schema["properties"]["global"] = {"type": "object"}
@@ -275,7 +276,7 @@ def values_schema(model: type[ChartValues]) -> JSON:
 
 
 def _description(model: type[BaseModel], name: str) -> str:
-    return " ".join((model.model_fields[name].description or "").split())
+    return " ".join((field_description(model, name) or "").split())
 
 
 def _scalar(value: Any) -> str:

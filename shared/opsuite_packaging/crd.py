@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from pydantic.config import JsonDict
 
 from opsuite_common.kube_model import KubeModel
+from opsuite_packaging.descriptions import described_schema
 
 Schema: TypeAlias = dict[str, Any]
 
@@ -268,7 +269,7 @@ def crd_yaml(crd: dict[str, Any]) -> str:
 
 def structural_schema(model: type[BaseModel]) -> Schema:
     """The structural OpenAPI v3 schema of ``model`` (its aliases, its pydantic constraints)."""
-    raw = model.model_json_schema(by_alias=True, mode="validation")
+    raw = described_schema(model)
     defs = raw.pop("$defs", {})
     return _convert(raw, defs, (), model.__name__)
 
