@@ -2,7 +2,8 @@
 optional feature needs are imported when that feature is used, since each one stays resident for
 the life of the process (``cryptography``, for the self-signed metrics certificate, is about
 9 MiB of RSS); work that only the generators need (reading the models' attribute docstrings) or
-that no connection uses (aiohttp's default contexts' trust store) is not done."""
+that no connection uses (aiohttp's default contexts' trust store) is not done, and the
+collector does not walk what is imported (opsuite_common.startup)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ TRUST_STORE = (
 
 @pytest.mark.parametrize("operator", OPERATORS)
 def test_aiohttp_default_contexts_skip_the_system_trust_store(operator: str) -> None:
-    """aiohttp's import-time default contexts (opsuite_common.aiohttp_defaults) load no CA
+    """aiohttp's import-time default contexts (opsuite_common.startup) load no CA
     bundle, and a context made afterwards still loads the system's, the environment as it was."""
     env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
     plain = _run(TRUST_STORE.format(imports="pass"), env)
@@ -83,6 +84,43 @@ def test_aiohttp_default_contexts_skip_the_system_trust_store(operator: str) -> 
     env |= {"SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt", "SSL_CERT_DIR": "/nowhere"}
     given = _run(TRUST_STORE.format(imports=f"import {operator}_operator.__main__"), env)
     assert given.split()[3:] == ["/etc/ssl/certs/ca-certificates.crt", "/nowhere"]
+
+
+COLLECTIONS = (
+    "import gc\n"
+    "{imports}\n"
+    "before = [s['collections'] for s in gc.get_stats()]\n"
+    "{statement}\n"
+    "after = [s['collections'] for s in gc.get_stats()]\n"
+    "print(gc.isenabled(), gc.get_freeze_count(), sum(after) - sum(before))"
+)
+
+
+@pytest.mark.parametrize("operator", OPERATORS)
+def test_an_operator_imports_without_collecting_and_freezes_what_it_imported(
+    operator: str,
+) -> None:
+    """The import of an operator's entry point runs no collection and leaves the collector
+    on, with the imported objects frozen; the same modules imported as a library (tests,
+    tools) are collected as usual, which is what the first check would see without
+    opsuite_common.startup."""
+    main = _run(
+        COLLECTIONS.format(
+            imports="import opsuite_common.startup",
+            statement=f"import {operator}_operator.__main__",
+        )
+    )
+    enabled, frozen, collections = main.split()
+    assert (enabled, collections) == ("True", "0"), main
+    assert int(frozen) > 50_000, main
+    library = _run(
+        COLLECTIONS.format(
+            imports="pass", statement=f"import {operator}_operator.handlers, opsuite_common.manager"
+        )
+    )
+    enabled, frozen, collections = library.split()
+    assert (enabled, frozen) == ("True", "0"), library
+    assert int(collections) > 10, library
 
 
 def test_no_model_reads_its_docstrings_at_import() -> None:

@@ -11,17 +11,20 @@ Besides the common flags (each also an ``OPSUITE_*`` environment variable):
 
 from __future__ import annotations
 
-import argparse
-import logging
-import sys
-from collections.abc import Mapping, Sequence
+from opsuite_common.startup import importing
 
-from configmapsync_operator.handlers import setup
-from configmapsync_operator.kinds import SECRETS
-from configmapsync_operator.models import GROUP, VERSION
-from opsuite_common.kube import ApiException
-from opsuite_common.manager import Manager, run_operator
-from opsuite_common.options import bool_flag, parse_operator_flags
+with importing():
+    import argparse
+    import logging
+    import sys
+    from collections.abc import Mapping, Sequence
+
+    from configmapsync_operator.handlers import setup
+    from configmapsync_operator.kinds import SECRETS
+    from configmapsync_operator.models import GROUP, VERSION
+    from opsuite_common.kube import ApiException
+    from opsuite_common.manager import Manager, run_operator
+    from opsuite_common.options import bool_flag, parse_operator_flags
 
 log = logging.getLogger(__name__)
 

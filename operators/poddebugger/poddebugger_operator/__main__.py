@@ -19,15 +19,18 @@ Besides the common flags (each also an ``OPSUITE_*`` environment variable, e.g.
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-from collections.abc import Mapping, Sequence
+from opsuite_common.startup import importing
 
-from opsuite_common.manager import run_operator
-from opsuite_common.options import bool_flag, parse_operator_flags
-from poddebugger_operator.handlers import Settings, setup
-from poddebugger_operator.policy import POLICY_NAME
+with importing():
+    import argparse
+    import os
+    import sys
+    from collections.abc import Mapping, Sequence
+
+    from opsuite_common.manager import run_operator
+    from opsuite_common.options import bool_flag, parse_operator_flags
+    from poddebugger_operator.handlers import Settings, setup
+    from poddebugger_operator.policy import POLICY_NAME
 
 ENV_PREFIXES = "OPSUITE_ALLOWED_IMAGE_PREFIXES"
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from opsuite_common.manager import run_operator
-from podset_operator.handlers import setup
+from opsuite_common.startup import importing
+
+with importing():
+    from opsuite_common.manager import run_operator
+    from podset_operator.handlers import setup
 
 
 def main() -> None:
