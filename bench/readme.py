@@ -257,8 +257,21 @@ TARGETS: tuple[tuple[str, str, str, Callable[[Row], bool]], ...] = (
         "versus",
         lambda r: r["label"].startswith("API requests"),
     ),
+    (
+        "start to Ready, small workloads",
+        "ratio <= 3.0",
+        "versus",
+        lambda r: r["label"].startswith("start to Ready"),
+    ),
+    (
+        "RSS, small workloads",
+        "ratio <= 1.2",
+        "versus",
+        lambda r: r["label"].startswith("RSS after"),
+    ),
 )
-"""Issue #19's targets (opsuite / Go reference, same run): title, limit, benchmark, its rows."""
+"""The targets of #19 and #36 (opsuite / Go reference, same run): title, limit, benchmark, its
+rows."""
 
 
 def targets_table(documents: dict[str, Document]) -> str:

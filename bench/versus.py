@@ -34,10 +34,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from bench import configmapsync as cms
-from bench import plane
+from bench import framework_floor, plane
 from bench import poddebugger as pdb
 from bench.audit import AuditTail, request_summary
 from bench.cpu import cpu_seconds, cpu_settled, rss_mib
+from bench.framework_floor import Floor
 from bench.implementations import (
     GO,
     IMPLEMENTATIONS,
@@ -66,6 +67,9 @@ last write counts too."""
 TIME_RATIO, CPU_RATIO, REQUEST_RATIO = 1.0, 1.5, 1.0
 """Targets, opsuite / Go in the same run: time to converge, CPU seconds and API requests
 per workload."""
+READY_RATIO, RSS_RATIO = 3.0, 1.2
+"""Targets of the small-cluster footprint (#36), opsuite / Go in the same run: start to Ready
+with the workload's objects present, and RSS."""
 
 
 @dataclass(frozen=True)
@@ -471,8 +475,9 @@ def _row(
     }
 
 
-def summary(trials: list[Trial]) -> list[dict[str, Any]]:
-    """Per pair, medians over the rounds of each figure, ratios opsuite / Go, targets."""
+def summary(trials: list[Trial], floor: Floor | None = None) -> list[dict[str, Any]]:
+    """Per pair, medians over the rounds of each figure, ratios opsuite / Go, targets; with
+    the run's ``floor``, that floor against the Go reference's start and RSS (reported)."""
     rows: list[dict[str, Any]] = []
     for pair in dict.fromkeys(t.pair for t in trials):
         mine = [t for t in trials if t.pair == pair]
@@ -486,10 +491,38 @@ def summary(trials: list[Trial]) -> list[dict[str, Any]]:
         rows += [
             _row(pair, "CPU seconds, whole workload", mine, lambda t: t.cpu_s, CPU_RATIO),
             _row(pair, "API requests, whole workload", mine, lambda t: t.requests, REQUEST_RATIO),
-            _row(pair, "start to Ready, objects present (s)", mine, lambda t: t.ready_s, None),
-            _row(pair, "RSS after the initial sync (MiB)", mine, lambda t: t.rss_synced_mib, None),
-            _row(pair, "RSS after the quiet window (MiB)", mine, lambda t: t.rss_quiet_mib, None),
+            _row(
+                pair, "start to Ready, objects present (s)", mine, lambda t: t.ready_s, READY_RATIO
+            ),
+            _row(
+                pair,
+                "RSS after the initial sync (MiB)",
+                mine,
+                lambda t: t.rss_synced_mib,
+                RSS_RATIO,
+            ),
+            _row(
+                pair, "RSS after the quiet window (MiB)", mine, lambda t: t.rss_quiet_mib, RSS_RATIO
+            ),
         ]
+        if floor is not None:
+            rows += [
+                _row(
+                    pair,
+                    "floor: interpreter + import kopf, against Go's start to Ready (s)",
+                    mine,
+                    lambda t: floor.start_s if t.side == OPSUITE else t.ready_s,
+                    None,
+                ),
+                _row(
+                    pair,
+                    "floor: interpreter + import kopf, against Go's RSS after the initial sync "
+                    "(MiB)",
+                    mine,
+                    lambda t: floor.rss_mib if t.side == OPSUITE else t.rss_synced_mib,
+                    None,
+                ),
+            ]
     return rows
 
 
@@ -556,10 +589,11 @@ def main(
     )
     for trial in trials:
         trial.environment = env
+    floor = framework_floor.measure()
     previous = json.loads(output.read_text()) if output.exists() else None
     kept = merge(previous, config.pairs)
     trials = [*kept, *trials]
-    rows = summary(trials)
+    rows = summary(trials, floor)
     print()
     print(table(rows, trials))
     for failure in failures:
@@ -572,6 +606,7 @@ def main(
             {**asdict(t), "cpu_s": round(t.cpu_s, 2), "requests": t.requests} for t in trials
         ],
         "failures": failures,
+        "floor": asdict(floor),
         "summary": rows,
         "targets_met": all(r["met"] is not False for r in rows),
     }

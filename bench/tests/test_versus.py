@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from bench.framework_floor import Floor
 from bench.implementations import GO, OPSUITE, order, ratio, verdict
 from bench.versus import Phase, Trial, summary
 
@@ -58,8 +59,27 @@ def test_summary_takes_medians_per_side_and_judges_each_target() -> None:
     assert requests["met"] is True
     ready = rows["start to Ready, objects present (s)"]
     assert ready["ratio"] == pytest.approx(1.5 / 0.2)
-    assert ready["met"] is None
-    assert rows["RSS after the quiet window (MiB)"]["ratio"] == pytest.approx(81.0 / 40.0)
+    assert ready["met"] is False  # 7.5 > 3.0
+    quiet = rows["RSS after the quiet window (MiB)"]
+    assert quiet["ratio"] == pytest.approx(81.0 / 40.0)
+    assert quiet["met"] is False  # 2.0 > 1.2
+    assert not any(label.startswith("floor:") for label in rows)
+
+
+def test_the_floor_is_set_against_the_go_references_start_and_memory() -> None:
+    trials = [
+        _trial(OPSUITE, 1, converge=8.0, cpu=3.0, requests=600, ready=0.5),
+        _trial(GO, 1, converge=10.0, cpu=2.0, requests=500, ready=0.1),
+        _trial(GO, 2, converge=6.0, cpu=4.0, requests=700, ready=0.3),
+    ]
+    rows = {r["label"]: r for r in summary(trials, Floor(start_s=0.3, rss_mib=42.0))}
+    ready = rows["start to Ready, objects present (s)"]
+    assert (ready["ratio"], ready["met"]) == (pytest.approx(2.5), True)
+    start = rows["floor: interpreter + import kopf, against Go's start to Ready (s)"]
+    assert (start["opsuite"], start["go"], start["ratio"]) == (0.3, 0.2, pytest.approx(1.5))
+    assert (start["target"], start["met"]) == ("reported", None)
+    rss = rows["floor: interpreter + import kopf, against Go's RSS after the initial sync (MiB)"]
+    assert (rss["opsuite"], rss["go"], rss["ratio"]) == (42.0, 40.0, pytest.approx(1.05))
 
 
 def test_a_missed_target_is_reported_missed() -> None:
