@@ -196,6 +196,16 @@ def _floor_rows(pair: str, n: int, ops: Point, go: Point) -> list[dict[str, Any]
             go.ready_s,
         ),
     ]
+    if "metadata_listing_s" in ops.floor:
+        figures.append(
+            (
+                f"start floor: the same list of metadata only (PartialObjectMetadata), "
+                f"{ops.floor['metadata_listing_mb']} MB "
+                f"({ops.floor['metadata_listing_cpu_s']} s CPU) (s)",
+                ops.floor["metadata_listing_s"],
+                None,
+            )
+        )
     return [
         {
             "pair": pair,

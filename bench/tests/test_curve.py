@@ -106,6 +106,18 @@ def test_the_floor_of_a_start_is_reported_against_go_s_start_to_ready() -> None:
     assert rows["20,000 objects: start floor: imports (s)"]["opsuite"] == 0.4
     without = {r["label"] for r in summary([replace(ops, floor={}), go])}
     assert not any("floor" in label for label in without)
+    assert not any("metadata only" in label for label in rows)
+    metadata = {
+        "metadata_listing_s": 0.55,
+        "metadata_listing_cpu_s": 0.2,
+        "metadata_listing_mb": 19.6,
+    }
+    rows = {r["label"]: r for r in summary([replace(ops, floor=floor | metadata), go])}
+    only = rows[
+        "20,000 objects: start floor: the same list of metadata only (PartialObjectMetadata), "
+        "19.6 MB (0.2 s CPU) (s)"
+    ]
+    assert (only["opsuite"], only["target"], only["met"]) == (0.55, "reported", None)
 
 
 def test_the_floor_lists_pods_in_protobuf_and_configmaps_in_json() -> None:
