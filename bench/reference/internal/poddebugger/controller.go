@@ -36,8 +36,9 @@ const MaxFailedPods = 20
 // Reconciler reconciles PodDebuggers.
 type Reconciler struct {
 	client.Client
-	// Recorder posts opsuite's Events: DebugContainerAdded (Normal) and InjectionFailed
-	// (Warning) on the PodDebugger, DebugContainerRefused (Warning) on a pod that refused.
+	// Recorder posts opsuite's Events: DebugContainerAdded (Normal) on the pod and on the
+	// PodDebugger, InjectionFailed (Warning) on the PodDebugger, DebugContainerRefused
+	// (Warning) on a pod that refused.
 	Recorder record.EventRecorder
 
 	mu sync.Mutex
@@ -87,6 +88,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for i, err := range app.Parallel(tasks) {
 		pod := plan.inject[i]
 		if err == nil {
+			r.Recorder.Eventf(pod, corev1.EventTypeNormal, "DebugContainerAdded",
+				"PodDebugger %s added %s (image %s)", debugger.Name, container.Name, container.Image)
 			r.Recorder.Eventf(debugger, corev1.EventTypeNormal, "DebugContainerAdded",
 				"added %s (image %s) to pod %s", container.Name, container.Image, pod.Name)
 			r.remember(pod.UID, container.Name)

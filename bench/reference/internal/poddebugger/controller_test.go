@@ -98,6 +98,8 @@ func TestInjectsOnceIntoEveryMatchingLivePod(t *testing.T) {
 		}
 	}
 	wantEvents := []string{
+		"Normal DebugContainerAdded PodDebugger shell added " + want + " (image busybox:1.37)", // on pod a
+		"Normal DebugContainerAdded PodDebugger shell added " + want + " (image busybox:1.37)", // on pod b
 		"Normal DebugContainerAdded added " + want + " (image busybox:1.37) to pod a",
 		"Normal DebugContainerAdded added " + want + " (image busybox:1.37) to pod b",
 	}
