@@ -69,6 +69,21 @@ class CustomObjects:
         self.created.append((namespace, body["metadata"]["name"]))
         return result
 
+    def try_create_as(
+        self, api: client.ApiClient, namespace: str, body: dict[str, Any]
+    ) -> tuple[int, str]:
+        """Create ``body`` with ``api``'s credentials (a tenant's): the refusal's status and
+        body, or 201 once what was admitted is deleted again (by this client), so that an
+        admission policy the API server had not loaded yet can be tried again."""
+        try:
+            client.CustomObjectsApi(api).create_namespaced_custom_object(
+                *self._path(namespace), body
+            )
+        except ApiException as exc:
+            return exc.status, exc.body or ""
+        self.delete(namespace, body["metadata"]["name"], wait=True)
+        return 201, ""
+
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self.custom.get_namespaced_custom_object(
             *self._path(namespace), name

@@ -1002,18 +1002,9 @@ def test_admission_policy_requires_the_rights_a_copy_by_hand_would_need(
         _bind(rbac, a, "privileged", a, f"{name}-cms-creator")
         _bind(rbac, None, "privileged", a, f"{name}-cm-writer")
         body = sync_manifest("guarded", "guarded", sourceNamespace=src, destinationNamespaces=[b])
-        limited_syncs = client.CustomObjectsApi(limited)
 
         def try_create() -> tuple[int, str]:
-            try:
-                limited_syncs.create_namespaced_custom_object(
-                    "sync.opsuite.dev", "v1alpha1", a, "configmapsyncs", body
-                )
-            except ApiException as exc:
-                return exc.status, exc.body or ""
-            # Admitted before the API server loaded the policy: undo, and try again.
-            syncs.delete(a, "guarded", wait=True)
-            return 201, ""
+            return syncs.try_create_as(limited, a, body)
 
         status, text = wait_until(try_create, lambda r: r[0] != 201, timeout=30, what="denial")
         assert status == 403, text

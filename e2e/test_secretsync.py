@@ -238,17 +238,9 @@ def test_a_tenant_with_edit_in_one_namespace_copies_no_secret_it_could_not_copy_
             body = secret_sync_manifest(
                 "guarded", "guarded", sourceNamespace=src, destinationNamespaces=[b]
             )
-            custom = client.CustomObjectsApi(tenant)
 
             def try_create() -> tuple[int, str]:
-                try:
-                    custom.create_namespaced_custom_object(
-                        "sync.opsuite.dev", "v1alpha1", a, "secretsyncs", body
-                    )
-                except ApiException as exc:
-                    return exc.status, exc.body or ""
-                syncs.delete(a, "guarded", wait=True)  # admitted before the policy was loaded
-                return 201, ""
+                return syncs.try_create_as(tenant, a, body)
 
             # edit, as the charts aggregate it only with secrets.enabled: here no SecretSync right.
             status, text = try_create()
