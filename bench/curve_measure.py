@@ -27,6 +27,9 @@ FLOOR_PROBES = 5
 """Probes of each part of a start's floor; the floor is the least (the API server's answer to
 one listing swings by half, with the run's bursts just behind it)."""
 
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+"""The Accept of a watch of objects' metadata only (controller-runtime's ``OnlyMetadata``)."""
+
 
 def measure(objects: CurveObjects, impl: Implementation, n: int, settle_s: float) -> Point:
     """One implementation at ``n`` objects."""
@@ -139,10 +142,6 @@ def floor(objects: CurveObjects, pair: str) -> dict[str, float]:
     if plural == "configmaps":  # what watching the copies' metadata only would list (#36)
         floor |= _listing("metadata_listing", url, METADATA_ONLY)
     return floor
-
-
-METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-"""The Accept of a watch of objects' metadata only (controller-runtime's ``OnlyMetadata``)."""
 
 
 def _listing(name: str, url: str, accept: str) -> dict[str, float]:

@@ -38,7 +38,6 @@ from bench import framework_floor, plane
 from bench import poddebugger as pdb
 from bench.audit import AuditTail, request_summary
 from bench.cpu import cpu_seconds, cpu_settled, rss_mib
-from bench.framework_floor import Floor
 from bench.implementations import (
     GO,
     IMPLEMENTATIONS,
@@ -475,7 +474,9 @@ def _row(
     }
 
 
-def summary(trials: list[Trial], floor: Floor | None = None) -> list[dict[str, Any]]:
+def summary(
+    trials: list[Trial], floor: framework_floor.Floor | None = None
+) -> list[dict[str, Any]]:
     """Per pair, medians over the rounds of each figure, ratios opsuite / Go, targets; with
     the run's ``floor``, that floor against the Go reference's start and RSS (reported)."""
     rows: list[dict[str, Any]] = []

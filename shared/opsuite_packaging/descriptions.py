@@ -2,8 +2,8 @@
 values), read from the source when a schema is made.
 
 pydantic's ``use_attribute_docstrings`` would read and parse every model's source when its class
-is created, in every process that imports a model: about 30 ms of each operator's start, for
-descriptions that only the generated files show. So they are read here, with the rules of
+is created, in every process that imports a model, at each operator's start, for descriptions
+that only the generated files show. So they are read here, with the rules of
 pydantic's own reading: a string right after an annotated attribute of the class body, cleaned
 as a docstring; a description given with ``Field(description=...)`` wins.
 """

@@ -25,10 +25,7 @@ mounted certificate)."""
 
 def _loaded_after(statement: str) -> set[str]:
     """The top-level packages a fresh interpreter holds after running ``statement``."""
-    code = f"import sys\n{statement}\nprint('\\n'.join(sys.modules))"
-    out = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
-    ).stdout
+    out = _run(f"import sys\n{statement}\nprint('\\n'.join(sys.modules))")
     return {name.split(".")[0] for name in out.split()}
 
 
